@@ -1,0 +1,179 @@
+//! Atomic file replacement: write to a temporary file in the destination's directory,
+//! fsync it, rename it over the destination, then fsync the directory.
+//!
+//! A reader never sees a half-written file, and after [`AtomicFile::commit`] returns the
+//! new contents survive a crash. Dropping an uncommitted [`AtomicFile`] removes the
+//! temporary file, so a failed write leaves no partial output behind.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::CoreError;
+
+/// A file being written that replaces `dest` only when committed.
+#[derive(Debug)]
+pub struct AtomicFile {
+    file: Option<File>,
+    tmp: PathBuf,
+    dest: PathBuf,
+}
+
+impl AtomicFile {
+    /// Create a temporary file next to `dest`.
+    ///
+    /// # Errors
+    /// [`CoreError::Io`] if the temporary file cannot be created.
+    pub fn create(dest: impl AsRef<Path>) -> Result<Self, CoreError> {
+        let dest = dest.as_ref().to_path_buf();
+        let dir = parent_dir(&dest);
+        let name = dest
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "out".to_owned());
+        let mut attempt = 0u32;
+        loop {
+            let tmp = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+            {
+                Ok(file) => {
+                    return Ok(AtomicFile {
+                        file: Some(file),
+                        tmp,
+                        dest,
+                    })
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 1000 => {
+                    attempt += 1;
+                }
+                Err(source) => {
+                    return Err(CoreError::Io {
+                        op: "create temporary file",
+                        path: tmp.display().to_string(),
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// The open temporary file (for positioned writes, `set_len`, ...).
+    #[must_use]
+    pub fn file(&self) -> &File {
+        self.file.as_ref().expect("file is present until commit")
+    }
+
+    /// The temporary file's path.
+    #[must_use]
+    pub fn temp_path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// The destination path.
+    #[must_use]
+    pub fn dest(&self) -> &Path {
+        &self.dest
+    }
+
+    /// fsync the data, rename over the destination and fsync the directory.
+    ///
+    /// # Errors
+    /// [`CoreError::Io`] if any of the steps fails; the temporary file is removed.
+    pub fn commit(mut self) -> Result<(), CoreError> {
+        let file = self.file.take().expect("file is present until commit");
+        fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> CoreError {
+            let path = path.display().to_string();
+            move |source| CoreError::Io { op, path, source }
+        }
+        file.sync_all().map_err(io_err("fsync", &self.tmp))?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.dest).map_err(io_err("rename", &self.dest))?;
+        let dir = parent_dir(&self.dest);
+        sync_dir(&dir).map_err(io_err("fsync directory", &dir))?;
+        // The temp name no longer exists; make Drop a no-op.
+        self.tmp = PathBuf::new();
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.as_ref().expect("file is present until commit").write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.as_ref().expect("file is present until commit").flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            self.file = None;
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Write `bytes` to `dest` atomically.
+///
+/// # Errors
+/// [`CoreError::Io`] if the write or any durability step fails.
+pub fn write_atomic(dest: impl AsRef<Path>, bytes: &[u8]) -> Result<(), CoreError> {
+    let mut f = AtomicFile::create(dest)?;
+    f.write_all(bytes).map_err(|source| CoreError::Io {
+        op: "write",
+        path: f.temp_path().display().to_string(),
+        source,
+    })?;
+    f.commit()
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// fsync a directory so that a rename inside it is durable.
+///
+/// # Errors
+/// The underlying I/O error.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        File::open(dir)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_replaces_and_drop_cleans_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("x.bin");
+        std::fs::write(&dest, b"old").unwrap();
+        {
+            let mut f = AtomicFile::create(&dest).unwrap();
+            f.write_all(b"half").unwrap();
+            // dropped without commit
+        }
+        assert_eq!(std::fs::read(&dest).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        write_atomic(&dest, b"new").unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}

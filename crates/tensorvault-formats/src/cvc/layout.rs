@@ -1,0 +1,101 @@
+//! Every byte-level constant of the CVC format, offsets derived from each other.
+//! See `docs/formats/cvc.md` for the prose version.
+
+/// Format name used in errors.
+pub const FORMAT: &str = "cvc";
+
+/// The four magic bytes at offset 0.
+pub const MAGIC: &[u8; 4] = b"CVCF";
+/// Offset of the magic.
+pub const MAGIC_OFFSET: u64 = 0;
+/// Length of the magic.
+pub const MAGIC_LEN: u64 = MAGIC.len() as u64;
+
+/// v1.0: offset of the u16 major version.
+pub const V1_MAJOR_OFFSET: u64 = MAGIC_OFFSET + MAGIC_LEN;
+/// v1.0: offset of the u16 minor version.
+pub const V1_MINOR_OFFSET: u64 = V1_MAJOR_OFFSET + 2;
+/// v1.0: offset of the u32 JSON header length.
+pub const V1_HEADER_LEN_OFFSET: u64 = V1_MINOR_OFFSET + 2;
+/// v1.0: offset of the JSON header.
+pub const V1_JSON_OFFSET: u64 = V1_HEADER_LEN_OFFSET + 4;
+/// The major version written by `decompressed` 2.1.1 (and by us).
+pub const V1_MAJOR: u16 = 1;
+/// The minor version written.
+pub const V1_MINOR: u16 = 0;
+/// The reference's columnar format (not supported here).
+pub const COLUMNAR_MAJOR: u16 = 2;
+
+/// v0 (legacy, the seed's layout): offset of the u32 JSON header length.
+pub const V0_HEADER_LEN_OFFSET: u64 = MAGIC_OFFSET + MAGIC_LEN;
+/// v0: offset of the JSON header.
+pub const V0_JSON_OFFSET: u64 = V0_HEADER_LEN_OFFSET + 4;
+
+/// Size of the u32 payload length that starts every chunk frame.
+pub const FRAME_LEN_SIZE: u64 = 4;
+/// Size of the u32 CRC-32 that follows it in v1.0.
+pub const FRAME_CRC_SIZE: u64 = 4;
+
+/// Page size used by `mmap_optimized` files: the header region and every chunk frame
+/// start on a multiple of it.
+pub const PAGE: u64 = 4096;
+
+/// Largest JSON header accepted (a documented limit, far above any real file: a header
+/// entry is ~100 bytes per chunk, so this allows millions of chunks).
+pub const MAX_HEADER_LEN: u64 = 256 << 20;
+
+/// The byte that opens a JSON object.
+pub const JSON_OPEN: u8 = b'{';
+
+/// The two framings of a CVC file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Framing {
+    /// Legacy (decompressed 0.1.0 and the seed): no version, no per-chunk CRC.
+    V0,
+    /// v1.0 (decompressed 2.x): u16 major, u16 minor, per-chunk CRC-32.
+    V1,
+}
+
+impl Framing {
+    /// Offset of the u32 JSON header length.
+    #[must_use]
+    pub const fn header_len_offset(self) -> u64 {
+        match self {
+            Framing::V0 => V0_HEADER_LEN_OFFSET,
+            Framing::V1 => V1_HEADER_LEN_OFFSET,
+        }
+    }
+
+    /// Offset where the JSON header starts.
+    #[must_use]
+    pub const fn json_offset(self) -> u64 {
+        match self {
+            Framing::V0 => V0_JSON_OFFSET,
+            Framing::V1 => V1_JSON_OFFSET,
+        }
+    }
+
+    /// Bytes of framing before each chunk payload.
+    #[must_use]
+    pub const fn frame_prefix(self) -> u64 {
+        match self {
+            Framing::V0 => FRAME_LEN_SIZE,
+            Framing::V1 => FRAME_LEN_SIZE + FRAME_CRC_SIZE,
+        }
+    }
+
+    /// A short name (`"v0"`, `"v1.0"`).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Framing::V0 => "v0",
+            Framing::V1 => "v1.0",
+        }
+    }
+}
+
+/// Round `x` up to a multiple of [`PAGE`], or `None` on overflow.
+#[must_use]
+pub fn page_align(x: u64) -> Option<u64> {
+    x.checked_next_multiple_of(PAGE)
+}

@@ -1,0 +1,808 @@
+//! Reading CVC files: open (header + layout validation), whole/partial/filtered loads,
+//! a streaming chunk iterator and integrity verification.
+
+use std::fs::File;
+use std::ops::Range;
+use std::path::Path;
+
+use rayon::prelude::*;
+use serde_json::Value;
+use tensorvault_core::{AlignedBuf, Shape, Tensor};
+
+use crate::cvc::backend::{Backend, ChunkCodec, CpuBackend};
+use crate::cvc::compression::Compression;
+use crate::cvc::header::CvcHeader;
+use crate::cvc::layout::{self, Framing, FORMAT, JSON_OPEN, MAGIC};
+use crate::cvc::source::{FileSource, ReadAt};
+use crate::FormatError;
+
+/// Where one chunk lives in the file, derived from the header and checked against the
+/// file at open.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkLayout {
+    /// Chunk index.
+    pub index: usize,
+    /// First row of the chunk in the collection.
+    pub row_start: u64,
+    /// Rows in the chunk.
+    pub rows: u64,
+    /// Offset of the chunk frame (its u32 length field).
+    pub frame_offset: u64,
+    /// Offset of the payload.
+    pub payload_offset: u64,
+    /// Payload length in bytes (`rows * dimension * width`).
+    pub payload_len: u64,
+    /// Stored CRC-32 of the payload (v1.0 files).
+    pub crc: Option<u32>,
+    /// How the payload decodes.
+    pub codec: ChunkCodec,
+}
+
+impl ChunkLayout {
+    /// One past the last byte of the frame.
+    #[must_use]
+    pub fn frame_end(&self) -> u64 {
+        self.payload_offset + self.payload_len
+    }
+}
+
+/// Target payload bytes per unit of parallel work.
+const PIECE_BYTES: u64 = 1 << 20;
+
+/// A reader over one CVC file. Cheap to share between threads (`&self` everywhere).
+pub struct CvcReader<S: ReadAt = FileSource> {
+    src: S,
+    name: String,
+    header: CvcHeader,
+    json_len: u64,
+    chunks: Vec<ChunkLayout>,
+    verify_checksums: bool,
+    backend: Box<dyn Backend + Send>,
+}
+
+impl<S: ReadAt> std::fmt::Debug for CvcReader<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CvcReader")
+            .field("name", &self.name)
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CvcReader<FileSource> {
+    /// Open a file for positioned reads (bounded memory: each chunk is read into a
+    /// buffer of its own size).
+    ///
+    /// # Errors
+    /// [`FormatError::Io`] if the file cannot be opened, or any validation error of
+    /// [`CvcReader::from_source`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, FormatError> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(FormatError::io("open", path.display()))?;
+        let src = FileSource::new(file).map_err(FormatError::io("stat", path.display()))?;
+        Self::from_source(src, path.display().to_string())
+    }
+}
+
+impl CvcReader<memmap2::Mmap> {
+    /// Open a file through a read-only memory map: loads decode straight from the page
+    /// cache without an intermediate copy (the fastest path for whole-file loads).
+    ///
+    /// # Errors
+    /// As [`CvcReader::open`].
+    pub fn open_mmap(path: impl AsRef<Path>) -> Result<Self, FormatError> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(FormatError::io("open", path.display()))?;
+        // SAFETY: the map is read-only; tensorvault never writes a file it has open for
+        // reading, and files are replaced by rename, never modified in place. A file
+        // truncated by another process while mapped could fault; that is the documented
+        // contract of memory-mapped readers (use `open` to avoid it).
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(FormatError::io("mmap", path.display()))?;
+        Self::from_source(map, path.display().to_string())
+    }
+}
+
+fn read_at<S: ReadAt>(src: &S, name: &str, buf: &mut [u8], offset: u64) -> Result<(), FormatError> {
+    src.read_exact_at(buf, offset).map_err(FormatError::io("read", name))
+}
+
+fn truncated(what: impl Into<String>, offset: u64, end: u64, file_len: u64) -> FormatError {
+    FormatError::Truncated {
+        format: FORMAT,
+        what: what.into(),
+        offset,
+        end,
+        file_len,
+    }
+}
+
+/// Detect the framing from the first bytes (at most 13), by where the JSON starts.
+fn detect_framing(head: &[u8], file_len: u64) -> Result<(Framing, (u16, u16)), FormatError> {
+    let u16_at = |o: usize| u16::from_le_bytes([head[o], head[o + 1]]);
+    if head.len() > 12 && head[12] == JSON_OPEN {
+        let (major, minor) = (u16_at(4), u16_at(6));
+        match major {
+            layout::V1_MAJOR => return Ok((Framing::V1, (major, minor))),
+            layout::COLUMNAR_MAJOR => {
+                return Err(FormatError::UnsupportedVersion {
+                    format: FORMAT,
+                    major: major.into(),
+                    minor: minor.into(),
+                    offset: layout::V1_MAJOR_OFFSET,
+                    reason: "major version 2 is decompressed's columnar format, which tensorvault does not read",
+                })
+            }
+            _ if head[8] != JSON_OPEN => {
+                return Err(FormatError::UnsupportedVersion {
+                    format: FORMAT,
+                    major: major.into(),
+                    minor: minor.into(),
+                    offset: layout::V1_MAJOR_OFFSET,
+                    reason: "unknown major version (this reader knows v0 and v1.x)",
+                })
+            }
+            _ => {}
+        }
+    }
+    if head.len() > 8 && head[8] == JSON_OPEN {
+        return Ok((Framing::V0, (0, 1)));
+    }
+    if head.len() <= 12 {
+        return Err(truncated("file prefix (magic, version, header length)", 0, 13, file_len));
+    }
+    Err(FormatError::InvalidJson {
+        format: FORMAT,
+        offset: layout::V0_JSON_OFFSET,
+        reason: "no JSON object at offset 8 (v0) or 12 (v1.0)".to_owned(),
+    })
+}
+
+impl<S: ReadAt> CvcReader<S> {
+    /// Validate a source and build the chunk table. `name` is used in errors.
+    ///
+    /// Checks, before allocating anything sized by the file: magic, version, header
+    /// length against the file, JSON and required fields, compressions, int8 parameters,
+    /// rows against `num_vectors`, every chunk frame inside the file (in order, not
+    /// overlapping), no trailing bytes, and every stored payload length.
+    ///
+    /// # Errors
+    /// The [`FormatError`] naming the first problem found.
+    pub fn from_source(src: S, name: impl Into<String>) -> Result<Self, FormatError> {
+        let name = name.into();
+        let file_len = src.len();
+        let mut head = [0u8; 13];
+        let head_len = usize::try_from(file_len.min(13)).expect("at most 13");
+        read_at(&src, &name, &mut head[..head_len], 0)?;
+        let head = &head[..head_len];
+        if head.len() < MAGIC.len() || &head[..MAGIC.len()] != MAGIC {
+            return Err(FormatError::BadMagic {
+                format: FORMAT,
+                expected: MAGIC,
+                found: head[..head.len().min(MAGIC.len())].to_vec(),
+            });
+        }
+        let (framing, version) = detect_framing(head, file_len)?;
+        let hl_off = framing.header_len_offset() as usize;
+        let header_len = u64::from(u32::from_le_bytes(head[hl_off..hl_off + 4].try_into().expect("4 bytes")));
+        let json_offset = framing.json_offset();
+        let json_end = json_offset + header_len;
+        if header_len > layout::MAX_HEADER_LEN {
+            return Err(FormatError::InvalidField {
+                format: FORMAT,
+                field: "header_len".into(),
+                offset: framing.header_len_offset(),
+                reason: format!("{header_len} exceeds the limit of {} bytes", layout::MAX_HEADER_LEN),
+            });
+        }
+        if json_end > file_len {
+            return Err(truncated(
+                format!("JSON header (header_len = {header_len})"),
+                json_offset,
+                json_end,
+                file_len,
+            ));
+        }
+        // header_len is now backed by bytes actually present in the file.
+        let mut json = vec![0u8; header_len as usize];
+        read_at(&src, &name, &mut json, json_offset)?;
+        let header = CvcHeader::parse(&json, framing, version, json_offset)?;
+        drop(json);
+        for (i, s) in header.sections.iter().enumerate() {
+            if s.end_index > header.num_vectors {
+                return Err(FormatError::InvalidField {
+                    format: FORMAT,
+                    field: format!("sections[{i}].end_index"),
+                    offset: json_offset,
+                    reason: format!("{} is past num_vectors = {}", s.end_index, header.num_vectors),
+                });
+            }
+        }
+        let chunks = build_layout(&src, &name, &header, json_end, file_len)?;
+        Ok(CvcReader {
+            src,
+            name,
+            header,
+            json_len: header_len,
+            chunks,
+            verify_checksums: true,
+            backend: Box::new(CpuBackend),
+        })
+    }
+
+    /// Turn CRC verification on loads on or off (on by default; `verify` always checks).
+    #[must_use]
+    pub fn with_checksums(mut self, verify: bool) -> Self {
+        self.verify_checksums = verify;
+        self
+    }
+
+    /// Decode with another backend.
+    #[must_use]
+    pub fn with_backend(mut self, backend: Box<dyn Backend + Send>) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// The parsed header.
+    #[must_use]
+    pub fn header(&self) -> &CvcHeader {
+        &self.header
+    }
+
+    /// Length of the JSON header in bytes.
+    #[must_use]
+    pub fn header_len(&self) -> u64 {
+        self.json_len
+    }
+
+    /// The chunk table.
+    #[must_use]
+    pub fn chunks(&self) -> &[ChunkLayout] {
+        &self.chunks
+    }
+
+    /// Total number of vectors.
+    #[must_use]
+    pub fn num_vectors(&self) -> u64 {
+        self.header.num_vectors
+    }
+
+    /// Values per vector.
+    #[must_use]
+    pub fn dimension(&self) -> u64 {
+        self.header.dimension
+    }
+
+    /// File length in bytes.
+    #[must_use]
+    pub fn file_len(&self) -> u64 {
+        self.src.len()
+    }
+
+    /// The name used in errors (usually the path).
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Load every vector as a `[num_vectors, dimension]` f32 tensor.
+    ///
+    /// # Errors
+    /// I/O errors and [`FormatError::ChecksumMismatch`] (when checksums are on).
+    pub fn load_all(&self) -> Result<Tensor, FormatError> {
+        let segs = self.chunks.iter().map(|c| (c.index, 0..c.rows)).collect::<Vec<_>>();
+        self.load_segments(&segs)
+    }
+
+    /// Load rows `[range.start, range.end)`, reading only the chunks that hold them.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidArgument`] if the range is reversed or past the end; I/O and
+    /// checksum errors as [`CvcReader::load_all`].
+    pub fn load_rows(&self, range: Range<u64>) -> Result<Tensor, FormatError> {
+        if range.start > range.end || range.end > self.header.num_vectors {
+            return Err(FormatError::InvalidArgument {
+                name: "rows",
+                reason: format!(
+                    "{}..{} is not within 0..{}",
+                    range.start, range.end, self.header.num_vectors
+                ),
+            });
+        }
+        let segs = self.segments_for_rows(std::slice::from_ref(&range));
+        self.load_segments(&segs)
+    }
+
+    /// Load the given chunks, concatenated in the order given.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidArgument`] for an index past the last chunk.
+    pub fn load_chunks(&self, indices: &[usize]) -> Result<Tensor, FormatError> {
+        let segs = indices
+            .iter()
+            .map(|&i| {
+                self.chunks
+                    .get(i)
+                    .map(|c| (i, 0..c.rows))
+                    .ok_or_else(|| FormatError::InvalidArgument {
+                        name: "chunk_indices",
+                        reason: format!("chunk {i} does not exist (the file has {})", self.chunks.len()),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.load_segments(&segs)
+    }
+
+    /// Indices of the chunks whose `metadata[key] == value`.
+    #[must_use]
+    pub fn chunks_where_metadata(&self, key: &str, value: &Value) -> Vec<usize> {
+        self.header
+            .chunks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.metadata.as_ref().and_then(|m| m.get(key)) == Some(value))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Load the chunks whose `metadata[key] == value` (the reference's `metadata_key` /
+    /// `metadata_value` filter).
+    ///
+    /// # Errors
+    /// As [`CvcReader::load_chunks`].
+    pub fn load_where_metadata(&self, key: &str, value: &Value) -> Result<Tensor, FormatError> {
+        self.load_chunks(&self.chunks_where_metadata(key, value))
+    }
+
+    /// Row ranges of the sections whose `metadata[key] == value`.
+    #[must_use]
+    pub fn section_rows(&self, key: &str, value: &Value) -> Vec<Range<u64>> {
+        self.header
+            .sections
+            .iter()
+            .filter(|s| s.metadata.get(key) == Some(value))
+            .map(|s| s.start_index..s.end_index)
+            .collect()
+    }
+
+    /// Load the rows of every section whose `metadata[key] == value`, in file order (the
+    /// reference's `section_key` / `section_value` filter).
+    ///
+    /// # Errors
+    /// I/O and checksum errors as [`CvcReader::load_all`].
+    pub fn load_section(&self, key: &str, value: &Value) -> Result<Tensor, FormatError> {
+        let segs = self.segments_for_rows(&self.section_rows(key, value));
+        self.load_segments(&segs)
+    }
+
+    /// Iterate over chunks one at a time (memory: one payload and one decoded chunk).
+    #[must_use]
+    pub fn iter_chunks(&self) -> ChunkIter<'_, S> {
+        ChunkIter {
+            reader: self,
+            order: (0..self.chunks.len()).collect(),
+            pos: 0,
+            payload: Vec::new(),
+        }
+    }
+
+    /// Iterate over the given chunks, in the order given.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidArgument`] for an index past the last chunk.
+    pub fn iter_selected(&self, indices: Vec<usize>) -> Result<ChunkIter<'_, S>, FormatError> {
+        if let Some(&bad) = indices.iter().find(|&&i| i >= self.chunks.len()) {
+            return Err(FormatError::InvalidArgument {
+                name: "chunk_indices",
+                reason: format!("chunk {bad} does not exist (the file has {})", self.chunks.len()),
+            });
+        }
+        Ok(ChunkIter {
+            reader: self,
+            order: indices,
+            pos: 0,
+            payload: Vec::new(),
+        })
+    }
+
+    /// Check every chunk's CRC-32 (v1.0) without decoding. Structural problems were
+    /// already rejected when the reader opened; this reports every corrupt chunk rather
+    /// than stopping at the first.
+    ///
+    /// # Errors
+    /// I/O errors only; checksum failures are in the report.
+    pub fn verify(&self) -> Result<VerifyReport, FormatError> {
+        let results: Vec<Result<Option<(usize, u32)>, FormatError>> = self
+            .chunks
+            .par_iter()
+            .map_init(Vec::new, |buf, c| {
+                let Some(stored) = c.crc else { return Ok(None) };
+                let mut h = crc32fast::Hasher::new();
+                let mut off = c.payload_offset;
+                while off < c.frame_end() {
+                    let n = (c.frame_end() - off).min(4 * PIECE_BYTES);
+                    let bytes = self.bytes_at(off, n, buf)?;
+                    h.update(bytes);
+                    off += n;
+                }
+                let computed = h.finalize();
+                Ok((computed != stored).then_some((c.index, computed)))
+            })
+            .collect();
+        let mut report = VerifyReport {
+            framing: self.header.framing,
+            chunks: self.chunks.len(),
+            checksummed: self.chunks.iter().filter(|c| c.crc.is_some()).count(),
+            bytes: self.src.len(),
+            corrupt: Vec::new(),
+        };
+        for r in results {
+            if let Some((index, computed)) = r? {
+                let c = &self.chunks[index];
+                report.corrupt.push(CorruptChunk {
+                    index,
+                    rows: c.row_start..c.row_start + c.rows,
+                    payload_offset: c.payload_offset,
+                    stored: c.crc.unwrap_or_default(),
+                    computed,
+                });
+            }
+        }
+        Ok(report)
+    }
+
+    /// `n` bytes at `offset`: borrowed from an in-memory source, else read into `buf`.
+    fn bytes_at<'b>(&'b self, offset: u64, n: u64, buf: &'b mut Vec<u8>) -> Result<&'b [u8], FormatError> {
+        let n_us = usize::try_from(n).map_err(|_| truncated("read", offset, offset + n, self.src.len()))?;
+        if let Some(all) = self.src.as_bytes() {
+            let start = usize::try_from(offset).expect("offset checked at open");
+            return Ok(&all[start..start + n_us]);
+        }
+        buf.resize(n_us, 0);
+        read_at(&self.src, &self.name, buf, offset)?;
+        Ok(&buf[..])
+    }
+
+    /// Clip row ranges to chunk segments, in order.
+    fn segments_for_rows(&self, ranges: &[Range<u64>]) -> Vec<(usize, Range<u64>)> {
+        let mut segs = Vec::new();
+        for r in ranges {
+            let first = self.chunks.partition_point(|c| c.row_start + c.rows <= r.start);
+            for c in &self.chunks[first..] {
+                if c.row_start >= r.end {
+                    break;
+                }
+                let lo = r.start.max(c.row_start) - c.row_start;
+                let hi = r.end.min(c.row_start + c.rows) - c.row_start;
+                if hi > lo {
+                    segs.push((c.index, lo..hi));
+                }
+            }
+        }
+        segs
+    }
+
+    /// Decode `(chunk, rows within chunk)` segments into one tensor, in parallel.
+    /// With checksums on, every chunk touched is hashed in full exactly once (fused with
+    /// decoding where a segment covers the whole chunk).
+    fn load_segments(&self, segs: &[(usize, Range<u64>)]) -> Result<Tensor, FormatError> {
+        let dim = self.header.dimension;
+        let total_rows: u64 = segs.iter().map(|(_, r)| r.end - r.start).sum();
+        // Every segment lies inside a chunk whose payload is present in the file, so the
+        // allocation is bounded by (file bytes / value width) * 4.
+        let numel = usize::try_from(total_rows * dim).map_err(|_| FormatError::InvalidArgument {
+            name: "rows",
+            reason: "result does not fit in memory on this platform".into(),
+        })?;
+        let shape = Shape::new(&[total_rows, dim])?;
+        let mut out = AlignedBuf::<f32>::zeroed(numel);
+
+        let mut hashed = vec![false; self.chunks.len()];
+        let mut pieces: Vec<Piece<'_>> = Vec::new();
+        let mut rest: &mut [f32] = out.as_mut_slice();
+        for (ci, rows) in segs {
+            let c = &self.chunks[*ci];
+            let full = rows.start == 0 && rows.end == c.rows;
+            let hash = self.verify_checksums && c.crc.is_some() && full && !hashed[*ci];
+            if hash {
+                hashed[*ci] = true;
+            }
+            let (seg_out, tail) = std::mem::take(&mut rest).split_at_mut(((rows.end - rows.start) * dim) as usize);
+            rest = tail;
+            push_pieces(&mut pieces, c, rows.clone(), dim, Some(seg_out), hash);
+        }
+        if self.verify_checksums {
+            for c in &self.chunks {
+                if c.crc.is_some() && !hashed[c.index] && segs.iter().any(|(i, _)| *i == c.index) {
+                    hashed[c.index] = true;
+                    push_pieces(&mut pieces, c, 0..c.rows, dim, None, true);
+                }
+            }
+        }
+        let results: Vec<Result<(usize, Option<crc32fast::Hasher>), FormatError>> = pieces
+            .into_par_iter()
+            .map_init(Vec::new, |buf, p| self.run_piece(p, buf))
+            .collect();
+        let mut hashers: Vec<Option<crc32fast::Hasher>> = vec![None; self.chunks.len()];
+        for r in results {
+            let (ci, h) = r?;
+            if let Some(h) = h {
+                match &mut hashers[ci] {
+                    Some(acc) => acc.combine(&h),
+                    slot @ None => *slot = Some(h),
+                }
+            }
+        }
+        for (ci, h) in hashers.into_iter().enumerate() {
+            if let Some(h) = h {
+                self.check_crc(&self.chunks[ci], h.finalize())?;
+            }
+        }
+        Ok(Tensor::from_buf(shape, out)?)
+    }
+
+    fn run_piece(&self, p: Piece<'_>, buf: &mut Vec<u8>) -> Result<(usize, Option<crc32fast::Hasher>), FormatError> {
+        let c = &self.chunks[p.chunk];
+        let row_bytes = self.header.dimension * c.codec.compression().width();
+        let offset = c.payload_offset + p.rows.start * row_bytes;
+        let n = (p.rows.end - p.rows.start) * row_bytes;
+        let bytes = self.bytes_at(offset, n, buf)?;
+        let hasher = p.hash.then(|| {
+            let mut h = crc32fast::Hasher::new();
+            h.update(bytes);
+            h
+        });
+        if let Some(out) = p.out {
+            self.backend.decode(&c.codec, bytes, out)?;
+        }
+        Ok((p.chunk, hasher))
+    }
+
+    fn check_crc(&self, c: &ChunkLayout, computed: u32) -> Result<(), FormatError> {
+        match c.crc {
+            Some(stored) if stored != computed => Err(FormatError::ChecksumMismatch {
+                format: FORMAT,
+                what: format!("chunk {} payload", c.index),
+                offset: c.payload_offset,
+                stored: stored.into(),
+                computed: computed.into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Read, check and decode one whole chunk into `out` (`rows * dimension` values).
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidArgument`] for a bad index or output size; I/O and checksum
+    /// errors.
+    pub fn read_chunk_into(&self, index: usize, out: &mut [f32], scratch: &mut Vec<u8>) -> Result<(), FormatError> {
+        let c = self.chunks.get(index).ok_or_else(|| FormatError::InvalidArgument {
+            name: "index",
+            reason: format!("chunk {index} does not exist (the file has {})", self.chunks.len()),
+        })?;
+        if out.len() as u64 != c.rows * self.header.dimension {
+            return Err(FormatError::InvalidArgument {
+                name: "out",
+                reason: format!("chunk {index} has {} values, buffer holds {}", c.rows * self.header.dimension, out.len()),
+            });
+        }
+        let bytes = self.bytes_at(c.payload_offset, c.payload_len, scratch)?;
+        if self.verify_checksums && c.crc.is_some() {
+            self.check_crc(c, crc32fast::hash(bytes))?;
+        }
+        self.backend.decode(&c.codec, bytes, out)
+    }
+}
+
+/// A unit of parallel work: rows of one chunk, decoded into `out` and/or hashed.
+struct Piece<'o> {
+    chunk: usize,
+    rows: Range<u64>,
+    out: Option<&'o mut [f32]>,
+    hash: bool,
+}
+
+fn push_pieces<'o>(
+    pieces: &mut Vec<Piece<'o>>,
+    c: &ChunkLayout,
+    rows: Range<u64>,
+    dim: u64,
+    mut out: Option<&'o mut [f32]>,
+    hash: bool,
+) {
+    let row_bytes = (dim * c.codec.compression().width()).max(1);
+    let step = (PIECE_BYTES / row_bytes).max(1);
+    let mut r = rows.start;
+    while r < rows.end {
+        let hi = (r + step).min(rows.end);
+        let piece_out = out.take().map(|o| {
+            let (head, tail) = o.split_at_mut(((hi - r) * dim) as usize);
+            out = Some(tail);
+            head
+        });
+        pieces.push(Piece {
+            chunk: c.index,
+            rows: r..hi,
+            out: piece_out,
+            hash,
+        });
+        r = hi;
+    }
+}
+
+fn build_layout<S: ReadAt>(
+    src: &S,
+    name: &str,
+    header: &CvcHeader,
+    json_end: u64,
+    file_len: u64,
+) -> Result<Vec<ChunkLayout>, FormatError> {
+    let framing = header.framing;
+    let prefix = framing.frame_prefix();
+    let mut out = Vec::with_capacity(header.chunks.len());
+    let mut cursor = json_end;
+    let mut row_start = 0u64;
+    for (i, ch) in header.chunks.iter().enumerate() {
+        let field = |k: &str| format!("chunks[{i}].{k}");
+        let payload_len = ch.payload_len(header.dimension).ok_or_else(|| FormatError::InvalidField {
+            format: FORMAT,
+            field: field("rows"),
+            offset: framing.json_offset(),
+            reason: format!("{} rows x {} dims overflows u64", ch.rows, header.dimension),
+        })?;
+        let frame_offset = match ch.file_offset {
+            None => cursor,
+            Some(off) if off >= file_len => {
+                return Err(FormatError::InvalidField {
+                    format: FORMAT,
+                    field: field("file_offset"),
+                    offset: framing.json_offset(),
+                    reason: format!("{off} points outside the file ({file_len} bytes)"),
+                })
+            }
+            Some(off) if off < cursor => {
+                return Err(FormatError::InvalidField {
+                    format: FORMAT,
+                    field: field("file_offset"),
+                    offset: framing.json_offset(),
+                    reason: format!("{off} overlaps the header or the previous chunk (which ends at {cursor})"),
+                })
+            }
+            Some(off) => off,
+        };
+        let payload_offset = frame_offset + prefix;
+        let frame_end = payload_offset.checked_add(payload_len).filter(|&e| e <= file_len).ok_or_else(|| {
+            truncated(
+                format!("chunk {i} ({} rows, {payload_len} payload bytes)", ch.rows),
+                frame_offset,
+                payload_offset.saturating_add(payload_len),
+                file_len,
+            )
+        })?;
+        let mut pre = [0u8; 8];
+        read_at(src, name, &mut pre[..prefix as usize], frame_offset)?;
+        let stored_len = u64::from(u32::from_le_bytes(pre[..4].try_into().expect("4 bytes")));
+        if stored_len != payload_len {
+            return Err(FormatError::LengthMismatch {
+                format: FORMAT,
+                what: format!("chunk {i} payload ({} rows x {} dims x {} bytes)", ch.rows, header.dimension, ch.compression.width()),
+                offset: frame_offset,
+                expected: payload_len,
+                found: stored_len,
+            });
+        }
+        let crc = (framing == Framing::V1).then(|| u32::from_le_bytes(pre[4..8].try_into().expect("4 bytes")));
+        let codec = match (ch.compression, ch.int8) {
+            (Compression::Fp16, _) => ChunkCodec::Fp16,
+            (Compression::Bf16, _) => ChunkCodec::Bf16,
+            (Compression::Int8, Some(p)) => ChunkCodec::Int8(p.codec),
+            (Compression::Int8, None) => unreachable!("the header parser requires min/scale for int8"),
+        };
+        out.push(ChunkLayout {
+            index: i,
+            row_start,
+            rows: ch.rows,
+            frame_offset,
+            payload_offset,
+            payload_len,
+            crc,
+            codec,
+        });
+        row_start += ch.rows;
+        cursor = frame_end;
+    }
+    if cursor < file_len {
+        return Err(FormatError::TrailingBytes {
+            format: FORMAT,
+            offset: cursor,
+            count: file_len - cursor,
+        });
+    }
+    Ok(out)
+}
+
+/// One decoded chunk from [`ChunkIter`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodedChunk {
+    /// Chunk index.
+    pub index: usize,
+    /// First row of the chunk in the collection.
+    pub row_start: u64,
+    /// Rows in the chunk.
+    pub rows: u64,
+    /// `rows * dimension` values, row-major.
+    pub values: Vec<f32>,
+}
+
+/// Streaming iterator over decoded chunks; holds one payload buffer, reused.
+pub struct ChunkIter<'r, S: ReadAt> {
+    reader: &'r CvcReader<S>,
+    order: Vec<usize>,
+    pos: usize,
+    payload: Vec<u8>,
+}
+
+impl<S: ReadAt> Iterator for ChunkIter<'_, S> {
+    type Item = Result<DecodedChunk, FormatError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let &index = self.order.get(self.pos)?;
+        self.pos += 1;
+        let c = &self.reader.chunks[index];
+        let mut values = vec![0f32; (c.rows * self.reader.header.dimension) as usize];
+        Some(
+            self.reader
+                .read_chunk_into(index, &mut values, &mut self.payload)
+                .map(|()| DecodedChunk {
+                    index,
+                    row_start: c.row_start,
+                    rows: c.rows,
+                    values,
+                }),
+        )
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.order.len() - self.pos;
+        (n, Some(n))
+    }
+}
+
+/// The result of [`CvcReader::verify`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifyReport {
+    /// The file's framing.
+    pub framing: Framing,
+    /// Chunks in the file.
+    pub chunks: usize,
+    /// Chunks that carry a CRC (all of them in v1.0, none in v0).
+    pub checksummed: usize,
+    /// File size.
+    pub bytes: u64,
+    /// Chunks whose CRC does not match.
+    pub corrupt: Vec<CorruptChunk>,
+}
+
+impl VerifyReport {
+    /// Whether every checksum matched.
+    #[must_use]
+    pub fn is_ok(&self) -> bool {
+        self.corrupt.is_empty()
+    }
+}
+
+/// A chunk that failed its CRC.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CorruptChunk {
+    /// Chunk index.
+    pub index: usize,
+    /// The rows it holds.
+    pub rows: Range<u64>,
+    /// Offset of its payload.
+    pub payload_offset: u64,
+    /// CRC stored in the file.
+    pub stored: u32,
+    /// CRC of the bytes present.
+    pub computed: u32,
+}

@@ -1,0 +1,665 @@
+//! Writing CVC files: one call from a slice ([`pack`]) or a streaming writer with
+//! bounded memory ([`CvcWriter`]). Both write atomically (temp file, fsync, rename,
+//! fsync of the directory) and, for the same input and options, the same bytes as the
+//! reference `decompressed` 2.1.1 (v1.0) or 0.1.0 (v0).
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use serde_json::Value;
+use tensorvault_core::atomic::AtomicFile;
+use tensorvault_quant::affine_u8::AffineU8;
+use tensorvault_quant::float::{f32_to_bf16_bits, f32_to_f16_bits};
+
+use crate::cvc::compression::Compression;
+use crate::cvc::header::{ChunkHeader, ChunkSection, CvcHeader, Int8Params, Section};
+use crate::cvc::layout::{self, Framing, MAGIC};
+use crate::FormatError;
+
+/// A progress callback: `(rows done, rows total)`.
+pub type ProgressFn = Arc<dyn Fn(u64, u64) + Send + Sync>;
+
+/// A section of rows with its metadata (the reference's `pack_cvc_sections`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SectionSpec {
+    /// Rows in the section (sections follow each other in order).
+    pub rows: u64,
+    /// The section's metadata object.
+    pub metadata: Value,
+}
+
+/// Options for [`pack`] and [`CvcWriter`]. The defaults are the reference's.
+#[derive(Clone)]
+pub struct PackOptions {
+    /// Default compression of every chunk (`fp16`).
+    pub compression: Compression,
+    /// Rows per chunk (100,000); the last chunk holds the remainder.
+    pub chunk_size: u64,
+    /// v1.0 (default) or the legacy v0 layout.
+    pub framing: Framing,
+    /// Page-align every chunk frame and record `file_offset`s.
+    pub mmap_optimized: bool,
+    /// One metadata value per chunk (`chunk_metadata`).
+    pub chunk_metadata: Option<Vec<Value>>,
+    /// One compression per chunk, overriding `compression` (mixed files).
+    pub chunk_compression: Option<Vec<Compression>>,
+    /// Sections, in row order; their rows must add up to the number of vectors.
+    pub sections: Option<Vec<SectionSpec>>,
+    /// Called after each chunk is written.
+    pub progress: Option<ProgressFn>,
+}
+
+impl Default for PackOptions {
+    fn default() -> Self {
+        PackOptions {
+            compression: Compression::Fp16,
+            chunk_size: 100_000,
+            framing: Framing::V1,
+            mmap_optimized: false,
+            chunk_metadata: None,
+            chunk_compression: None,
+            sections: None,
+            progress: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for PackOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackOptions")
+            .field("compression", &self.compression)
+            .field("chunk_size", &self.chunk_size)
+            .field("framing", &self.framing)
+            .field("mmap_optimized", &self.mmap_optimized)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PackOptions {
+    fn check(&self) -> Result<(), FormatError> {
+        if self.chunk_size == 0 {
+            return Err(arg("chunk_size", "must be at least 1"));
+        }
+        if self.mmap_optimized && self.framing == Framing::V0 {
+            return Err(arg("mmap_optimized", "the legacy v0 layout has no file offsets; use v1.0"));
+        }
+        Ok(())
+    }
+
+    fn compression_of(&self, chunk: usize) -> Result<Compression, FormatError> {
+        match &self.chunk_compression {
+            None => Ok(self.compression),
+            Some(v) => v.get(chunk).copied().ok_or_else(|| {
+                arg("chunk_compression", format!("no entry for chunk {chunk} ({} given)", v.len()))
+            }),
+        }
+    }
+
+    fn metadata_of(&self, chunk: usize) -> Result<Option<Value>, FormatError> {
+        match &self.chunk_metadata {
+            None => Ok(None),
+            Some(v) => v.get(chunk).cloned().map(Some).ok_or_else(|| {
+                arg("chunk_metadata", format!("no entry for chunk {chunk} ({} given)", v.len()))
+            }),
+        }
+    }
+}
+
+fn arg(name: &'static str, reason: impl Into<String>) -> FormatError {
+    FormatError::InvalidArgument {
+        name,
+        reason: reason.into(),
+    }
+}
+
+/// What a write produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackSummary {
+    /// Bytes in the file.
+    pub bytes: u64,
+    /// Vectors written.
+    pub rows: u64,
+    /// Chunks written.
+    pub chunks: usize,
+    /// JSON header length.
+    pub header_len: u64,
+}
+
+/// Values encoded per parallel task.
+const ENCODE_BLOCK: usize = 64 * 1024;
+
+/// Scratch for one encoded payload, 2-byte aligned so f16 codes can be written in place.
+#[derive(Default)]
+struct Payload {
+    words: Vec<u16>,
+    len: usize,
+}
+
+impl Payload {
+    fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.words)[..self.len]
+    }
+}
+
+/// Chunk header (with int8 parameters fitted) for `values`, chunk `index` at `row_start`.
+fn plan_chunk(
+    values: &[f32],
+    dim: u64,
+    index: usize,
+    row_start: u64,
+    compression: Compression,
+    metadata: Option<Value>,
+    framing: Framing,
+    sections: &[Section],
+) -> Result<ChunkHeader, FormatError> {
+    let rows = values.len() as u64 / dim;
+    let codec_err = |source| FormatError::Codec {
+        context: format!("chunk {index} (rows {row_start}..{})", row_start + rows),
+        source,
+    };
+    let int8 = if compression == Compression::Int8 {
+        let (codec, scale) = match framing {
+            Framing::V1 => {
+                let c = AffineU8::fit(values).map_err(codec_err)?;
+                (c, f64::from(c.scale))
+            }
+            Framing::V0 => AffineU8::fit_v010(values).map_err(codec_err)?,
+        };
+        Some(Int8Params {
+            min: f64::from(codec.min),
+            scale,
+            codec,
+        })
+    } else {
+        None
+    };
+    let row_end = row_start + rows;
+    let chunk_sections = sections
+        .iter()
+        .filter(|s| row_start < s.end_index && row_end > s.start_index)
+        .map(|s| ChunkSection {
+            end_in_chunk: s.end_index.min(row_end) - row_start,
+            metadata: s.metadata.clone(),
+            section_end: s.end_index,
+            section_start: s.start_index,
+            start_in_chunk: s.start_index.max(row_start) - row_start,
+        })
+        .collect();
+    Ok(ChunkHeader {
+        rows,
+        compression,
+        int8,
+        metadata,
+        sections: chunk_sections,
+        file_offset: None,
+    })
+}
+
+/// Encode `values` as `chunk` describes into `out`, in parallel blocks.
+fn encode_payload(values: &[f32], chunk: &ChunkHeader, out: &mut Payload) -> Result<(), FormatError> {
+    let width = chunk.compression.width() as usize;
+    out.len = values.len() * width;
+    out.words.clear();
+    out.words.resize(out.len.div_ceil(2), 0);
+    let codec_err = |source| FormatError::Codec {
+        context: "encode".to_owned(),
+        source,
+    };
+    match (chunk.compression, chunk.int8) {
+        (Compression::Int8, Some(p)) => {
+            let bytes = &mut bytemuck::cast_slice_mut::<u16, u8>(&mut out.words)[..values.len()];
+            bytes
+                .par_chunks_mut(ENCODE_BLOCK)
+                .zip(values.par_chunks(ENCODE_BLOCK))
+                .try_for_each(|(q, x)| p.codec.encode(x, q))
+                .map_err(codec_err)?;
+        }
+        (c, _) => {
+            let conv = if c == Compression::Bf16 { f32_to_bf16_bits } else { f32_to_f16_bits };
+            out.words
+                .par_chunks_mut(ENCODE_BLOCK)
+                .zip(values.par_chunks(ENCODE_BLOCK))
+                .try_for_each(|(h, x)| conv(x, h))
+                .map_err(codec_err)?;
+            if cfg!(target_endian = "big") {
+                for w in &mut out.words {
+                    *w = w.to_le();
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn frame_prefix(framing: Framing, payload: &[u8]) -> Result<Vec<u8>, FormatError> {
+    let len = u32::try_from(payload.len()).map_err(|_| {
+        arg(
+            "chunk_size",
+            format!("a chunk payload of {} bytes does not fit the format's u32 length; use smaller chunks", payload.len()),
+        )
+    })?;
+    let mut p = len.to_le_bytes().to_vec();
+    if framing == Framing::V1 {
+        p.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    }
+    Ok(p)
+}
+
+/// The file prefix: magic, (v1.0) version, header length, JSON.
+fn file_prefix(framing: Framing, json: &[u8]) -> Result<Vec<u8>, FormatError> {
+    let len = u32::try_from(json.len()).map_err(|_| arg("header", "JSON header exceeds 4 GiB"))?;
+    let mut p = Vec::with_capacity(json.len() + 12);
+    p.extend_from_slice(MAGIC);
+    if framing == Framing::V1 {
+        p.extend_from_slice(&layout::V1_MAJOR.to_le_bytes());
+        p.extend_from_slice(&layout::V1_MINOR.to_le_bytes());
+    }
+    p.extend_from_slice(&len.to_le_bytes());
+    p.extend_from_slice(json);
+    Ok(p)
+}
+
+/// For `mmap_optimized`: give every chunk a page-aligned `file_offset` and return the
+/// serialized header and the offset where the first frame starts. The header region is
+/// the smallest page multiple that holds the final header (the reference sizes it before
+/// adding the offsets and then overwrites chunk 0 when the header outgrows it).
+fn assign_offsets(header: &mut CvcHeader, payload_lens: &[u64]) -> Result<Vec<u8>, FormatError> {
+    let framing = header.framing;
+    let overflow = || arg("rows", "file offsets overflow u64");
+    let base = framing.json_offset() + header.to_json()?.len() as u64;
+    let mut region = layout::page_align(base).ok_or_else(overflow)?;
+    loop {
+        let mut off = region;
+        let n = header.chunks.len();
+        for (i, (c, &len)) in header.chunks.iter_mut().zip(payload_lens).enumerate() {
+            c.file_offset = Some(off);
+            let end = off + framing.frame_prefix() + len;
+            off = if i + 1 < n { layout::page_align(end).ok_or_else(overflow)? } else { end };
+        }
+        let json = header.to_json()?;
+        if framing.json_offset() + json.len() as u64 <= region {
+            return Ok(json);
+        }
+        region += layout::PAGE;
+    }
+}
+
+/// Sections as absolute row ranges, checked against the total.
+fn resolve_sections(specs: Option<&[SectionSpec]>, total: Option<u64>) -> Result<Vec<Section>, FormatError> {
+    let Some(specs) = specs else { return Ok(Vec::new()) };
+    let mut start = 0u64;
+    let mut out = Vec::with_capacity(specs.len());
+    for s in specs {
+        let end = start.checked_add(s.rows).ok_or_else(|| arg("sections", "rows overflow u64"))?;
+        out.push(Section {
+            start_index: start,
+            end_index: end,
+            metadata: s.metadata.clone(),
+        });
+        start = end;
+    }
+    if let Some(total) = total {
+        if start != total {
+            return Err(arg("sections", format!("sections hold {start} rows but {total} vectors were given")));
+        }
+    }
+    Ok(out)
+}
+
+fn file_level_compression(opts: &PackOptions, chunks: &[ChunkHeader]) -> Compression {
+    // An extension compression anywhere is also written at file level, so readers that do
+    // not know it refuse the whole file instead of mis-decoding that chunk.
+    chunks
+        .iter()
+        .map(|c| c.compression)
+        .find(|c| !c.is_reference())
+        .unwrap_or(opts.compression)
+}
+
+fn check_shape(values: &[f32], dim: usize) -> Result<u64, FormatError> {
+    if dim == 0 {
+        return Err(arg("dimension", "must be at least 1"));
+    }
+    if values.len() % dim != 0 {
+        return Err(arg(
+            "vectors",
+            format!("{} values is not a whole number of rows of dimension {dim}", values.len()),
+        ));
+    }
+    Ok((values.len() / dim) as u64)
+}
+
+/// Encode `values` (`rows x dim`, row-major) as a complete CVC file into `w`.
+fn write_file<W: Write>(w: &mut W, values: &[f32], dim: usize, opts: &PackOptions) -> Result<PackSummary, FormatError> {
+    opts.check()?;
+    let n = check_shape(values, dim)?;
+    let d = dim as u64;
+    let sections = resolve_sections(opts.sections.as_deref(), Some(n))?;
+    let cs = opts.chunk_size;
+    let row_slice = |start: u64| &values[(start * d) as usize..((start + cs).min(n) * d) as usize];
+
+    // Pass 1: chunk headers (int8 parameters need the chunk's min and max).
+    let mut chunks = Vec::new();
+    let mut start = 0u64;
+    while start < n {
+        let i = chunks.len();
+        let c = plan_chunk(row_slice(start), d, i, start, opts.compression_of(i)?, opts.metadata_of(i)?, opts.framing, &sections)?;
+        chunks.push(c);
+        start += cs;
+    }
+    check_counts(opts, chunks.len())?;
+    let mut header = CvcHeader {
+        framing: opts.framing,
+        version: (layout::V1_MAJOR, layout::V1_MINOR),
+        num_vectors: n,
+        dimension: d,
+        compression: file_level_compression(opts, &chunks),
+        chunks,
+        mmap_optimized: opts.mmap_optimized,
+        sections,
+    };
+    let payload_lens: Vec<u64> = header.chunks.iter().map(|c| c.rows * d * c.compression.width()).collect();
+    let json = if opts.mmap_optimized {
+        assign_offsets(&mut header, &payload_lens)?
+    } else {
+        header.to_json()?
+    };
+
+    // Pass 2: encode and write each chunk.
+    let mut out = CountingWriter { inner: w, pos: 0 };
+    let io_err = FormatError::io("write", "output");
+    out.write_all(&file_prefix(opts.framing, &json)?).map_err(io_err)?;
+    let mut payload = Payload::default();
+    let mut start = 0u64;
+    for c in &header.chunks {
+        if let Some(off) = c.file_offset {
+            pad_to(&mut out, off)?;
+        }
+        encode_payload(row_slice(start), c, &mut payload)?;
+        out.write_all(&frame_prefix(opts.framing, payload.bytes())?)
+            .and_then(|()| out.write_all(payload.bytes()))
+            .map_err(FormatError::io("write", "output"))?;
+        start += c.rows;
+        if let Some(p) = &opts.progress {
+            p(start, n);
+        }
+    }
+    Ok(PackSummary {
+        bytes: out.pos,
+        rows: n,
+        chunks: header.chunks.len(),
+        header_len: json.len() as u64,
+    })
+}
+
+fn check_counts(opts: &PackOptions, chunks: usize) -> Result<(), FormatError> {
+    if let Some(m) = &opts.chunk_metadata {
+        if m.len() != chunks {
+            return Err(arg("chunk_metadata", format!("must have {chunks} items (one per chunk), has {}", m.len())));
+        }
+    }
+    if let Some(c) = &opts.chunk_compression {
+        if c.len() != chunks {
+            return Err(arg("chunk_compression", format!("must have {chunks} items (one per chunk), has {}", c.len())));
+        }
+    }
+    Ok(())
+}
+
+struct CountingWriter<W> {
+    inner: W,
+    pos: u64,
+}
+
+impl<W: Write> Write for CountingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn pad_to<W: Write>(w: &mut CountingWriter<W>, offset: u64) -> Result<(), FormatError> {
+    const ZEROS: [u8; 4096] = [0; 4096];
+    while w.pos < offset {
+        let n = (offset - w.pos).min(ZEROS.len() as u64) as usize;
+        w.write_all(&ZEROS[..n]).map_err(FormatError::io("write", "output"))?;
+    }
+    Ok(())
+}
+
+/// Pack `values` (`rows x dim`, row-major f32) into a CVC file at `path`, atomically.
+///
+/// # Errors
+/// [`FormatError::InvalidArgument`] for inconsistent options or shapes,
+/// [`FormatError::Codec`] for non-finite values in an int8 chunk, I/O errors. On error
+/// no file is left at `path` (an existing file there is untouched).
+pub fn pack(path: impl AsRef<Path>, values: &[f32], dim: usize, opts: &PackOptions) -> Result<PackSummary, FormatError> {
+    let mut f = AtomicFile::create(path.as_ref())?;
+    let summary = {
+        let mut w = io::BufWriter::with_capacity(1 << 20, &mut f);
+        let s = write_file(&mut w, values, dim, opts)?;
+        w.flush().map_err(FormatError::io("write", path.as_ref().display()))?;
+        s
+    };
+    f.commit()?;
+    Ok(summary)
+}
+
+/// Pack into memory (same bytes as [`pack`] writes).
+///
+/// # Errors
+/// As [`pack`], without the I/O.
+pub fn pack_to_vec(values: &[f32], dim: usize, opts: &PackOptions) -> Result<Vec<u8>, FormatError> {
+    let mut out = Vec::new();
+    write_file(&mut out, values, dim, opts)?;
+    Ok(out)
+}
+
+/// A streaming writer: rows arrive in batches of any size, memory stays at one chunk.
+///
+/// Chunk frames go to an anonymous spill file in the destination directory as they are
+/// encoded; [`CvcWriter::finish`] writes the header (only then known) and appends the
+/// frames (`copy_file_range` where the OS has it), then commits atomically. Output is
+/// byte-identical to [`pack`] for the same rows and options.
+pub struct CvcWriter {
+    dest: AtomicFile,
+    spill: File,
+    dim: u64,
+    opts: PackOptions,
+    sections: Vec<Section>,
+    pending: Vec<f32>,
+    chunks: Vec<ChunkHeader>,
+    frame_lens: Vec<u64>,
+    rows: u64,
+    payload: Payload,
+}
+
+impl std::fmt::Debug for CvcWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CvcWriter")
+            .field("dest", &self.dest.dest())
+            .field("rows", &self.rows)
+            .field("chunks", &self.chunks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CvcWriter {
+    /// Start writing a collection of `dim`-dimensional vectors to `path`.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidArgument`] for bad options, I/O errors creating the files.
+    pub fn create(path: impl AsRef<Path>, dim: usize, opts: PackOptions) -> Result<Self, FormatError> {
+        opts.check()?;
+        if dim == 0 {
+            return Err(arg("dimension", "must be at least 1"));
+        }
+        let dest = AtomicFile::create(path.as_ref())?;
+        let dir = dest.temp_path().parent().map_or_else(|| Path::new(".").to_path_buf(), Path::to_path_buf);
+        let spill = tempfile::tempfile_in(&dir).map_err(FormatError::io("create spill file in", dir.display()))?;
+        let sections = resolve_sections(opts.sections.as_deref(), None)?;
+        Ok(CvcWriter {
+            dest,
+            spill,
+            dim: dim as u64,
+            opts,
+            sections,
+            pending: Vec::new(),
+            chunks: Vec::new(),
+            frame_lens: Vec::new(),
+            rows: 0,
+            payload: Payload::default(),
+        })
+    }
+
+    /// Rows accepted so far.
+    #[must_use]
+    pub fn rows(&self) -> u64 {
+        self.rows + self.pending.len() as u64 / self.dim
+    }
+
+    /// Append rows (`k x dim` values). Full chunks of `chunk_size` rows are encoded and
+    /// spilled as they fill.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidArgument`] if `values` is not whole rows; codec and I/O errors.
+    pub fn write_rows(&mut self, mut values: &[f32]) -> Result<(), FormatError> {
+        check_shape(values, self.dim as usize)?;
+        let chunk_values = (self.opts.chunk_size * self.dim) as usize;
+        while !values.is_empty() {
+            if self.pending.is_empty() && values.len() >= chunk_values {
+                let (head, tail) = values.split_at(chunk_values);
+                self.emit(head, None, None)?;
+                values = tail;
+                continue;
+            }
+            let take = (chunk_values - self.pending.len()).min(values.len());
+            self.pending.extend_from_slice(&values[..take]);
+            values = &values[take..];
+            if self.pending.len() == chunk_values {
+                let full = std::mem::take(&mut self.pending);
+                self.emit(&full, None, None)?;
+                self.pending = full;
+                self.pending.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// Write `values` as one chunk of its own, with an optional compression and metadata
+    /// overriding the options (rows buffered by [`CvcWriter::write_rows`] are flushed
+    /// first as a shorter chunk).
+    ///
+    /// # Errors
+    /// As [`CvcWriter::write_rows`].
+    pub fn write_chunk(&mut self, values: &[f32], compression: Option<Compression>, metadata: Option<Value>) -> Result<(), FormatError> {
+        check_shape(values, self.dim as usize)?;
+        self.flush_pending()?;
+        self.emit(values, compression, metadata)
+    }
+
+    fn flush_pending(&mut self) -> Result<(), FormatError> {
+        if !self.pending.is_empty() {
+            let rest = std::mem::take(&mut self.pending);
+            self.emit(&rest, None, None)?;
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self, values: &[f32], compression: Option<Compression>, metadata: Option<Value>) -> Result<(), FormatError> {
+        if values.is_empty() {
+            return Ok(());
+        }
+        let i = self.chunks.len();
+        let compression = match compression {
+            Some(c) => c,
+            None => self.opts.compression_of(i)?,
+        };
+        let metadata = match metadata {
+            Some(m) => Some(m),
+            None => self.opts.metadata_of(i)?,
+        };
+        let c = plan_chunk(values, self.dim, i, self.rows, compression, metadata, self.opts.framing, &self.sections)?;
+        encode_payload(values, &c, &mut self.payload)?;
+        let prefix = frame_prefix(self.opts.framing, self.payload.bytes())?;
+        self.spill
+            .write_all(&prefix)
+            .and_then(|()| self.spill.write_all(self.payload.bytes()))
+            .map_err(FormatError::io("write spill file for", self.dest.dest().display()))?;
+        self.frame_lens.push((prefix.len() + self.payload.len) as u64);
+        self.rows += c.rows;
+        self.chunks.push(c);
+        if let Some(p) = &self.opts.progress {
+            p(self.rows, self.rows);
+        }
+        Ok(())
+    }
+
+    /// Write the header, append the frames and commit the file atomically.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidArgument`] if the sections or per-chunk option lists do not
+    /// match what was written; I/O errors. On error nothing is left at the destination.
+    pub fn finish(mut self) -> Result<PackSummary, FormatError> {
+        self.flush_pending()?;
+        let n = self.rows;
+        resolve_sections(self.opts.sections.as_deref(), Some(n))?;
+        check_counts(&self.opts, self.chunks.len())?;
+        let chunks = std::mem::take(&mut self.chunks);
+        let mut header = CvcHeader {
+            framing: self.opts.framing,
+            version: (layout::V1_MAJOR, layout::V1_MINOR),
+            num_vectors: n,
+            dimension: self.dim,
+            compression: file_level_compression(&self.opts, &chunks),
+            chunks,
+            mmap_optimized: self.opts.mmap_optimized,
+            sections: std::mem::take(&mut self.sections),
+        };
+        let prefix = self.opts.framing.frame_prefix();
+        let payload_lens: Vec<u64> = self.frame_lens.iter().map(|l| l - prefix).collect();
+        let json = if self.opts.mmap_optimized {
+            assign_offsets(&mut header, &payload_lens)?
+        } else {
+            header.to_json()?
+        };
+        let dest_name = self.dest.dest().display().to_string();
+        let io_err = |op| FormatError::io(op, dest_name.clone());
+        let mut out = CountingWriter {
+            inner: self.dest.file(),
+            pos: 0,
+        };
+        out.write_all(&file_prefix(self.opts.framing, &json)?).map_err(io_err("write"))?;
+        self.spill.seek(SeekFrom::Start(0)).map_err(io_err("rewind spill file for"))?;
+        if self.opts.mmap_optimized {
+            for (c, &len) in header.chunks.iter().zip(&self.frame_lens) {
+                pad_to(&mut out, c.file_offset.expect("assigned above"))?;
+                let copied = io::copy(&mut (&self.spill).take(len), &mut out).map_err(io_err("copy frames to"))?;
+                if copied != len {
+                    return Err(FormatError::Io {
+                        op: "copy frames to",
+                        path: dest_name.clone(),
+                        source: io::ErrorKind::UnexpectedEof.into(),
+                    });
+                }
+            }
+        } else {
+            io::copy(&mut self.spill, &mut out).map_err(io_err("copy frames to"))?;
+        }
+        let bytes = out.pos;
+        self.dest.commit()?;
+        Ok(PackSummary {
+            bytes,
+            rows: n,
+            chunks: header.chunks.len(),
+            header_len: json.len() as u64,
+        })
+    }
+}

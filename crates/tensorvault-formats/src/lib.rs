@@ -1,0 +1,15 @@
+//! tensorvault's file formats, one module per format.
+//!
+//! * [`cvc`]: compressed vector collections (`.cvc`), byte-compatible with the Python
+//!   reference package `decompressed` (legacy v0 and v1.0 framings).
+//!
+//! Every decoder here treats its input as untrusted: lengths are checked against the
+//! bytes present before anything is allocated, and every rejection is a typed
+//! [`FormatError`] naming the field and the file offset. Byte-level specifications live
+//! in the repository's `docs/formats/`.
+
+mod error;
+
+pub mod cvc;
+
+pub use error::FormatError;
