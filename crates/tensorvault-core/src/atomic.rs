@@ -83,17 +83,32 @@ impl AtomicFile {
     ///
     /// # Errors
     /// [`CoreError::Io`] if any of the steps fails; the temporary file is removed.
-    pub fn commit(mut self) -> Result<(), CoreError> {
+    pub fn commit(self) -> Result<(), CoreError> {
+        self.commit_with(true)
+    }
+
+    /// Rename over the destination; with `durable` (what [`AtomicFile::commit`] does) the
+    /// data is fsynced first and the directory after. Without it the replacement is still
+    /// atomic for readers, but a crash soon after may lose the new contents: for scratch
+    /// outputs and benchmarks only.
+    ///
+    /// # Errors
+    /// [`CoreError::Io`] if any of the steps fails; the temporary file is removed.
+    pub fn commit_with(mut self, durable: bool) -> Result<(), CoreError> {
         let file = self.file.take().expect("file is present until commit");
         fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> CoreError {
             let path = path.display().to_string();
             move |source| CoreError::Io { op, path, source }
         }
-        file.sync_all().map_err(io_err("fsync", &self.tmp))?;
+        if durable {
+            file.sync_all().map_err(io_err("fsync", &self.tmp))?;
+        }
         drop(file);
         std::fs::rename(&self.tmp, &self.dest).map_err(io_err("rename", &self.dest))?;
-        let dir = parent_dir(&self.dest);
-        sync_dir(&dir).map_err(io_err("fsync directory", &dir))?;
+        if durable {
+            let dir = parent_dir(&self.dest);
+            sync_dir(&dir).map_err(io_err("fsync directory", &dir))?;
+        }
         // The temp name no longer exists; make Drop a no-op.
         self.tmp = PathBuf::new();
         Ok(())

@@ -20,7 +20,7 @@ mod tensor;
 pub mod atomic;
 pub mod checksum;
 
-pub use buffer::{AlignedBuf, ALIGNMENT};
+pub use buffer::{AlignedBuf, ALIGNMENT, HUGE_PAGE_THRESHOLD};
 pub use dtype::{DType, Element};
 pub use error::CoreError;
 pub use shape::Shape;

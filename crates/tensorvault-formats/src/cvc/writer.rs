@@ -11,6 +11,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use serde_json::Value;
 use tensorvault_core::atomic::AtomicFile;
+use tensorvault_core::AlignedBuf;
 use tensorvault_quant::affine_u8::AffineU8;
 use tensorvault_quant::float::{f32_to_bf16_bits, f32_to_f16_bits};
 
@@ -50,6 +51,9 @@ pub struct PackOptions {
     pub sections: Option<Vec<SectionSpec>>,
     /// Called after each chunk is written.
     pub progress: Option<ProgressFn>,
+    /// fsync the file and its directory before and after the atomic rename (default). Turn
+    /// off only for scratch output: the rename stays atomic, durability is lost.
+    pub sync: bool,
 }
 
 impl Default for PackOptions {
@@ -63,6 +67,7 @@ impl Default for PackOptions {
             chunk_compression: None,
             sections: None,
             progress: None,
+            sync: true,
         }
     }
 }
@@ -132,15 +137,34 @@ pub struct PackSummary {
 const ENCODE_BLOCK: usize = 64 * 1024;
 
 /// Scratch for one encoded payload, 2-byte aligned so f16 codes can be written in place.
-#[derive(Default)]
+/// Kept across chunks; large buffers get huge pages (see `AlignedBuf`).
 struct Payload {
-    words: Vec<u16>,
+    words: AlignedBuf<u16>,
     len: usize,
 }
 
+impl Default for Payload {
+    fn default() -> Self {
+        Payload {
+            words: AlignedBuf::zeroed(0),
+            len: 0,
+        }
+    }
+}
+
 impl Payload {
+    /// Make room for `len` bytes; returns the words covering them.
+    fn reserve(&mut self, len: usize) -> &mut [u16] {
+        let words = len.div_ceil(2);
+        if self.words.len() < words {
+            self.words = AlignedBuf::zeroed(words);
+        }
+        self.len = len;
+        &mut self.words[..words]
+    }
+
     fn bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice(&self.words)[..self.len]
+        &bytemuck::cast_slice(self.words.as_slice())[..self.len]
     }
 }
 
@@ -201,16 +225,14 @@ fn plan_chunk(
 /// Encode `values` as `chunk` describes into `out`, in parallel blocks.
 fn encode_payload(values: &[f32], chunk: &ChunkHeader, out: &mut Payload) -> Result<(), FormatError> {
     let width = chunk.compression.width() as usize;
-    out.len = values.len() * width;
-    out.words.clear();
-    out.words.resize(out.len.div_ceil(2), 0);
+    let words = out.reserve(values.len() * width);
     let codec_err = |source| FormatError::Codec {
         context: "encode".to_owned(),
         source,
     };
     match (chunk.compression, chunk.int8) {
         (Compression::Int8, Some(p)) => {
-            let bytes = &mut bytemuck::cast_slice_mut::<u16, u8>(&mut out.words)[..values.len()];
+            let bytes = &mut bytemuck::cast_slice_mut::<u16, u8>(words)[..values.len()];
             bytes
                 .par_chunks_mut(ENCODE_BLOCK)
                 .zip(values.par_chunks(ENCODE_BLOCK))
@@ -219,13 +241,13 @@ fn encode_payload(values: &[f32], chunk: &ChunkHeader, out: &mut Payload) -> Res
         }
         (c, _) => {
             let conv = if c == Compression::Bf16 { f32_to_bf16_bits } else { f32_to_f16_bits };
-            out.words
+            words
                 .par_chunks_mut(ENCODE_BLOCK)
                 .zip(values.par_chunks(ENCODE_BLOCK))
                 .try_for_each(|(h, x)| conv(x, h))
                 .map_err(codec_err)?;
             if cfg!(target_endian = "big") {
-                for w in &mut out.words {
+                for w in words.iter_mut() {
                     *w = w.to_le();
                 }
             }
@@ -448,7 +470,7 @@ pub fn pack(path: impl AsRef<Path>, values: &[f32], dim: usize, opts: &PackOptio
         w.flush().map_err(FormatError::io("write", path.as_ref().display()))?;
         s
     };
-    f.commit()?;
+    f.commit_with(opts.sync)?;
     Ok(summary)
 }
 
@@ -654,7 +676,7 @@ impl CvcWriter {
             io::copy(&mut self.spill, &mut out).map_err(io_err("copy frames to"))?;
         }
         let bytes = out.pos;
-        self.dest.commit()?;
+        self.dest.commit_with(self.opts.sync)?;
         Ok(PackSummary {
             bytes,
             rows: n,

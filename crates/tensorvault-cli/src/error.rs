@@ -1,0 +1,50 @@
+//! The CLI's error type: every failure becomes one line on stderr and exit code 2.
+
+use tensorvault_core::CoreError;
+use tensorvault_formats::FormatError;
+
+/// Errors reported by the `tensorvault` command.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// A format error (bad or corrupt input file, bad options).
+    #[error("{0}")]
+    Format(#[from] FormatError),
+    /// A core error (atomic writes).
+    #[error("{0}")]
+    Core(#[from] CoreError),
+    /// A `.npy` file that cannot be used.
+    #[error("{path}: {reason}")]
+    Npy {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A command-line value that does not parse.
+    #[error("invalid {arg}: {reason}")]
+    Usage {
+        /// The argument.
+        arg: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// An I/O error with its path.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CliError {
+    pub(crate) fn io(op: &'static str, path: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_string();
+        move |source| CliError::Io { op, path, source }
+    }
+}

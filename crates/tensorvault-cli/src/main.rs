@@ -1,0 +1,49 @@
+//! `tensorvault`: store embeddings, weights and tensor streams small, fast and verifiably.
+//!
+//! Every error is printed as one line on stderr with exit code 2, and no partial output
+//! file is left behind (outputs are written to a temporary file and renamed).
+
+mod cvc_cmd;
+mod demo;
+mod error;
+mod npy;
+mod report;
+
+use clap::{Parser, Subcommand};
+
+/// tensorvault: compressed vector collections (CVC) and more, byte-compatible with the
+/// Python reference `decompressed`. Format specs: docs/formats/.
+#[derive(Debug, Parser)]
+#[command(name = "tensorvault", version, about, long_about = None)]
+struct Cli {
+    /// Hide progress bars and step messages.
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Compressed vector collections (.cvc): pack, load, inspect, verify.
+    #[command(subcommand)]
+    Cvc(cvc_cmd::CvcCmd),
+    /// Run the main workload end to end: 100,000 x 768 embeddings packed as fp16, int8 and
+    /// bf16, loaded back, with sizes, ratios, throughput and reconstruction error.
+    Demo(demo::DemoArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Cvc(c) => cvc_cmd::run(c, cli.quiet),
+        Cmd::Demo(a) => demo::run(&a, cli.quiet).map(|()| 0),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    }
+}

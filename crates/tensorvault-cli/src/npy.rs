@@ -1,0 +1,186 @@
+//! `.npy` input (memory-mapped, f32/f64/f16, converted to f32 in row batches) and
+//! output (a header written by `npyz`, then raw little-endian f32 rows streamed after it).
+
+use std::fs::File;
+use std::io::{Seek, Write};
+use std::path::Path;
+
+use half::f16;
+use npyz::{DType, Order, TypeChar};
+
+use crate::error::CliError;
+
+/// Element type of an input array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NpyElem {
+    /// `<f4`
+    F32,
+    /// `<f8`
+    F64,
+    /// `<f2`
+    F16,
+}
+
+impl NpyElem {
+    fn size(self) -> usize {
+        match self {
+            NpyElem::F32 => 4,
+            NpyElem::F64 => 8,
+            NpyElem::F16 => 2,
+        }
+    }
+}
+
+/// A 2-D, C-order float array in a `.npy` file, memory-mapped.
+pub struct NpyInput {
+    map: memmap2::Mmap,
+    path: String,
+    data_offset: usize,
+    /// Rows.
+    pub rows: u64,
+    /// Columns (the vector dimension).
+    pub dim: u64,
+    /// Element type.
+    pub elem: NpyElem,
+}
+
+impl NpyInput {
+    /// Open and validate an input array.
+    ///
+    /// # Errors
+    /// [`CliError::Npy`] for anything but a complete 2-D C-order little-endian float
+    /// array; I/O errors.
+    pub fn open(path: &Path) -> Result<Self, CliError> {
+        let name = path.display().to_string();
+        let bad = |reason: String| CliError::Npy {
+            path: name.clone(),
+            reason,
+        };
+        let mut file = File::open(path).map_err(CliError::io("open", &name))?;
+        let header = npyz::NpyHeader::from_reader(&mut file).map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
+        let data_offset = file.stream_position().map_err(CliError::io("seek", &name))?;
+        let elem = match header.dtype() {
+            DType::Plain(t) if t.type_char() == TypeChar::Float && t.endianness() != npyz::Endianness::Big => {
+                match t.size_field() {
+                    4 => NpyElem::F32,
+                    8 => NpyElem::F64,
+                    2 => NpyElem::F16,
+                    n => return Err(bad(format!("unsupported float width {n} (use float16, float32 or float64)"))),
+                }
+            }
+            other => return Err(bad(format!("dtype {} is not a little-endian float array", other.descr()))),
+        };
+        if header.order() != Order::C {
+            return Err(bad("Fortran-order arrays are not supported; save with np.ascontiguousarray".into()));
+        }
+        let (rows, dim) = match *header.shape() {
+            [r, d] => (r, d),
+            ref s => return Err(bad(format!("expected a 2-D array (vectors x dimension), shape is {s:?}"))),
+        };
+        if dim == 0 {
+            return Err(bad("dimension is 0".into()));
+        }
+        let data_len = rows
+            .checked_mul(dim)
+            .and_then(|n| n.checked_mul(elem.size() as u64))
+            .ok_or_else(|| bad(format!("shape ({rows}, {dim}) overflows")))?;
+        let file_len = file.metadata().map_err(CliError::io("stat", &name))?.len();
+        if data_offset + data_len > file_len {
+            return Err(bad(format!(
+                "truncated: shape ({rows}, {dim}) needs {data_len} data bytes after offset {data_offset}, file has {file_len} bytes"
+            )));
+        }
+        // SAFETY: read-only map of a file this process does not modify; a concurrent
+        // truncation by another process is outside the tool's contract (as for any mmap
+        // reader), and the length was checked above.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(CliError::io("mmap", &name))?;
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Ok(NpyInput {
+            map,
+            path: name,
+            data_offset: data_offset as usize,
+            rows,
+            dim,
+            elem,
+        })
+    }
+
+    /// The input's path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Rows `[start, end)` as f32, either borrowed from the map or converted into `buf`.
+    pub fn rows_f32<'a>(&'a self, start: u64, end: u64, buf: &'a mut Vec<f32>) -> &'a [f32] {
+        let sz = self.elem.size();
+        let lo = self.data_offset + (start * self.dim) as usize * sz;
+        let hi = self.data_offset + (end * self.dim) as usize * sz;
+        let bytes = &self.map[lo..hi];
+        match self.elem {
+            NpyElem::F32 => match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+                Ok(v) if cfg!(target_endian = "little") => v,
+                _ => {
+                    buf.clear();
+                    buf.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+                    buf
+                }
+            },
+            NpyElem::F64 => {
+                buf.clear();
+                #[allow(clippy::cast_possible_truncation, reason = "f64 input is stored as f32, like numpy's astype")]
+                buf.extend(bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")) as f32));
+                buf
+            }
+            NpyElem::F16 => {
+                buf.clear();
+                buf.extend(bytes.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()));
+                buf
+            }
+        }
+    }
+
+    /// Tell the kernel the rows before `end` will not be read again, so the resident set
+    /// stays bounded while a large input streams through.
+    pub fn release(&self, end: u64) {
+        let hi = self.data_offset + (end * self.dim) as usize * self.elem.size();
+        let hi = hi - hi % 4096;
+        if hi > 0 {
+            // SAFETY: the map is a read-only shared file mapping; discarding its pages only
+            // makes later reads fetch them from the file again, they cannot change.
+            let _ = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, hi) };
+        }
+    }
+}
+
+/// The `.npy` header bytes for a C-order little-endian f32 array of `shape`.
+///
+/// `npyz` writes the header when its writer starts; rows are then streamed as raw bytes
+/// (exactly what `npyz` would write for `<f4`), so large outputs need no per-element calls.
+///
+/// # Errors
+/// The writer's I/O error (none for a `Vec`).
+pub fn f32_header(shape: &[u64]) -> std::io::Result<Vec<u8>> {
+    use npyz::WriterBuilder;
+    let mut buf = Vec::new();
+    let writer = npyz::WriteOptions::<f32>::new()
+        .dtype(DType::Plain("<f4".parse().expect("valid type string")))
+        .shape(shape)
+        .writer(&mut buf)
+        .begin_nd()?;
+    // Dropping the writer before any element is pushed leaves exactly the header in
+    // `buf` (its shape check runs on drop and its error is ignored there by design).
+    drop(writer);
+    Ok(buf)
+}
+
+/// Write f32 values as little-endian bytes.
+///
+/// # Errors
+/// The writer's I/O error.
+pub fn write_f32s<W: Write>(w: &mut W, values: &[f32]) -> std::io::Result<()> {
+    if cfg!(target_endian = "little") {
+        w.write_all(bytemuck::cast_slice(values))
+    } else {
+        values.iter().try_for_each(|v| w.write_all(&v.to_le_bytes()))
+    }
+}
