@@ -34,6 +34,8 @@ const DECODE_CASES: &[(&str, &str)] = &[
     ("h_chunk_metadata.cvc", "h_chunk_metadata_decoded.npy"),
     ("i_sections_int8.cvc", "i_sections_int8_decoded.npy"),
     ("j_mmap_optimized_fp16.cvc", "j_mmap_optimized_fp16_decoded.npy"),
+    // Same rows and codec as `e_legacy_v010_int8_cs4` (sections change only the header).
+    ("k_legacy_v010_sections_int8.cvc", "e_legacy_v010_int8_cs4_decoded.npy"),
 ];
 
 #[test]
@@ -153,6 +155,8 @@ fn reencoding_reproduces_the_extended_reference_files() {
     assert_same_bytes(&reencode("c_tiny_10x3_f32.npy", &sections), "i_sections_int8.cvc");
     let mmap = PackOptions { chunk_size: 4, mmap_optimized: true, ..Default::default() };
     assert_same_bytes(&reencode("c_tiny_10x3_f32.npy", &mmap), "j_mmap_optimized_fp16.cvc");
+    let v0_sections = PackOptions { framing: Framing::V0, ..sections };
+    assert_same_bytes(&reencode("c_tiny_10x3_f32.npy", &v0_sections), "k_legacy_v010_sections_int8.cvc");
     for (comp, name) in [(Compression::Fp16, "e_legacy_v010_fp16_cs4.cvc"), (Compression::Int8, "e_legacy_v010_int8_cs4.cvc")] {
         let v0 = PackOptions { compression: comp, chunk_size: 4, framing: Framing::V0, ..Default::default() };
         assert_same_bytes(&reencode("c_tiny_10x3_f32.npy", &v0), name);

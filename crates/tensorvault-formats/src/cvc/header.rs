@@ -333,15 +333,24 @@ impl ChunkHeader {
     }
 }
 
-/// The legacy header in decompressed 0.1.0's key order.
+/// The legacy header in decompressed 0.1.0's key order (Python dict insertion order;
+/// nested metadata objects come out with sorted keys, a documented difference).
 #[derive(Serialize)]
 struct V0Header<'a> {
     num_vectors: u64,
     dimension: u64,
     compression: &'static str,
-    chunks: Vec<V0Chunk<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    sections: Vec<Value>,
+    sections: Vec<V0Section<'a>>,
+    chunks: Vec<V0Chunk<'a>>,
+}
+
+#[derive(Serialize)]
+struct V0Section<'a> {
+    start_index: u64,
+    end_index: u64,
+    num_vectors: u64,
+    metadata: &'a Value,
 }
 
 #[derive(Serialize)]
@@ -354,8 +363,17 @@ struct V0Chunk<'a> {
     scale: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<&'a Value>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    sections: &'a [ChunkSection],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    sections: Vec<V0ChunkSection<'a>>,
+}
+
+#[derive(Serialize)]
+struct V0ChunkSection<'a> {
+    metadata: &'a Value,
+    start_in_chunk: u64,
+    end_in_chunk: u64,
+    section_start: u64,
+    section_end: u64,
 }
 
 impl<'a> From<&'a CvcHeader> for V0Header<'a> {
@@ -364,6 +382,16 @@ impl<'a> From<&'a CvcHeader> for V0Header<'a> {
             num_vectors: h.num_vectors,
             dimension: h.dimension,
             compression: h.compression.name(),
+            sections: h
+                .sections
+                .iter()
+                .map(|s| V0Section {
+                    start_index: s.start_index,
+                    end_index: s.end_index,
+                    num_vectors: s.end_index - s.start_index,
+                    metadata: &s.metadata,
+                })
+                .collect(),
             chunks: h
                 .chunks
                 .iter()
@@ -373,19 +401,17 @@ impl<'a> From<&'a CvcHeader> for V0Header<'a> {
                     min: c.int8.map(|p| p.min),
                     scale: c.int8.map(|p| p.scale),
                     metadata: c.metadata.as_ref(),
-                    sections: &c.sections,
-                })
-                .collect(),
-            sections: h
-                .sections
-                .iter()
-                .map(|s| {
-                    serde_json::json!({
-                        "start_index": s.start_index,
-                        "end_index": s.end_index,
-                        "num_vectors": s.end_index - s.start_index,
-                        "metadata": s.metadata,
-                    })
+                    sections: c
+                        .sections
+                        .iter()
+                        .map(|cs| V0ChunkSection {
+                            metadata: &cs.metadata,
+                            start_in_chunk: cs.start_in_chunk,
+                            end_in_chunk: cs.end_in_chunk,
+                            section_start: cs.section_start,
+                            section_end: cs.section_end,
+                        })
+                        .collect(),
                 })
                 .collect(),
         }

@@ -719,7 +719,7 @@ fn build_layout<S: ReadAt>(
         row_start += ch.rows;
         cursor = frame_end;
     }
-    if cursor < file_len {
+    if cursor < file_len && !is_header_page_padding(src, name, header, cursor, file_len)? {
         return Err(FormatError::TrailingBytes {
             format: FORMAT,
             offset: cursor,
@@ -727,6 +727,17 @@ fn build_layout<S: ReadAt>(
         });
     }
     Ok(out)
+}
+
+/// The reference pads an `mmap_optimized` header to a page boundary even when no chunk
+/// follows; accept exactly that (zeros up to the next page), nothing else.
+fn is_header_page_padding<S: ReadAt>(src: &S, name: &str, header: &CvcHeader, cursor: u64, file_len: u64) -> Result<bool, FormatError> {
+    if !(header.mmap_optimized && header.chunks.is_empty() && layout::page_align(cursor) == Some(file_len)) {
+        return Ok(false);
+    }
+    let mut pad = vec![0u8; (file_len - cursor) as usize]; // < one page
+    read_at(src, name, &mut pad, cursor)?;
+    Ok(pad.iter().all(|&b| b == 0))
 }
 
 /// One decoded chunk from [`ChunkIter`].

@@ -288,7 +288,7 @@ fn file_prefix(framing: Framing, json: &[u8]) -> Result<Vec<u8>, FormatError> {
 /// serialized header and the offset where the first frame starts. The header region is
 /// the smallest page multiple that holds the final header (the reference sizes it before
 /// adding the offsets and then overwrites chunk 0 when the header outgrows it).
-fn assign_offsets(header: &mut CvcHeader, payload_lens: &[u64]) -> Result<Vec<u8>, FormatError> {
+fn assign_offsets(header: &mut CvcHeader, payload_lens: &[u64]) -> Result<(Vec<u8>, u64), FormatError> {
     let framing = header.framing;
     let overflow = || arg("rows", "file offsets overflow u64");
     let base = framing.json_offset() + header.to_json()?.len() as u64;
@@ -303,7 +303,7 @@ fn assign_offsets(header: &mut CvcHeader, payload_lens: &[u64]) -> Result<Vec<u8
         }
         let json = header.to_json()?;
         if framing.json_offset() + json.len() as u64 <= region {
-            return Ok(json);
+            return Ok((json, region));
         }
         region += layout::PAGE;
     }
@@ -384,16 +384,18 @@ fn write_file<W: Write>(w: &mut W, values: &[f32], dim: usize, opts: &PackOption
         sections,
     };
     let payload_lens: Vec<u64> = header.chunks.iter().map(|c| c.rows * d * c.compression.width()).collect();
-    let json = if opts.mmap_optimized {
+    let (json, region) = if opts.mmap_optimized {
         assign_offsets(&mut header, &payload_lens)?
     } else {
-        header.to_json()?
+        (header.to_json()?, 0)
     };
 
     // Pass 2: encode and write each chunk.
     let mut out = CountingWriter { inner: w, pos: 0 };
     let io_err = FormatError::io("write", "output");
     out.write_all(&file_prefix(opts.framing, &json)?).map_err(io_err)?;
+    // The header region is padded even when no chunk follows (as the reference does).
+    pad_to(&mut out, region)?;
     let mut payload = Payload::default();
     let mut start = 0u64;
     for c in &header.chunks {
@@ -647,10 +649,10 @@ impl CvcWriter {
         };
         let prefix = self.opts.framing.frame_prefix();
         let payload_lens: Vec<u64> = self.frame_lens.iter().map(|l| l - prefix).collect();
-        let json = if self.opts.mmap_optimized {
+        let (json, region) = if self.opts.mmap_optimized {
             assign_offsets(&mut header, &payload_lens)?
         } else {
-            header.to_json()?
+            (header.to_json()?, 0)
         };
         let dest_name = self.dest.dest().display().to_string();
         let io_err = |op| FormatError::io(op, dest_name.clone());
@@ -659,6 +661,7 @@ impl CvcWriter {
             pos: 0,
         };
         out.write_all(&file_prefix(self.opts.framing, &json)?).map_err(io_err("write"))?;
+        pad_to(&mut out, region)?;
         self.spill.seek(SeekFrom::Start(0)).map_err(io_err("rewind spill file for"))?;
         if self.opts.mmap_optimized {
             for (c, &len) in header.chunks.iter().zip(&self.frame_lens) {
@@ -683,5 +686,51 @@ impl CvcWriter {
             chunks: header.chunks.len(),
             header_len: json.len() as u64,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cvc::CvcReader;
+
+    #[test]
+    fn empty_mmap_optimized_file_pads_its_header_page_like_the_reference() {
+        let opts = PackOptions {
+            mmap_optimized: true,
+            ..PackOptions::default()
+        };
+        let bytes = pack_to_vec(&[], 3, &opts).unwrap();
+        assert_eq!(bytes.len() as u64, layout::PAGE);
+        let r = CvcReader::from_source(bytes.clone(), "empty").unwrap();
+        assert_eq!(r.num_vectors(), 0);
+        assert_eq!(r.load_all().unwrap().shape().dims(), &[0, 3]);
+        // Padding that is not zero, or longer than the header page, is still rejected.
+        let mut bad = bytes.clone();
+        bad[4000] = 1;
+        assert!(matches!(CvcReader::from_source(bad, "x"), Err(FormatError::TrailingBytes { .. })));
+        let mut long = bytes;
+        long.extend_from_slice(&[0; 10]);
+        assert!(matches!(CvcReader::from_source(long, "x"), Err(FormatError::TrailingBytes { .. })));
+    }
+
+    #[test]
+    fn header_region_grows_past_one_page_without_touching_chunk_zero() {
+        // ~300 chunks: the reference's in-place header rewrite corrupts chunk 0 here.
+        let values: Vec<f32> = (0..300 * 2).map(|i| (i as f32).sin()).collect();
+        let opts = PackOptions {
+            compression: Compression::Int8,
+            chunk_size: 1,
+            mmap_optimized: true,
+            ..PackOptions::default()
+        };
+        let bytes = pack_to_vec(&values, 2, &opts).unwrap();
+        let r = CvcReader::from_source(bytes, "many").unwrap();
+        assert!(r.chunks()[0].frame_offset >= 2 * layout::PAGE);
+        assert!(r.chunks().iter().all(|c| c.frame_offset % layout::PAGE == 0));
+        let back = r.load_all().unwrap();
+        for (a, b) in values.iter().zip(back.as_slice::<f32>().unwrap()) {
+            assert!((a - b).abs() < 1e-2);
+        }
     }
 }
