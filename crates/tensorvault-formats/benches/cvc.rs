@@ -1,1 +1,39 @@
-fn main() {}
+//! Criterion benches for CVC: pack into memory and load from memory, fp16 and int8,
+//! 20,000 x 768 vectors (4 chunks). The side-by-side comparison with the reference lives
+//! in `bench/cvc/run.sh`.
+
+#![allow(missing_docs, reason = "criterion's macros generate undocumented items")]
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use tensorvault_formats::cvc::{pack_to_vec, Compression, CvcReader, PackOptions};
+
+fn data(n: usize) -> Vec<f32> {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let (rows, dim) = (20_000, 768);
+    let x = data(rows * dim);
+    let mut g = c.benchmark_group("cvc");
+    g.throughput(Throughput::Bytes((rows * dim * 4) as u64));
+    g.sample_size(20);
+    for comp in [Compression::Fp16, Compression::Int8] {
+        let opts = PackOptions { compression: comp, chunk_size: 5_000, ..PackOptions::default() };
+        g.bench_function(format!("pack_{}", comp.name()), |b| b.iter(|| pack_to_vec(black_box(&x), dim, &opts).unwrap()));
+        let bytes = pack_to_vec(&x, dim, &opts).unwrap();
+        let reader = CvcReader::from_source(bytes, "bench").unwrap();
+        g.bench_function(format!("load_{}", comp.name()), |b| b.iter(|| reader.load_all().unwrap()));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

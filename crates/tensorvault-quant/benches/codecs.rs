@@ -1,5 +1,7 @@
 //! Criterion benches for the CVC codecs: f16 and affine u8, both directions.
 
+#![allow(missing_docs, reason = "criterion's macros generate undocumented items")]
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use tensorvault_quant::affine_u8::AffineU8;
 use tensorvault_quant::float::{f16_bits_to_f32, f32_to_f16_bits};

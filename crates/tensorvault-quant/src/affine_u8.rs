@@ -37,6 +37,15 @@ impl AffineU8 {
     /// would silently store a NaN scale).
     pub fn fit(values: &[f32]) -> Result<Self, QuantError> {
         let (min, max) = min_max_finite(values)?;
+        Self::from_min_max(min, max)
+    }
+
+    /// Parameters for a chunk whose minimum and maximum are already known (e.g. reduced
+    /// in parallel with [`min_max_finite`]): the same result as [`AffineU8::fit`].
+    ///
+    /// # Errors
+    /// [`QuantError::InvalidParam`] if `max - min` overflows f32.
+    pub fn from_min_max(min: f32, max: f32) -> Result<Self, QuantError> {
         let scale = if max == min { 1.0 } else { (max - min) / 255.0 };
         Self::checked(min, scale)
     }
@@ -136,9 +145,12 @@ impl AffineU8 {
     }
 }
 
-/// Minimum and maximum of `values`, rejecting NaN and infinities. Lane-wise so it
-/// vectorises; the finiteness test is a separate OR-reduction without early exit.
-fn min_max_finite(values: &[f32]) -> Result<(f32, f32), QuantError> {
+/// Minimum and maximum of `values` (`(0, 0)` when empty), rejecting NaN and infinities.
+/// Lane-wise so it vectorises; the finiteness test is an OR-reduction without early exit.
+///
+/// # Errors
+/// [`QuantError::NonFinite`] naming the first NaN or infinite value.
+pub fn min_max_finite(values: &[f32]) -> Result<(f32, f32), QuantError> {
     const LANES: usize = 16;
     let mut bad = false;
     let mut lo = [f32::INFINITY; LANES];

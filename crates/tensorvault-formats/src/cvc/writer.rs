@@ -11,8 +11,8 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use serde_json::Value;
 use tensorvault_core::atomic::AtomicFile;
-use tensorvault_core::AlignedBuf;
-use tensorvault_quant::affine_u8::AffineU8;
+use tensorvault_quant::affine_u8::{min_max_finite, AffineU8};
+use tensorvault_quant::QuantError;
 use tensorvault_quant::float::{f32_to_bf16_bits, f32_to_f16_bits};
 
 use crate::cvc::compression::Compression;
@@ -136,49 +136,47 @@ pub struct PackSummary {
 /// Values encoded per parallel task.
 const ENCODE_BLOCK: usize = 64 * 1024;
 
-/// Scratch for one encoded payload, 2-byte aligned so f16 codes can be written in place.
-/// Kept across chunks; large buffers get huge pages (see `AlignedBuf`).
-struct Payload {
-    words: AlignedBuf<u16>,
-    len: usize,
-}
-
-impl Default for Payload {
-    fn default() -> Self {
-        Payload {
-            words: AlignedBuf::zeroed(0),
-            len: 0,
-        }
+/// Minimum and maximum over `values`, reduced in parallel blocks; a non-finite value is
+/// reported at its index in `values` (the first one, as the sequential scan would).
+fn par_min_max(values: &[f32]) -> Result<(f32, f32), QuantError> {
+    let parts: Vec<Result<(f32, f32), QuantError>> = values
+        .par_chunks(ENCODE_BLOCK)
+        .enumerate()
+        .map(|(b, c)| {
+            min_max_finite(c).map_err(|e| match e {
+                QuantError::NonFinite { index, value } => QuantError::NonFinite {
+                    index: index + b * ENCODE_BLOCK,
+                    value,
+                },
+                other => other,
+            })
+        })
+        .collect();
+    let mut acc: Option<(f32, f32)> = None;
+    for p in parts {
+        let (lo, hi) = p?;
+        acc = Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
     }
-}
-
-impl Payload {
-    /// Make room for `len` bytes; returns the words covering them.
-    fn reserve(&mut self, len: usize) -> &mut [u16] {
-        let words = len.div_ceil(2);
-        if self.words.len() < words {
-            self.words = AlignedBuf::zeroed(words);
-        }
-        self.len = len;
-        &mut self.words[..words]
-    }
-
-    fn bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice(self.words.as_slice())[..self.len]
-    }
+    Ok(acc.unwrap_or((0.0, 0.0)))
 }
 
 /// Chunk header (with int8 parameters fitted) for `values`, chunk `index` at `row_start`.
-fn plan_chunk(
-    values: &[f32],
+/// What every chunk of one file shares when it is planned.
+struct PlanCtx<'a> {
     dim: u64,
+    framing: Framing,
+    sections: &'a [Section],
+}
+
+fn plan_chunk(
+    ctx: &PlanCtx<'_>,
+    values: &[f32],
     index: usize,
     row_start: u64,
     compression: Compression,
     metadata: Option<Value>,
-    framing: Framing,
-    sections: &[Section],
 ) -> Result<ChunkHeader, FormatError> {
+    let (dim, framing, sections) = (ctx.dim, ctx.framing, ctx.sections);
     let rows = values.len() as u64 / dim;
     let codec_err = |source| FormatError::Codec {
         context: format!("chunk {index} (rows {row_start}..{})", row_start + rows),
@@ -187,7 +185,8 @@ fn plan_chunk(
     let int8 = if compression == Compression::Int8 {
         let (codec, scale) = match framing {
             Framing::V1 => {
-                let c = AffineU8::fit(values).map_err(codec_err)?;
+                let (min, max) = par_min_max(values).map_err(codec_err)?;
+                let c = AffineU8::from_min_max(min, max).map_err(codec_err)?;
                 (c, f64::from(c.scale))
             }
             Framing::V0 => AffineU8::fit_v010(values).map_err(codec_err)?,
@@ -222,52 +221,72 @@ fn plan_chunk(
     })
 }
 
-/// Encode `values` as `chunk` describes into `out`, in parallel blocks.
-fn encode_payload(values: &[f32], chunk: &ChunkHeader, out: &mut Payload) -> Result<(), FormatError> {
+/// Encode `values` into `out` (which has room for exactly their codes).
+fn encode_into(values: &[f32], chunk: &ChunkHeader, out: &mut [u16]) -> Result<(), QuantError> {
+    match (chunk.compression, chunk.int8) {
+        (Compression::Int8, Some(p)) => {
+            let bytes = &mut bytemuck::cast_slice_mut::<u16, u8>(out)[..values.len()];
+            p.codec.encode(values, bytes)
+        }
+        (c, _) => {
+            if c == Compression::Bf16 {
+                f32_to_bf16_bits(values, out)?;
+            } else {
+                f32_to_f16_bits(values, out)?;
+            }
+            if cfg!(target_endian = "big") {
+                for w in out.iter_mut() {
+                    *w = w.to_le();
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Encode one chunk and write its frame at `pos`: the payload in pieces encoded and
+/// written in parallel (each piece's CRC-32 computed while it is hot in cache, the CRCs
+/// combined in order), then the length/CRC prefix in front of it. Memory: one small
+/// scratch buffer per thread, whatever the chunk size. Returns the frame length.
+fn write_chunk_at(sink: &dyn Sink, pos: u64, values: &[f32], chunk: &ChunkHeader, framing: Framing) -> Result<u64, FormatError> {
     let width = chunk.compression.width() as usize;
-    let words = out.reserve(values.len() * width);
+    let payload_len = values.len() * width;
+    let len = u32::try_from(payload_len).map_err(|_| {
+        arg(
+            "chunk_size",
+            format!("a chunk payload of {payload_len} bytes does not fit the format's u32 length; use smaller chunks"),
+        )
+    })?;
+    let prefix_len = framing.frame_prefix();
+    let payload_pos = pos + prefix_len;
     let codec_err = |source| FormatError::Codec {
         context: "encode".to_owned(),
         source,
     };
-    match (chunk.compression, chunk.int8) {
-        (Compression::Int8, Some(p)) => {
-            let bytes = &mut bytemuck::cast_slice_mut::<u16, u8>(words)[..values.len()];
-            bytes
-                .par_chunks_mut(ENCODE_BLOCK)
-                .zip(values.par_chunks(ENCODE_BLOCK))
-                .try_for_each(|(q, x)| p.codec.encode(x, q))
-                .map_err(codec_err)?;
-        }
-        (c, _) => {
-            let conv = if c == Compression::Bf16 { f32_to_bf16_bits } else { f32_to_f16_bits };
-            words
-                .par_chunks_mut(ENCODE_BLOCK)
-                .zip(values.par_chunks(ENCODE_BLOCK))
-                .try_for_each(|(h, x)| conv(x, h))
-                .map_err(codec_err)?;
-            if cfg!(target_endian = "big") {
-                for w in words.iter_mut() {
-                    *w = w.to_le();
-                }
-            }
-        }
+    let hashers: Vec<Result<crc32fast::Hasher, FormatError>> = values
+        .par_chunks(ENCODE_BLOCK)
+        .enumerate()
+        .map_init(Vec::<u16>::new, |scratch, (i, piece)| {
+            let n = piece.len() * width;
+            scratch.resize(n.div_ceil(2), 0);
+            encode_into(piece, chunk, scratch).map_err(codec_err)?;
+            let bytes = &bytemuck::cast_slice::<u16, u8>(scratch)[..n];
+            let mut h = crc32fast::Hasher::new();
+            h.update(bytes);
+            sink.put(payload_pos + (i * ENCODE_BLOCK * width) as u64, bytes)?;
+            Ok(h)
+        })
+        .collect();
+    let mut crc = crc32fast::Hasher::new();
+    for h in hashers {
+        crc.combine(&h?);
     }
-    Ok(())
-}
-
-fn frame_prefix(framing: Framing, payload: &[u8]) -> Result<Vec<u8>, FormatError> {
-    let len = u32::try_from(payload.len()).map_err(|_| {
-        arg(
-            "chunk_size",
-            format!("a chunk payload of {} bytes does not fit the format's u32 length; use smaller chunks", payload.len()),
-        )
-    })?;
-    let mut p = len.to_le_bytes().to_vec();
+    let mut prefix = len.to_le_bytes().to_vec();
     if framing == Framing::V1 {
-        p.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        prefix.extend_from_slice(&crc.finalize().to_le_bytes());
     }
-    Ok(p)
+    sink.put(pos, &prefix)?;
+    Ok(prefix_len + payload_len as u64)
 }
 
 /// The file prefix: magic, (v1.0) version, header length, JSON.
@@ -354,8 +373,8 @@ fn check_shape(values: &[f32], dim: usize) -> Result<u64, FormatError> {
     Ok((values.len() / dim) as u64)
 }
 
-/// Encode `values` (`rows x dim`, row-major) as a complete CVC file into `w`.
-fn write_file<W: Write>(w: &mut W, values: &[f32], dim: usize, opts: &PackOptions) -> Result<PackSummary, FormatError> {
+/// Encode `values` (`rows x dim`, row-major) as a complete CVC file into `sink`.
+fn write_file(sink: &dyn Sink, values: &[f32], dim: usize, opts: &PackOptions) -> Result<PackSummary, FormatError> {
     opts.check()?;
     let n = check_shape(values, dim)?;
     let d = dim as u64;
@@ -368,7 +387,12 @@ fn write_file<W: Write>(w: &mut W, values: &[f32], dim: usize, opts: &PackOption
     let mut start = 0u64;
     while start < n {
         let i = chunks.len();
-        let c = plan_chunk(row_slice(start), d, i, start, opts.compression_of(i)?, opts.metadata_of(i)?, opts.framing, &sections)?;
+        let ctx = PlanCtx {
+            dim: d,
+            framing: opts.framing,
+            sections: &sections,
+        };
+        let c = plan_chunk(&ctx, row_slice(start), i, start, opts.compression_of(i)?, opts.metadata_of(i)?)?;
         chunks.push(c);
         start += cs;
     }
@@ -389,34 +413,86 @@ fn write_file<W: Write>(w: &mut W, values: &[f32], dim: usize, opts: &PackOption
     } else {
         (header.to_json()?, 0)
     };
-
-    // Pass 2: encode and write each chunk.
-    let mut out = CountingWriter { inner: w, pos: 0 };
-    let io_err = FormatError::io("write", "output");
-    out.write_all(&file_prefix(opts.framing, &json)?).map_err(io_err)?;
+    // Pass 2: encode and write each chunk at its offset (known from the header).
+    let prefix = file_prefix(opts.framing, &json)?;
+    sink.put(0, &prefix)?;
     // The header region is padded even when no chunk follows (as the reference does).
-    pad_to(&mut out, region)?;
-    let mut payload = Payload::default();
+    let mut pos = (prefix.len() as u64).max(region);
     let mut start = 0u64;
     for c in &header.chunks {
         if let Some(off) = c.file_offset {
-            pad_to(&mut out, off)?;
+            pos = off; // padding between frames is zeros (a hole, or zero-filled)
         }
-        encode_payload(row_slice(start), c, &mut payload)?;
-        out.write_all(&frame_prefix(opts.framing, payload.bytes())?)
-            .and_then(|()| out.write_all(payload.bytes()))
-            .map_err(FormatError::io("write", "output"))?;
+        pos += write_chunk_at(sink, pos, row_slice(start), c, opts.framing)?;
         start += c.rows;
         if let Some(p) = &opts.progress {
             p(start, n);
         }
     }
+    sink.finish(pos)?;
     Ok(PackSummary {
-        bytes: out.pos,
+        bytes: pos,
         rows: n,
         chunks: header.chunks.len(),
         header_len: json.len() as u64,
     })
+}
+
+/// Where [`write_file`] puts bytes: at absolute offsets, from several threads at once.
+trait Sink: Sync {
+    fn put(&self, offset: u64, bytes: &[u8]) -> Result<(), FormatError>;
+    /// The file is complete at `len` bytes (zero-extends a trailing gap).
+    fn finish(&self, len: u64) -> Result<(), FormatError>;
+}
+
+/// An in-memory file.
+struct MemSink(std::sync::Mutex<Vec<u8>>);
+
+impl Sink for MemSink {
+    fn put(&self, offset: u64, bytes: &[u8]) -> Result<(), FormatError> {
+        let mut v = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (off, end) = (offset as usize, offset as usize + bytes.len());
+        if v.len() < end {
+            v.resize(end, 0);
+        }
+        v[off..end].copy_from_slice(bytes);
+        Ok(())
+    }
+    fn finish(&self, len: u64) -> Result<(), FormatError> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).resize(len as usize, 0);
+        Ok(())
+    }
+}
+
+/// Positioned writes into a file (`pwrite`), safe from any number of threads.
+struct FileSink<'f> {
+    file: &'f File,
+    name: String,
+}
+
+impl Sink for FileSink<'_> {
+    fn put(&self, offset: u64, bytes: &[u8]) -> Result<(), FormatError> {
+        write_all_at(self.file, bytes, offset).map_err(FormatError::io("write", &self.name))
+    }
+    fn finish(&self, len: u64) -> Result<(), FormatError> {
+        self.file.set_len(len).map_err(FormatError::io("set length of", &self.name))
+    }
+}
+
+#[cfg(unix)]
+fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        let n = file.seek_write(buf, offset)?;
+        buf = &buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
 }
 
 fn check_counts(opts: &PackOptions, chunks: usize) -> Result<(), FormatError> {
@@ -465,13 +541,12 @@ fn pad_to<W: Write>(w: &mut CountingWriter<W>, offset: u64) -> Result<(), Format
 /// [`FormatError::Codec`] for non-finite values in an int8 chunk, I/O errors. On error
 /// no file is left at `path` (an existing file there is untouched).
 pub fn pack(path: impl AsRef<Path>, values: &[f32], dim: usize, opts: &PackOptions) -> Result<PackSummary, FormatError> {
-    let mut f = AtomicFile::create(path.as_ref())?;
-    let summary = {
-        let mut w = io::BufWriter::with_capacity(1 << 20, &mut f);
-        let s = write_file(&mut w, values, dim, opts)?;
-        w.flush().map_err(FormatError::io("write", path.as_ref().display()))?;
-        s
+    let f = AtomicFile::create(path.as_ref())?;
+    let sink = FileSink {
+        file: f.file(),
+        name: path.as_ref().display().to_string(),
     };
+    let summary = write_file(&sink, values, dim, opts)?;
     f.commit_with(opts.sync)?;
     Ok(summary)
 }
@@ -481,9 +556,9 @@ pub fn pack(path: impl AsRef<Path>, values: &[f32], dim: usize, opts: &PackOptio
 /// # Errors
 /// As [`pack`], without the I/O.
 pub fn pack_to_vec(values: &[f32], dim: usize, opts: &PackOptions) -> Result<Vec<u8>, FormatError> {
-    let mut out = Vec::new();
-    write_file(&mut out, values, dim, opts)?;
-    Ok(out)
+    let sink = MemSink(std::sync::Mutex::new(Vec::new()));
+    write_file(&sink, values, dim, opts)?;
+    Ok(sink.0.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner))
 }
 
 /// A streaming writer: rows arrive in batches of any size, memory stays at one chunk.
@@ -501,8 +576,8 @@ pub struct CvcWriter {
     pending: Vec<f32>,
     chunks: Vec<ChunkHeader>,
     frame_lens: Vec<u64>,
+    spill_len: u64,
     rows: u64,
-    payload: Payload,
 }
 
 impl std::fmt::Debug for CvcWriter {
@@ -538,8 +613,8 @@ impl CvcWriter {
             pending: Vec::new(),
             chunks: Vec::new(),
             frame_lens: Vec::new(),
+            spill_len: 0,
             rows: 0,
-            payload: Payload::default(),
         })
     }
 
@@ -610,14 +685,19 @@ impl CvcWriter {
             Some(m) => Some(m),
             None => self.opts.metadata_of(i)?,
         };
-        let c = plan_chunk(values, self.dim, i, self.rows, compression, metadata, self.opts.framing, &self.sections)?;
-        encode_payload(values, &c, &mut self.payload)?;
-        let prefix = frame_prefix(self.opts.framing, self.payload.bytes())?;
-        self.spill
-            .write_all(&prefix)
-            .and_then(|()| self.spill.write_all(self.payload.bytes()))
-            .map_err(FormatError::io("write spill file for", self.dest.dest().display()))?;
-        self.frame_lens.push((prefix.len() + self.payload.len) as u64);
+        let ctx = PlanCtx {
+            dim: self.dim,
+            framing: self.opts.framing,
+            sections: &self.sections,
+        };
+        let c = plan_chunk(&ctx, values, i, self.rows, compression, metadata)?;
+        let sink = FileSink {
+            file: &self.spill,
+            name: format!("spill file for {}", self.dest.dest().display()),
+        };
+        let frame_len = write_chunk_at(&sink, self.spill_len, values, &c, self.opts.framing)?;
+        self.spill_len += frame_len;
+        self.frame_lens.push(frame_len);
         self.rows += c.rows;
         self.chunks.push(c);
         if let Some(p) = &self.opts.progress {
