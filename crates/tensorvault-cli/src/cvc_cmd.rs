@@ -185,11 +185,30 @@ fn pack(a: &PackArgs, quiet: bool) -> Result<(), CliError> {
         print!(
             "{}",
             report::kv(&[
-                ("packed", format!("{} x {} -> {}", s.rows, input.dim, a.output.display())),
-                ("compression", Compression::from(a.compression).name().to_owned()),
+                (
+                    "packed",
+                    format!("{} x {} -> {}", s.rows, input.dim, a.output.display())
+                ),
+                (
+                    "compression",
+                    Compression::from(a.compression).name().to_owned()
+                ),
                 ("chunks", s.chunks.to_string()),
-                ("size", format!("{} ({:.2}x smaller than f32)", report::size(s.bytes), in_bytes as f64 / s.bytes as f64)),
-                ("time", format!("{secs:.2} s ({:.0} MB/s of f32 input)", in_bytes as f64 / secs / 1e6)),
+                (
+                    "size",
+                    format!(
+                        "{} ({:.2}x smaller than f32)",
+                        report::size(s.bytes),
+                        in_bytes as f64 / s.bytes as f64
+                    )
+                ),
+                (
+                    "time",
+                    format!(
+                        "{secs:.2} s ({:.0} MB/s of f32 input)",
+                        in_bytes as f64 / secs / 1e6
+                    )
+                ),
             ])
         );
     }
@@ -197,13 +216,20 @@ fn pack(a: &PackArgs, quiet: bool) -> Result<(), CliError> {
 }
 
 fn parse_rows(s: &str, n: u64) -> Result<Range<u64>, CliError> {
-    let bad = |reason: String| CliError::Usage { arg: "--rows", reason };
-    let (a, b) = s.split_once(':').ok_or_else(|| bad(format!("{s:?} is not A:B")))?;
+    let bad = |reason: String| CliError::Usage {
+        arg: "--rows",
+        reason,
+    };
+    let (a, b) = s
+        .split_once(':')
+        .ok_or_else(|| bad(format!("{s:?} is not A:B")))?;
     let num = |t: &str, default: u64| -> Result<u64, CliError> {
         if t.trim().is_empty() {
             Ok(default)
         } else {
-            t.trim().parse().map_err(|_| bad(format!("{t:?} is not a row number")))
+            t.trim()
+                .parse()
+                .map_err(|_| bad(format!("{t:?} is not a row number")))
         }
     };
     let (a, b) = (num(a, 0)?, num(b, n)?);
@@ -241,10 +267,13 @@ fn load(a: &LoadArgs, quiet: bool) -> Result<(), CliError> {
         let chunks = reader.chunks();
         idx.iter()
             .map(|&i| {
-                chunks.get(i).map(|c| (i, 0..c.rows)).ok_or_else(|| CliError::Usage {
-                    arg: "--chunks",
-                    reason: format!("chunk {i} does not exist (the file has {})", chunks.len()),
-                })
+                chunks
+                    .get(i)
+                    .map(|c| (i, 0..c.rows))
+                    .ok_or_else(|| CliError::Usage {
+                        arg: "--chunks",
+                        reason: format!("chunk {i} does not exist (the file has {})", chunks.len()),
+                    })
             })
             .collect::<Result<_, _>>()?
     } else if let Some(s) = &a.section {
@@ -253,9 +282,17 @@ fn load(a: &LoadArgs, quiet: bool) -> Result<(), CliError> {
     } else if let Some(m) = &a.metadata {
         let (k, v) = parse_kv(m, "--metadata")?;
         let chunks = reader.chunks();
-        reader.chunks_where_metadata(&k, &v).into_iter().map(|i| (i, 0..chunks[i].rows)).collect()
+        reader
+            .chunks_where_metadata(&k, &v)
+            .into_iter()
+            .map(|i| (i, 0..chunks[i].rows))
+            .collect()
     } else {
-        reader.chunks().iter().map(|c| (c.index, 0..c.rows)).collect()
+        reader
+            .chunks()
+            .iter()
+            .map(|c| (c.index, 0..c.rows))
+            .collect()
     };
     let rows: u64 = segs.iter().map(|(_, r)| r.end - r.start).sum();
     let start = Instant::now();
@@ -265,7 +302,8 @@ fn load(a: &LoadArgs, quiet: bool) -> Result<(), CliError> {
     {
         let mut w = BufWriter::with_capacity(4 << 20, &mut out);
         let header = npy::f32_header(&[rows, dim]).map_err(CliError::io("write", &out_name))?;
-        w.write_all(&header).map_err(CliError::io("write", &out_name))?;
+        w.write_all(&header)
+            .map_err(CliError::io("write", &out_name))?;
         // One decoded chunk and one payload buffer, reused: memory stays bounded by the
         // largest chunk whatever the file size.
         let mut values: Vec<f32> = Vec::new();
@@ -301,9 +339,25 @@ fn load(a: &LoadArgs, quiet: bool) -> Result<(), CliError> {
             "{}",
             report::kv(&[
                 ("loaded", format!("{rows} x {dim} -> {out_name}")),
-                ("chunks read", format!("{} of {}", segs.len(), reader.chunks().len())),
-                ("crc", if a.no_verify { "skipped".into() } else { "verified".into() }),
-                ("time", format!("{secs:.2} s ({:.0} MB/s of f32 output)", out_bytes as f64 / secs / 1e6)),
+                (
+                    "chunks read",
+                    format!("{} of {}", segs.len(), reader.chunks().len())
+                ),
+                (
+                    "crc",
+                    if a.no_verify {
+                        "skipped".into()
+                    } else {
+                        "verified".into()
+                    }
+                ),
+                (
+                    "time",
+                    format!(
+                        "{secs:.2} s ({:.0} MB/s of f32 output)",
+                        out_bytes as f64 / secs / 1e6
+                    )
+                ),
             ])
         );
     }
@@ -361,19 +415,51 @@ fn inspect(a: &InspectArgs) -> Result<(), CliError> {
         "{}",
         report::kv(&[
             ("file", a.input.display().to_string()),
-            ("format", format!("CVC {} ({})", h.framing.name(), if h.framing == Framing::V1 { "per-chunk CRC-32" } else { "no checksums" })),
+            (
+                "format",
+                format!(
+                    "CVC {} ({})",
+                    h.framing.name(),
+                    if h.framing == Framing::V1 {
+                        "per-chunk CRC-32"
+                    } else {
+                        "no checksums"
+                    }
+                )
+            ),
             ("vectors", format!("{} x {}", h.num_vectors, h.dimension)),
             ("compression", h.compression.name().to_owned()),
-            ("size", format!("{} (f32 would be {}, ratio {:.2}x)", report::size(reader.file_len()), report::size(raw), raw as f64 / reader.file_len().max(1) as f64)),
+            (
+                "size",
+                format!(
+                    "{} (f32 would be {}, ratio {:.2}x)",
+                    report::size(reader.file_len()),
+                    report::size(raw),
+                    raw as f64 / reader.file_len().max(1) as f64
+                )
+            ),
             ("header", format!("{} bytes of JSON", reader.header_len())),
             ("mmap_optimized", h.mmap_optimized.to_string()),
             ("chunks", h.chunks.len().to_string()),
         ])
     );
     for s in &h.sections {
-        println!("section       rows {}..{}  {}", s.start_index, s.end_index, s.metadata);
+        println!(
+            "section       rows {}..{}  {}",
+            s.start_index, s.end_index, s.metadata
+        );
     }
-    let mut t = Table::new(&["chunk", "rows", "first row", "comp", "offset", "payload", "crc32", "min / scale", "metadata"]);
+    let mut t = Table::new(&[
+        "chunk",
+        "rows",
+        "first row",
+        "comp",
+        "offset",
+        "payload",
+        "crc32",
+        "min / scale",
+        "metadata",
+    ]);
     for (l, c) in reader.chunks().iter().zip(&h.chunks) {
         t.row(vec![
             l.index.to_string(),
@@ -383,8 +469,13 @@ fn inspect(a: &InspectArgs) -> Result<(), CliError> {
             l.frame_offset.to_string(),
             report::size(l.payload_len),
             l.crc.map_or_else(|| "-".to_owned(), |c| format!("{c:08x}")),
-            c.int8.map_or_else(|| "-".to_owned(), |p| format!("{:.6} / {:.3e}", p.min, p.scale)),
-            c.metadata.as_ref().map_or_else(|| "-".to_owned(), Value::to_string),
+            c.int8.map_or_else(
+                || "-".to_owned(),
+                |p| format!("{:.6} / {:.3e}", p.min, p.scale),
+            ),
+            c.metadata
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), Value::to_string),
         ]);
     }
     print!("\n{}", t.render());

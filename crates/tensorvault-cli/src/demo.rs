@@ -58,22 +58,28 @@ fn synth_embeddings(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
         let ln = LogNormal::new(0.0f32, 0.5).expect("valid lognormal");
         (0..dim).map(|_| ln.sample(&mut rng)).collect()
     };
-    let centres: Vec<f32> = (0..CLUSTERS * dim).map(|_| std_normal.sample(&mut rng)).collect();
+    let centres: Vec<f32> = (0..CLUSTERS * dim)
+        .map(|_| std_normal.sample(&mut rng))
+        .collect();
     let mut out = vec![0f32; rows * dim];
-    out.par_chunks_mut(GEN_BLOCK * dim).enumerate().for_each(|(b, block)| {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (0x9e37_79b9_7f4a_7c15u64.wrapping_mul(b as u64 + 1)));
-        for row in block.chunks_mut(dim) {
-            let k = rng.random_range(0..CLUSTERS);
-            let c = &centres[k * dim..(k + 1) * dim];
-            let mut norm = 0f32;
-            for ((x, &m), &s) in row.iter_mut().zip(c).zip(&scales) {
-                *x = (m + 0.8 * std_normal.sample(&mut rng)) * s;
-                norm += *x * *x;
+    out.par_chunks_mut(GEN_BLOCK * dim)
+        .enumerate()
+        .for_each(|(b, block)| {
+            let mut rng = ChaCha8Rng::seed_from_u64(
+                seed ^ (0x9e37_79b9_7f4a_7c15u64.wrapping_mul(b as u64 + 1)),
+            );
+            for row in block.chunks_mut(dim) {
+                let k = rng.random_range(0..CLUSTERS);
+                let c = &centres[k * dim..(k + 1) * dim];
+                let mut norm = 0f32;
+                for ((x, &m), &s) in row.iter_mut().zip(c).zip(&scales) {
+                    *x = (m + 0.8 * std_normal.sample(&mut rng)) * s;
+                    norm += *x * *x;
+                }
+                let inv = 1.0 / norm.sqrt().max(f32::MIN_POSITIVE);
+                row.iter_mut().for_each(|x| *x *= inv);
             }
-            let inv = 1.0 / norm.sqrt().max(f32::MIN_POSITIVE);
-            row.iter_mut().for_each(|x| *x *= inv);
-        }
-    });
+        });
     out
 }
 
@@ -100,7 +106,10 @@ fn error_stats(want: &[f32], got: &[f32], dim: usize) -> ErrorStats {
             }
             (m, sq, dot / (na.sqrt() * nb.sqrt()).max(f64::MIN_POSITIVE))
         })
-        .reduce(|| (0.0, 0.0, 0.0), |a, b| (a.0.max(b.0), a.1 + b.1, a.2 + b.2));
+        .reduce(
+            || (0.0, 0.0, 0.0),
+            |a, b| (a.0.max(b.0), a.1 + b.1, a.2 + b.2),
+        );
     ErrorStats {
         max_abs,
         rmse: (sq / want.len().max(1) as f64).sqrt(),
@@ -119,7 +128,8 @@ fn write_npy(path: &Path, values: &[f32], rows: usize, dim: usize) -> Result<(),
     let mut f = AtomicFile::create(path)?;
     {
         let mut w = BufWriter::with_capacity(4 << 20, &mut f);
-        let header = npy::f32_header(&[rows as u64, dim as u64]).map_err(CliError::io("write", &name))?;
+        let header =
+            npy::f32_header(&[rows as u64, dim as u64]).map_err(CliError::io("write", &name))?;
         w.write_all(&header).map_err(CliError::io("write", &name))?;
         npy::write_f32s(&mut w, values).map_err(CliError::io("write", &name))?;
         w.flush().map_err(CliError::io("write", &name))?;
@@ -143,14 +153,28 @@ pub fn run(a: &DemoArgs, quiet: bool) -> Result<(), CliError> {
     std::fs::create_dir_all(&a.dir).map_err(CliError::io("create directory", a.dir.display()))?;
     let (rows, dim) = (a.rows, a.dim);
     let raw_bytes = (rows * dim * 4) as u64;
-    step(quiet, &format!("generating {rows} x {dim} embeddings (seed {})", a.seed));
+    step(
+        quiet,
+        &format!("generating {rows} x {dim} embeddings (seed {})", a.seed),
+    );
     let data = synth_embeddings(rows, dim, a.seed);
     let npy_path = a.dir.join("embeddings.npy");
     write_npy(&npy_path, &data, rows, dim)?;
-    step(quiet, &format!("wrote {} ({})", npy_path.display(), report::size(raw_bytes)));
+    step(
+        quiet,
+        &format!("wrote {} ({})", npy_path.display(), report::size(raw_bytes)),
+    );
 
     let mut table = Table::new(&[
-        "format", "file", "size", "ratio", "pack MB/s", "load MB/s", "max |err|", "RMSE", "mean cos",
+        "format",
+        "file",
+        "size",
+        "ratio",
+        "pack MB/s",
+        "load MB/s",
+        "max |err|",
+        "RMSE",
+        "mean cos",
     ]);
     let mut results = Vec::new();
     for comp in [Compression::Fp16, Compression::Int8, Compression::Bf16] {
@@ -169,7 +193,9 @@ pub fn run(a: &DemoArgs, quiet: bool) -> Result<(), CliError> {
         let reader = CvcReader::open_mmap(&path)?;
         let back = reader.load_all()?;
         let load_s = t.elapsed().as_secs_f64();
-        let back = back.as_slice::<f32>().map_err(tensorvault_formats::FormatError::from)?;
+        let back = back
+            .as_slice::<f32>()
+            .map_err(tensorvault_formats::FormatError::from)?;
         let err = error_stats(&data, back, dim);
         let t = Instant::now();
         let mid = rows as u64 / 2;
@@ -179,10 +205,15 @@ pub fn run(a: &DemoArgs, quiet: bool) -> Result<(), CliError> {
         let ok = reader.verify()?.is_ok();
         let verify_ms = t.elapsed().as_secs_f64() * 1e3;
         let ratio = raw_bytes as f64 / summary.bytes as f64;
-        let (pack_mbs, load_mbs) = (raw_bytes as f64 / pack_s / 1e6, raw_bytes as f64 / load_s / 1e6);
+        let (pack_mbs, load_mbs) = (
+            raw_bytes as f64 / pack_s / 1e6,
+            raw_bytes as f64 / load_s / 1e6,
+        );
         table.row(vec![
             comp.name().to_owned(),
-            path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             report::size(summary.bytes),
             format!("{ratio:.2}x"),
             format!("{pack_mbs:.0}"),
@@ -217,14 +248,20 @@ pub fn run(a: &DemoArgs, quiet: bool) -> Result<(), CliError> {
         rayon::current_num_threads()
     );
     print!("{}", table.render());
-    println!("\nMB/s = MB of f32 vectors per second (pack includes fsync; load decodes the whole file).");
+    println!(
+        "\nMB/s = MB of f32 vectors per second (pack includes fsync; load decodes the whole file)."
+    );
     for r in &results {
         println!(
             "{:>5}: 100-row range load {:.2} ms (reads 1 chunk), CRC verify {:.0} ms: {}",
             r["compression"].as_str().unwrap_or_default(),
             r["range_load_100_rows_ms"].as_f64().unwrap_or_default(),
             r["verify_ms"].as_f64().unwrap_or_default(),
-            if r["verified"].as_bool() == Some(true) { "ok" } else { "CORRUPT" }
+            if r["verified"].as_bool() == Some(true) {
+                "ok"
+            } else {
+                "CORRUPT"
+            }
         );
     }
     Ok(())

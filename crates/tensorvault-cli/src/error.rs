@@ -13,6 +13,9 @@ pub enum CliError {
     /// A core error (atomic writes).
     #[error("{0}")]
     Core(#[from] CoreError),
+    /// A quantization codec error (bad settings or input values).
+    #[error("{0}")]
+    Quant(#[from] tensorvault_quant::QuantError),
     /// A `.npy` file that cannot be used.
     #[error("{path}: {reason}")]
     Npy {
@@ -43,7 +46,10 @@ pub enum CliError {
 }
 
 impl CliError {
-    pub(crate) fn io(op: &'static str, path: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> Self {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl std::fmt::Display,
+    ) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.to_string();
         move |source| CliError::Io { op, path, source }
     }

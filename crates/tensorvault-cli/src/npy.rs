@@ -57,25 +57,45 @@ impl NpyInput {
             reason,
         };
         let mut file = File::open(path).map_err(CliError::io("open", &name))?;
-        let header = npyz::NpyHeader::from_reader(&mut file).map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
-        let data_offset = file.stream_position().map_err(CliError::io("seek", &name))?;
+        let header = npyz::NpyHeader::from_reader(&mut file)
+            .map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
+        let data_offset = file
+            .stream_position()
+            .map_err(CliError::io("seek", &name))?;
         let elem = match header.dtype() {
-            DType::Plain(t) if t.type_char() == TypeChar::Float && t.endianness() != npyz::Endianness::Big => {
+            DType::Plain(t)
+                if t.type_char() == TypeChar::Float && t.endianness() != npyz::Endianness::Big =>
+            {
                 match t.size_field() {
                     4 => NpyElem::F32,
                     8 => NpyElem::F64,
                     2 => NpyElem::F16,
-                    n => return Err(bad(format!("unsupported float width {n} (use float16, float32 or float64)"))),
+                    n => {
+                        return Err(bad(format!(
+                            "unsupported float width {n} (use float16, float32 or float64)"
+                        )))
+                    }
                 }
             }
-            other => return Err(bad(format!("dtype {} is not a little-endian float array", other.descr()))),
+            other => {
+                return Err(bad(format!(
+                    "dtype {} is not a little-endian float array",
+                    other.descr()
+                )))
+            }
         };
         if header.order() != Order::C {
-            return Err(bad("Fortran-order arrays are not supported; save with np.ascontiguousarray".into()));
+            return Err(bad(
+                "Fortran-order arrays are not supported; save with np.ascontiguousarray".into(),
+            ));
         }
         let (rows, dim) = match *header.shape() {
             [r, d] => (r, d),
-            ref s => return Err(bad(format!("expected a 2-D array (vectors x dimension), shape is {s:?}"))),
+            ref s => {
+                return Err(bad(format!(
+                    "expected a 2-D array (vectors x dimension), shape is {s:?}"
+                )))
+            }
         };
         if dim == 0 {
             return Err(bad("dimension is 0".into()));
@@ -121,19 +141,34 @@ impl NpyInput {
                 Ok(v) if cfg!(target_endian = "little") => v,
                 _ => {
                     buf.clear();
-                    buf.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+                    buf.extend(
+                        bytes
+                            .chunks_exact(4)
+                            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                    );
                     buf
                 }
             },
             NpyElem::F64 => {
                 buf.clear();
-                #[allow(clippy::cast_possible_truncation, reason = "f64 input is stored as f32, like numpy's astype")]
-                buf.extend(bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")) as f32));
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    reason = "f64 input is stored as f32, like numpy's astype"
+                )]
+                buf.extend(
+                    bytes
+                        .chunks_exact(8)
+                        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")) as f32),
+                );
                 buf
             }
             NpyElem::F16 => {
                 buf.clear();
-                buf.extend(bytes.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()));
+                buf.extend(
+                    bytes
+                        .chunks_exact(2)
+                        .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()),
+                );
                 buf
             }
         }
@@ -147,7 +182,10 @@ impl NpyInput {
         if hi > 0 {
             // SAFETY: the map is a read-only shared file mapping; discarding its pages only
             // makes later reads fetch them from the file again, they cannot change.
-            let _ = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, hi) };
+            let _ = unsafe {
+                self.map
+                    .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, hi)
+            };
         }
     }
 }
@@ -181,6 +219,8 @@ pub fn write_f32s<W: Write>(w: &mut W, values: &[f32]) -> std::io::Result<()> {
     if cfg!(target_endian = "little") {
         w.write_all(bytemuck::cast_slice(values))
     } else {
-        values.iter().try_for_each(|v| w.write_all(&v.to_le_bytes()))
+        values
+            .iter()
+            .try_for_each(|v| w.write_all(&v.to_le_bytes()))
     }
 }

@@ -57,7 +57,10 @@ impl Table {
 /// Key/value lines, aligned.
 pub fn kv(pairs: &[(&str, String)]) -> String {
     let w = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    pairs.iter().map(|(k, v)| format!("{k:<w$}  {v}\n")).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k:<w$}  {v}\n"))
+        .collect()
 }
 
 /// A progress bar over `total` units (rows); hidden when stderr is not a terminal or
@@ -68,9 +71,11 @@ pub fn bar(total: u64, what: &str, quiet: bool) -> ProgressBar {
     }
     let pb = ProgressBar::new(total);
     pb.set_style(
-        ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} rows ({per_sec}, eta {eta})")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{msg:>12} [{bar:40}] {pos}/{len} rows ({per_sec}, eta {eta})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     pb.set_message(what.to_owned());
     pb

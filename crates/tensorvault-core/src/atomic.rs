@@ -117,11 +117,17 @@ impl AtomicFile {
 
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file.as_ref().expect("file is present until commit").write(buf)
+        self.file
+            .as_ref()
+            .expect("file is present until commit")
+            .write(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.file.as_ref().expect("file is present until commit").flush()
+        self.file
+            .as_ref()
+            .expect("file is present until commit")
+            .flush()
     }
 }
 

@@ -80,7 +80,10 @@ impl<T: Pod> AlignedBuf<T> {
     /// if `T` needs more than 64-byte alignment.
     #[must_use]
     pub fn zeroed(len: usize) -> Self {
-        assert!(std::mem::align_of::<T>() <= ALIGNMENT, "element alignment above 64");
+        assert!(
+            std::mem::align_of::<T>() <= ALIGNMENT,
+            "element alignment above 64"
+        );
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
             .expect("AlignedBuf length overflows usize");
@@ -218,6 +221,9 @@ mod tests {
         assert_eq!(bytes.len(), 12);
         assert_eq!(bytes[8..12], [0xFF; 4]);
         assert!(AlignedBuf::<u8>::zeroed(3).cast::<u16>().is_none());
-        assert_eq!(AlignedBuf::from_slice(&[1.5f32, 2.5]).as_slice(), &[1.5, 2.5]);
+        assert_eq!(
+            AlignedBuf::from_slice(&[1.5f32, 2.5]).as_slice(),
+            &[1.5, 2.5]
+        );
     }
 }

@@ -156,7 +156,10 @@ mod tests {
             assert_eq!(dt.name().parse::<DType>().unwrap(), dt);
         }
         assert_eq!(DType::from_tag(9), None);
-        assert!(matches!("q4".parse::<DType>(), Err(CoreError::UnknownDType { .. })));
+        assert!(matches!(
+            "q4".parse::<DType>(),
+            Err(CoreError::UnknownDType { .. })
+        ));
     }
 
     #[test]

@@ -113,7 +113,10 @@ impl Tensor {
     /// [`CoreError::DTypeMismatch`] if `T` is not the tensor's dtype.
     pub fn into_buf<T: Element>(self) -> Result<AlignedBuf<T>, CoreError> {
         check_dtype::<T>(self.dtype)?;
-        Ok(self.data.cast::<T>().expect("length is a multiple of the element size"))
+        Ok(self
+            .data
+            .cast::<T>()
+            .expect("length is a multiple of the element size"))
     }
 }
 
@@ -234,12 +237,23 @@ mod tests {
         let bytes = [0u8; 9];
         assert!(matches!(
             TensorView::new(DType::F32, shape.clone(), &bytes[..7]),
-            Err(CoreError::LengthMismatch { expected: 8, found: 7, .. })
+            Err(CoreError::LengthMismatch {
+                expected: 8,
+                found: 7,
+                ..
+            })
         ));
         // Find an odd address inside the array so the f32 view is misaligned.
-        let start = if bytes.as_ptr() as usize % 4 == 0 { 1 } else { 0 };
+        let start = if bytes.as_ptr() as usize % 4 == 0 {
+            1
+        } else {
+            0
+        };
         let v = TensorView::new(DType::F32, shape, &bytes[start..start + 8]).unwrap();
-        assert!(matches!(v.as_slice::<f32>(), Err(CoreError::Misaligned { .. })));
+        assert!(matches!(
+            v.as_slice::<f32>(),
+            Err(CoreError::Misaligned { .. })
+        ));
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! 20,000 x 768 vectors (4 chunks). The side-by-side comparison with the reference lives
 //! in `bench/cvc/run.sh`.
 
-#![allow(missing_docs, reason = "criterion's macros generate undocumented items")]
+#![allow(
+    missing_docs,
+    reason = "criterion's macros generate undocumented items"
+)]
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use tensorvault_formats::cvc::{pack_to_vec, Compression, CvcReader, PackOptions};
@@ -26,11 +29,19 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes((rows * dim * 4) as u64));
     g.sample_size(20);
     for comp in [Compression::Fp16, Compression::Int8] {
-        let opts = PackOptions { compression: comp, chunk_size: 5_000, ..PackOptions::default() };
-        g.bench_function(format!("pack_{}", comp.name()), |b| b.iter(|| pack_to_vec(black_box(&x), dim, &opts).unwrap()));
+        let opts = PackOptions {
+            compression: comp,
+            chunk_size: 5_000,
+            ..PackOptions::default()
+        };
+        g.bench_function(format!("pack_{}", comp.name()), |b| {
+            b.iter(|| pack_to_vec(black_box(&x), dim, &opts).unwrap())
+        });
         let bytes = pack_to_vec(&x, dim, &opts).unwrap();
         let reader = CvcReader::from_source(bytes, "bench").unwrap();
-        g.bench_function(format!("load_{}", comp.name()), |b| b.iter(|| reader.load_all().unwrap()));
+        g.bench_function(format!("load_{}", comp.name()), |b| {
+            b.iter(|| reader.load_all().unwrap())
+        });
     }
     g.finish();
 }

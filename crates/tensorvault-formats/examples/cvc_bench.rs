@@ -33,9 +33,17 @@ fn time<T>(repeats: usize, mut f: impl FnMut() -> T) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let input = PathBuf::from(args.get(1).expect("usage: cvc_bench INPUT.npy WORKDIR [REPEATS]"));
-    let dir = PathBuf::from(args.get(2).expect("usage: cvc_bench INPUT.npy WORKDIR [REPEATS]"));
-    let repeats: usize = args.get(3).map_or(5, |s| s.parse().expect("REPEATS is a number"));
+    let input = PathBuf::from(
+        args.get(1)
+            .expect("usage: cvc_bench INPUT.npy WORKDIR [REPEATS]"),
+    );
+    let dir = PathBuf::from(
+        args.get(2)
+            .expect("usage: cvc_bench INPUT.npy WORKDIR [REPEATS]"),
+    );
+    let repeats: usize = args
+        .get(3)
+        .map_or(5, |s| s.parse().expect("REPEATS is a number"));
     let bytes = std::fs::read(&input).expect("read input");
     let npy = npyz::NpyFile::new(&bytes[..]).expect("an .npy file");
     let shape = npy.shape().to_vec();
@@ -48,22 +56,51 @@ fn main() {
 
     // Baseline: a plain copy of the decoded bytes into a fresh buffer (page faults included,
     // as a load's output buffer has them too).
-    emit("memcpy_fresh", time(repeats, || AlignedBuf::from_slice(&data)));
+    emit(
+        "memcpy_fresh",
+        time(repeats, || AlignedBuf::from_slice(&data)),
+    );
 
     for comp in [Compression::Fp16, Compression::Int8] {
-        let opts = PackOptions { compression: comp, ..PackOptions::default() };
+        let opts = PackOptions {
+            compression: comp,
+            ..PackOptions::default()
+        };
         let path = dir.join(format!("tv_{}.cvc", comp.name()));
-        emit(&format!("pack_{}_file", comp.name()), time(repeats, || pack(&path, &data, dim, &opts).expect("pack")));
-        let nosync = PackOptions { sync: false, ..opts.clone() };
-        emit(&format!("pack_{}_file_nosync", comp.name()), time(repeats, || pack(&path, &data, dim, &nosync).expect("pack")));
-        emit(&format!("pack_{}_memory", comp.name()), time(repeats, || pack_to_vec(&data, dim, &opts).expect("pack")));
+        emit(
+            &format!("pack_{}_file", comp.name()),
+            time(repeats, || pack(&path, &data, dim, &opts).expect("pack")),
+        );
+        let nosync = PackOptions {
+            sync: false,
+            ..opts.clone()
+        };
+        emit(
+            &format!("pack_{}_file_nosync", comp.name()),
+            time(repeats, || pack(&path, &data, dim, &nosync).expect("pack")),
+        );
+        emit(
+            &format!("pack_{}_memory", comp.name()),
+            time(repeats, || pack_to_vec(&data, dim, &opts).expect("pack")),
+        );
         let reader = CvcReader::open_mmap(&path).expect("open");
-        emit(&format!("load_{}_mmap", comp.name()), time(repeats, || reader.load_all().expect("load")));
+        emit(
+            &format!("load_{}_mmap", comp.name()),
+            time(repeats, || reader.load_all().expect("load")),
+        );
         let reader = CvcReader::open(&path).expect("open");
-        emit(&format!("load_{}_pread", comp.name()), time(repeats, || reader.load_all().expect("load")));
+        emit(
+            &format!("load_{}_pread", comp.name()),
+            time(repeats, || reader.load_all().expect("load")),
+        );
         emit(
             &format!("open_and_load_{}", comp.name()),
-            time(repeats, || CvcReader::open_mmap(&path).expect("open").load_all().expect("load")),
+            time(repeats, || {
+                CvcReader::open_mmap(&path)
+                    .expect("open")
+                    .load_all()
+                    .expect("load")
+            }),
         );
     }
 }

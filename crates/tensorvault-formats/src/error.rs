@@ -113,7 +113,9 @@ pub enum FormatError {
         found: u64,
     },
     /// A stored length does not match the length implied by the header.
-    #[error("{format}: {what} at offset {offset}: length {found} but the header implies {expected}")]
+    #[error(
+        "{format}: {what} at offset {offset}: length {found} but the header implies {expected}"
+    )]
     LengthMismatch {
         /// Format name.
         format: &'static str,
@@ -174,7 +176,10 @@ pub enum FormatError {
 }
 
 impl FormatError {
-    pub(crate) fn io(op: &'static str, path: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> Self {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl std::fmt::Display,
+    ) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.to_string();
         move |source| FormatError::Io { op, path, source }
     }

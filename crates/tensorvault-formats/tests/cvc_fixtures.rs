@@ -5,10 +5,14 @@
 use std::path::PathBuf;
 
 use serde_json::json;
-use tensorvault_formats::cvc::{pack, pack_to_vec, Compression, CvcReader, Framing, PackOptions, SectionSpec};
+use tensorvault_formats::cvc::{
+    pack, pack_to_vec, Compression, CvcReader, Framing, PackOptions, SectionSpec,
+};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/cvc").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/cvc")
+        .join(name)
 }
 
 fn npy(name: &str) -> (Vec<u64>, Vec<f32>) {
@@ -27,15 +31,27 @@ const DECODE_CASES: &[(&str, &str)] = &[
     ("b_int8_cs300.cvc", "b_int8_cs300_decoded.npy"),
     ("c_tiny_fp16.cvc", "c_tiny_fp16_decoded.npy"),
     ("d_mixed_fp16_int8.cvc", "d_mixed_fp16_int8_decoded.npy"),
-    ("e_legacy_v010_fp16_cs4.cvc", "e_legacy_v010_fp16_cs4_decoded.npy"),
-    ("e_legacy_v010_int8_cs4.cvc", "e_legacy_v010_int8_cs4_decoded.npy"),
+    (
+        "e_legacy_v010_fp16_cs4.cvc",
+        "e_legacy_v010_fp16_cs4_decoded.npy",
+    ),
+    (
+        "e_legacy_v010_int8_cs4.cvc",
+        "e_legacy_v010_int8_cs4_decoded.npy",
+    ),
     ("f_int8_edge_cs4.cvc", "f_int8_edge_cs4_decoded.npy"),
     ("g_fp16_special.cvc", "g_fp16_special_decoded.npy"),
     ("h_chunk_metadata.cvc", "h_chunk_metadata_decoded.npy"),
     ("i_sections_int8.cvc", "i_sections_int8_decoded.npy"),
-    ("j_mmap_optimized_fp16.cvc", "j_mmap_optimized_fp16_decoded.npy"),
+    (
+        "j_mmap_optimized_fp16.cvc",
+        "j_mmap_optimized_fp16_decoded.npy",
+    ),
     // Same rows and codec as `e_legacy_v010_int8_cs4` (sections change only the header).
-    ("k_legacy_v010_sections_int8.cvc", "e_legacy_v010_int8_cs4_decoded.npy"),
+    (
+        "k_legacy_v010_sections_int8.cvc",
+        "e_legacy_v010_int8_cs4_decoded.npy",
+    ),
 ];
 
 #[test]
@@ -67,7 +83,10 @@ fn framings_are_detected() {
     assert_eq!(v0.header().framing, Framing::V0);
     assert!(v0.chunks().iter().all(|c| c.crc.is_none()));
     // The legacy file stores an unrounded f64 scale; decoding uses it rounded to f32.
-    assert_eq!(v0.header().chunks[0].int8.unwrap().scale, 0.018260685135336484);
+    assert_eq!(
+        v0.header().chunks[0].int8.unwrap().scale,
+        0.018260685135336484
+    );
 }
 
 #[test]
@@ -79,13 +98,19 @@ fn section_and_metadata_filters_match_the_reference() {
     assert_eq!(bits(got.as_slice::<f32>().unwrap()), bits(&want));
 
     let h = CvcReader::open(fixture("h_chunk_metadata.cvc")).unwrap();
-    assert_eq!(h.chunks_where_metadata("source", &json!("wiki")), vec![0, 2]);
+    assert_eq!(
+        h.chunks_where_metadata("source", &json!("wiki")),
+        vec![0, 2]
+    );
     let wiki = h.load_where_metadata("source", &json!("wiki")).unwrap();
     let (_, all) = npy("h_chunk_metadata_decoded.npy");
     let mut want = all[..12].to_vec();
     want.extend_from_slice(&all[24..30]);
     assert_eq!(bits(wiki.as_slice::<f32>().unwrap()), bits(&want));
-    assert_eq!(h.header().chunks[0].metadata, Some(json!({"source": "wiki", "lang": "fr\u{e9}"})));
+    assert_eq!(
+        h.header().chunks[0].metadata,
+        Some(json!({"source": "wiki", "lang": "fr\u{e9}"}))
+    );
 }
 
 #[test]
@@ -93,9 +118,20 @@ fn row_ranges_match_the_full_load() {
     let r = CvcReader::open(fixture("b_int8_cs300.cvc")).unwrap();
     let all = r.load_all().unwrap();
     let all = all.as_slice::<f32>().unwrap();
-    for (a, b) in [(0u64, 0u64), (0, 1), (299, 301), (250, 950), (900, 1000), (0, 1000)] {
+    for (a, b) in [
+        (0u64, 0u64),
+        (0, 1),
+        (299, 301),
+        (250, 950),
+        (900, 1000),
+        (0, 1000),
+    ] {
         let got = r.load_rows(a..b).unwrap();
-        assert_eq!(got.as_slice::<f32>().unwrap(), &all[(a * 768) as usize..(b * 768) as usize], "{a}..{b}");
+        assert_eq!(
+            got.as_slice::<f32>().unwrap(),
+            &all[(a * 768) as usize..(b * 768) as usize],
+            "{a}..{b}"
+        );
     }
     assert!(r.load_rows(10..1001).is_err());
 }
@@ -115,13 +151,35 @@ fn assert_same_bytes(got: &[u8], fixture_name: &str) {
 
 #[test]
 fn reencoding_reproduces_the_reference_bytes() {
-    let fp16 = |cs| PackOptions { chunk_size: cs, ..Default::default() };
-    let int8 = |cs| PackOptions { compression: Compression::Int8, chunk_size: cs, ..Default::default() };
-    assert_same_bytes(&reencode("vectors_1000x768_f32.npy", &fp16(300)), "a_fp16_cs300.cvc");
-    assert_same_bytes(&reencode("vectors_1000x768_f32.npy", &int8(300)), "b_int8_cs300.cvc");
-    assert_same_bytes(&reencode("c_tiny_10x3_f32.npy", &PackOptions::default()), "c_tiny_fp16.cvc");
-    assert_same_bytes(&reencode("f_int8_edge_9x3_f32.npy", &int8(4)), "f_int8_edge_cs4.cvc");
-    assert_same_bytes(&reencode("g_fp16_special_1x16_f32.npy", &PackOptions::default()), "g_fp16_special.cvc");
+    let fp16 = |cs| PackOptions {
+        chunk_size: cs,
+        ..Default::default()
+    };
+    let int8 = |cs| PackOptions {
+        compression: Compression::Int8,
+        chunk_size: cs,
+        ..Default::default()
+    };
+    assert_same_bytes(
+        &reencode("vectors_1000x768_f32.npy", &fp16(300)),
+        "a_fp16_cs300.cvc",
+    );
+    assert_same_bytes(
+        &reencode("vectors_1000x768_f32.npy", &int8(300)),
+        "b_int8_cs300.cvc",
+    );
+    assert_same_bytes(
+        &reencode("c_tiny_10x3_f32.npy", &PackOptions::default()),
+        "c_tiny_fp16.cvc",
+    );
+    assert_same_bytes(
+        &reencode("f_int8_edge_9x3_f32.npy", &int8(4)),
+        "f_int8_edge_cs4.cvc",
+    );
+    assert_same_bytes(
+        &reencode("g_fp16_special_1x16_f32.npy", &PackOptions::default()),
+        "g_fp16_special.cvc",
+    );
 }
 
 #[test]
@@ -129,10 +187,17 @@ fn reencoding_reproduces_the_extended_reference_files() {
     // Mixed chunks (d), chunk metadata (h), sections (i), mmap_optimized (j), legacy v0 (e).
     let mixed = PackOptions {
         chunk_size: 4,
-        chunk_compression: Some(vec![Compression::Fp16, Compression::Int8, Compression::Fp16]),
+        chunk_compression: Some(vec![
+            Compression::Fp16,
+            Compression::Int8,
+            Compression::Fp16,
+        ]),
         ..Default::default()
     };
-    assert_same_bytes(&reencode("d_mixed_10x8_f32.npy", &mixed), "d_mixed_fp16_int8.cvc");
+    assert_same_bytes(
+        &reencode("d_mixed_10x8_f32.npy", &mixed),
+        "d_mixed_fp16_int8.cvc",
+    );
     let meta = PackOptions {
         chunk_size: 4,
         chunk_metadata: Some(vec![
@@ -142,23 +207,56 @@ fn reencoding_reproduces_the_extended_reference_files() {
         ]),
         ..Default::default()
     };
-    assert_same_bytes(&reencode("c_tiny_10x3_f32.npy", &meta), "h_chunk_metadata.cvc");
+    assert_same_bytes(
+        &reencode("c_tiny_10x3_f32.npy", &meta),
+        "h_chunk_metadata.cvc",
+    );
     let sections = PackOptions {
         compression: Compression::Int8,
         chunk_size: 4,
         sections: Some(vec![
-            SectionSpec { rows: 3, metadata: json!({"source": "wikipedia"}) },
-            SectionSpec { rows: 7, metadata: json!({"source": "arxiv"}) },
+            SectionSpec {
+                rows: 3,
+                metadata: json!({"source": "wikipedia"}),
+            },
+            SectionSpec {
+                rows: 7,
+                metadata: json!({"source": "arxiv"}),
+            },
         ]),
         ..Default::default()
     };
-    assert_same_bytes(&reencode("c_tiny_10x3_f32.npy", &sections), "i_sections_int8.cvc");
-    let mmap = PackOptions { chunk_size: 4, mmap_optimized: true, ..Default::default() };
-    assert_same_bytes(&reencode("c_tiny_10x3_f32.npy", &mmap), "j_mmap_optimized_fp16.cvc");
-    let v0_sections = PackOptions { framing: Framing::V0, ..sections };
-    assert_same_bytes(&reencode("c_tiny_10x3_f32.npy", &v0_sections), "k_legacy_v010_sections_int8.cvc");
-    for (comp, name) in [(Compression::Fp16, "e_legacy_v010_fp16_cs4.cvc"), (Compression::Int8, "e_legacy_v010_int8_cs4.cvc")] {
-        let v0 = PackOptions { compression: comp, chunk_size: 4, framing: Framing::V0, ..Default::default() };
+    assert_same_bytes(
+        &reencode("c_tiny_10x3_f32.npy", &sections),
+        "i_sections_int8.cvc",
+    );
+    let mmap = PackOptions {
+        chunk_size: 4,
+        mmap_optimized: true,
+        ..Default::default()
+    };
+    assert_same_bytes(
+        &reencode("c_tiny_10x3_f32.npy", &mmap),
+        "j_mmap_optimized_fp16.cvc",
+    );
+    let v0_sections = PackOptions {
+        framing: Framing::V0,
+        ..sections
+    };
+    assert_same_bytes(
+        &reencode("c_tiny_10x3_f32.npy", &v0_sections),
+        "k_legacy_v010_sections_int8.cvc",
+    );
+    for (comp, name) in [
+        (Compression::Fp16, "e_legacy_v010_fp16_cs4.cvc"),
+        (Compression::Int8, "e_legacy_v010_int8_cs4.cvc"),
+    ] {
+        let v0 = PackOptions {
+            compression: comp,
+            chunk_size: 4,
+            framing: Framing::V0,
+            ..Default::default()
+        };
         assert_same_bytes(&reencode("c_tiny_10x3_f32.npy", &v0), name);
     }
 }
@@ -169,8 +267,16 @@ fn streaming_writer_matches_one_shot_pack() {
     let dim = shape[1] as usize;
     let dir = tempfile::tempdir().unwrap();
     for (k, opts) in [
-        PackOptions { compression: Compression::Int8, chunk_size: 300, ..Default::default() },
-        PackOptions { chunk_size: 128, mmap_optimized: true, ..Default::default() },
+        PackOptions {
+            compression: Compression::Int8,
+            chunk_size: 300,
+            ..Default::default()
+        },
+        PackOptions {
+            chunk_size: 128,
+            mmap_optimized: true,
+            ..Default::default()
+        },
     ]
     .into_iter()
     .enumerate()
@@ -178,7 +284,8 @@ fn streaming_writer_matches_one_shot_pack() {
         let one = dir.path().join("one.cvc");
         let streamed = dir.path().join("streamed.cvc");
         pack(&one, &x, dim, &opts).unwrap();
-        let mut w = tensorvault_formats::cvc::CvcWriter::create(&streamed, dim, opts.clone()).unwrap();
+        let mut w =
+            tensorvault_formats::cvc::CvcWriter::create(&streamed, dim, opts.clone()).unwrap();
         // Batches of 77 rows: never aligned with the chunk size.
         for batch in x.chunks(77 * dim) {
             w.write_rows(batch).unwrap();
@@ -194,7 +301,10 @@ fn streaming_writer_matches_one_shot_pack() {
         } else {
             let r = CvcReader::open(&streamed).unwrap();
             assert!(r.chunks().iter().all(|c| c.frame_offset % 4096 == 0));
-            assert_eq!(r.load_all().unwrap().as_slice::<f32>().unwrap().len(), x.len());
+            assert_eq!(
+                r.load_all().unwrap().as_slice::<f32>().unwrap().len(),
+                x.len()
+            );
         }
     }
 }

@@ -41,7 +41,12 @@ pub trait Backend: Sync {
     ///
     /// # Errors
     /// [`FormatError::LengthMismatch`] if `payload` has the wrong length.
-    fn decode(&self, codec: &ChunkCodec, payload: &[u8], out: &mut [f32]) -> Result<(), FormatError>;
+    fn decode(
+        &self,
+        codec: &ChunkCodec,
+        payload: &[u8],
+        out: &mut [f32],
+    ) -> Result<(), FormatError>;
 }
 
 /// The CPU backend: `half`'s F16C paths for f16, an auto-vectorised affine loop for int8.
@@ -56,7 +61,12 @@ impl Backend for CpuBackend {
         "cpu"
     }
 
-    fn decode(&self, codec: &ChunkCodec, payload: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
+    fn decode(
+        &self,
+        codec: &ChunkCodec,
+        payload: &[u8],
+        out: &mut [f32],
+    ) -> Result<(), FormatError> {
         let width = codec.compression().width() as usize;
         if payload.len() != out.len() * width {
             return Err(FormatError::LengthMismatch {
@@ -80,7 +90,9 @@ impl Backend for CpuBackend {
                     bf16_bits_to_f32
                 };
                 match bytemuck::try_cast_slice::<u8, u16>(payload) {
-                    Ok(halves) if cfg!(target_endian = "little") => conv(halves, out).map_err(codec_err),
+                    Ok(halves) if cfg!(target_endian = "little") => {
+                        conv(halves, out).map_err(codec_err)
+                    }
                     _ => {
                         // Unaligned (or big-endian host): stage through an aligned buffer.
                         let mut stage = [0u16; STAGE];

@@ -89,7 +89,9 @@ impl ChunkHeader {
     /// Payload bytes this chunk must have for `dimension`, or `None` on overflow.
     #[must_use]
     pub fn payload_len(&self, dimension: u64) -> Option<u64> {
-        self.rows.checked_mul(dimension)?.checked_mul(self.compression.width())
+        self.rows
+            .checked_mul(dimension)?
+            .checked_mul(self.compression.width())
     }
 }
 
@@ -135,8 +137,12 @@ impl<'a> Fields<'a> {
     }
 
     fn u64_of(&self, key: &str, v: &Value) -> Result<u64, FormatError> {
-        v.as_u64()
-            .ok_or_else(|| self.invalid(key, format!("expected a non-negative integer, found {}", kind(v))))
+        v.as_u64().ok_or_else(|| {
+            self.invalid(
+                key,
+                format!("expected a non-negative integer, found {}", kind(v)),
+            )
+        })
     }
 
     fn req_u64(&self, key: &str) -> Result<u64, FormatError> {
@@ -153,7 +159,11 @@ impl<'a> Fields<'a> {
             .ok_or_else(|| self.invalid(key, format!("expected a number, found {}", kind(v))))
     }
 
-    fn compression(&self, key: &str, default: Option<Compression>) -> Result<Compression, FormatError> {
+    fn compression(
+        &self,
+        key: &str,
+        default: Option<Compression>,
+    ) -> Result<Compression, FormatError> {
         match (self.opt(key), default) {
             (None, Some(d)) => Ok(d),
             (None, None) => Err(self.missing(key)),
@@ -184,7 +194,12 @@ impl CvcHeader {
     /// [`FormatError::InvalidJson`], [`FormatError::MissingField`],
     /// [`FormatError::InvalidField`], [`FormatError::UnsupportedCompression`],
     /// [`FormatError::CountMismatch`] (rows vs `num_vectors`).
-    pub fn parse(json: &[u8], framing: Framing, version: (u16, u16), json_offset: u64) -> Result<Self, FormatError> {
+    pub fn parse(
+        json: &[u8],
+        framing: Framing,
+        version: (u16, u16),
+        json_offset: u64,
+    ) -> Result<Self, FormatError> {
         let value: Value = serde_json::from_slice(json).map_err(|e| FormatError::InvalidJson {
             format: FORMAT,
             // Compact headers are a single line, so the column is the byte position.
@@ -215,7 +230,12 @@ impl CvcHeader {
         let mmap_optimized = match top.opt("mmap_optimized") {
             None => false,
             Some(Value::Bool(b)) => *b,
-            Some(v) => return Err(top.invalid("mmap_optimized", format!("expected a boolean, found {}", kind(v)))),
+            Some(v) => {
+                return Err(top.invalid(
+                    "mmap_optimized",
+                    format!("expected a boolean, found {}", kind(v)),
+                ))
+            }
         };
         let sections = match top.opt("sections") {
             None => Vec::new(),
@@ -224,7 +244,9 @@ impl CvcHeader {
                 .enumerate()
                 .map(|(i, s)| parse_section(s, i, json_offset))
                 .collect::<Result<_, _>>()?,
-            Some(v) => return Err(top.invalid("sections", format!("expected an array, found {}", kind(v)))),
+            Some(v) => {
+                return Err(top.invalid("sections", format!("expected an array, found {}", kind(v))))
+            }
         };
 
         let mut chunks = Vec::with_capacity(raw_chunks.len());
@@ -283,7 +305,11 @@ impl CvcHeader {
 
     fn to_sorted_value(&self) -> Value {
         let mut top = Map::new();
-        let chunks = self.chunks.iter().map(|c| Value::Object(c.to_sorted_map())).collect();
+        let chunks = self
+            .chunks
+            .iter()
+            .map(|c| Value::Object(c.to_sorted_map()))
+            .collect();
         top.insert("chunks".into(), Value::Array(chunks));
         top.insert("compression".into(), self.compression.name().into());
         top.insert("dimension".into(), self.dimension.into());
@@ -442,7 +468,9 @@ fn parse_chunk(f: &Fields<'_>, default: Compression) -> Result<ChunkHeader, Form
             .enumerate()
             .map(|(j, s)| parse_chunk_section(f, s, j))
             .collect::<Result<_, _>>()?,
-        Some(v) => return Err(f.invalid("sections", format!("expected an array, found {}", kind(v)))),
+        Some(v) => {
+            return Err(f.invalid("sections", format!("expected an array, found {}", kind(v))))
+        }
     };
     Ok(ChunkHeader {
         rows,

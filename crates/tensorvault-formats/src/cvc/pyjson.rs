@@ -53,7 +53,11 @@ impl Formatter for PyFormatter {
         self.write_f64(w, f64::from(value))
     }
 
-    fn write_string_fragment<W: ?Sized + Write>(&mut self, w: &mut W, fragment: &str) -> io::Result<()> {
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
         let mut start = 0;
         for (i, c) in fragment.char_indices() {
             if (' '..='~').contains(&c) {
@@ -115,7 +119,9 @@ pub fn py_float_repr(x: f64) -> String {
     }
     // Rust's `{:e}` gives the shortest round-trip digits, like Python's repr.
     let sci = format!("{:e}", x.abs());
-    let (mant, exp) = sci.split_once('e').expect("LowerExp always has an exponent");
+    let (mant, exp) = sci
+        .split_once('e')
+        .expect("LowerExp always has an exponent");
     let exp: i32 = exp.parse().expect("LowerExp exponent is an integer");
     let digits: String = mant.chars().filter(char::is_ascii_digit).collect();
     let sign = if x.is_sign_negative() { "-" } else { "" };
@@ -123,7 +129,11 @@ pub fn py_float_repr(x: f64) -> String {
     let n = i32::try_from(digits.len()).expect("at most 17 digits");
     let body = if !(-4 < decpt && decpt <= 16) {
         let (first, rest) = digits.split_at(1);
-        let frac = if rest.is_empty() { String::new() } else { format!(".{rest}") };
+        let frac = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(".{rest}")
+        };
         let esign = if exp < 0 { '-' } else { '+' };
         format!("{first}{frac}e{esign}{:02}", exp.abs())
     } else if decpt <= 0 {
@@ -173,8 +183,14 @@ mod tests {
     fn strings_are_ascii_escaped_like_python() {
         let v = serde_json::json!({"b": "fr\u{e9}\u{1F600}\u{7f}\"\\\n\u{1}", "a": [1, 2.0]});
         let out = String::from_utf8(to_vec(&v, Separators::Compact).unwrap()).unwrap();
-        assert_eq!(out, r#"{"a":[1,2.0],"b":"fr\u00e9\ud83d\ude00\u007f\"\\\n\u0001"}"#);
+        assert_eq!(
+            out,
+            r#"{"a":[1,2.0],"b":"fr\u00e9\ud83d\ude00\u007f\"\\\n\u0001"}"#
+        );
         let spaced = String::from_utf8(to_vec(&v, Separators::Spaced).unwrap()).unwrap();
-        assert_eq!(spaced, r#"{"a": [1, 2.0], "b": "fr\u00e9\ud83d\ude00\u007f\"\\\n\u0001"}"#);
+        assert_eq!(
+            spaced,
+            r#"{"a": [1, 2.0], "b": "fr\u00e9\ud83d\ude00\u007f\"\\\n\u0001"}"#
+        );
     }
 }

@@ -106,7 +106,8 @@ impl CvcReader<memmap2::Mmap> {
 }
 
 fn read_at<S: ReadAt>(src: &S, name: &str, buf: &mut [u8], offset: u64) -> Result<(), FormatError> {
-    src.read_exact_at(buf, offset).map_err(FormatError::io("read", name))
+    src.read_exact_at(buf, offset)
+        .map_err(FormatError::io("read", name))
 }
 
 fn truncated(what: impl Into<String>, offset: u64, end: u64, file_len: u64) -> FormatError {
@@ -153,7 +154,12 @@ fn detect_framing(head: &[u8], file_len: u64) -> Result<(Framing, (u16, u16)), F
         return Ok((Framing::V0, (0, 1)));
     }
     if head.len() <= 12 {
-        return Err(truncated("file prefix (magic, version, header length)", 0, 13, file_len));
+        return Err(truncated(
+            "file prefix (magic, version, header length)",
+            0,
+            13,
+            file_len,
+        ));
     }
     Err(FormatError::InvalidJson {
         format: FORMAT,
@@ -188,7 +194,9 @@ impl<S: ReadAt> CvcReader<S> {
         }
         let (framing, version) = detect_framing(head, file_len)?;
         let hl_off = framing.header_len_offset() as usize;
-        let header_len = u64::from(u32::from_le_bytes(head[hl_off..hl_off + 4].try_into().expect("4 bytes")));
+        let header_len = u64::from(u32::from_le_bytes(
+            head[hl_off..hl_off + 4].try_into().expect("4 bytes"),
+        ));
         let json_offset = framing.json_offset();
         let json_end = json_offset + header_len;
         if header_len > layout::MAX_HEADER_LEN {
@@ -196,7 +204,10 @@ impl<S: ReadAt> CvcReader<S> {
                 format: FORMAT,
                 field: "header_len".into(),
                 offset: framing.header_len_offset(),
-                reason: format!("{header_len} exceeds the limit of {} bytes", layout::MAX_HEADER_LEN),
+                reason: format!(
+                    "{header_len} exceeds the limit of {} bytes",
+                    layout::MAX_HEADER_LEN
+                ),
             });
         }
         if json_end > file_len {
@@ -218,7 +229,10 @@ impl<S: ReadAt> CvcReader<S> {
                     format: FORMAT,
                     field: format!("sections[{i}].end_index"),
                     offset: json_offset,
-                    reason: format!("{} is past num_vectors = {}", s.end_index, header.num_vectors),
+                    reason: format!(
+                        "{} is past num_vectors = {}",
+                        s.end_index, header.num_vectors
+                    ),
                 });
             }
         }
@@ -295,7 +309,11 @@ impl<S: ReadAt> CvcReader<S> {
     /// # Errors
     /// I/O errors and [`FormatError::ChecksumMismatch`] (when checksums are on).
     pub fn load_all(&self) -> Result<Tensor, FormatError> {
-        let segs = self.chunks.iter().map(|c| (c.index, 0..c.rows)).collect::<Vec<_>>();
+        let segs = self
+            .chunks
+            .iter()
+            .map(|c| (c.index, 0..c.rows))
+            .collect::<Vec<_>>();
         self.load_segments(&segs)
     }
 
@@ -326,13 +344,15 @@ impl<S: ReadAt> CvcReader<S> {
         let segs = indices
             .iter()
             .map(|&i| {
-                self.chunks
-                    .get(i)
-                    .map(|c| (i, 0..c.rows))
-                    .ok_or_else(|| FormatError::InvalidArgument {
+                self.chunks.get(i).map(|c| (i, 0..c.rows)).ok_or_else(|| {
+                    FormatError::InvalidArgument {
                         name: "chunk_indices",
-                        reason: format!("chunk {i} does not exist (the file has {})", self.chunks.len()),
-                    })
+                        reason: format!(
+                            "chunk {i} does not exist (the file has {})",
+                            self.chunks.len()
+                        ),
+                    }
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         self.load_segments(&segs)
@@ -399,7 +419,10 @@ impl<S: ReadAt> CvcReader<S> {
         if let Some(&bad) = indices.iter().find(|&&i| i >= self.chunks.len()) {
             return Err(FormatError::InvalidArgument {
                 name: "chunk_indices",
-                reason: format!("chunk {bad} does not exist (the file has {})", self.chunks.len()),
+                reason: format!(
+                    "chunk {bad} does not exist (the file has {})",
+                    self.chunks.len()
+                ),
             });
         }
         Ok(ChunkIter {
@@ -457,8 +480,14 @@ impl<S: ReadAt> CvcReader<S> {
     }
 
     /// `n` bytes at `offset`: borrowed from an in-memory source, else read into `buf`.
-    fn bytes_at<'b>(&'b self, offset: u64, n: u64, buf: &'b mut Vec<u8>) -> Result<&'b [u8], FormatError> {
-        let n_us = usize::try_from(n).map_err(|_| truncated("read", offset, offset + n, self.src.len()))?;
+    fn bytes_at<'b>(
+        &'b self,
+        offset: u64,
+        n: u64,
+        buf: &'b mut Vec<u8>,
+    ) -> Result<&'b [u8], FormatError> {
+        let n_us = usize::try_from(n)
+            .map_err(|_| truncated("read", offset, offset + n, self.src.len()))?;
         if let Some(all) = self.src.as_bytes() {
             let start = usize::try_from(offset).expect("offset checked at open");
             return Ok(&all[start..start + n_us]);
@@ -474,7 +503,9 @@ impl<S: ReadAt> CvcReader<S> {
     pub fn segments_for_rows(&self, ranges: &[Range<u64>]) -> Vec<(usize, Range<u64>)> {
         let mut segs = Vec::new();
         for r in ranges {
-            let first = self.chunks.partition_point(|c| c.row_start + c.rows <= r.start);
+            let first = self
+                .chunks
+                .partition_point(|c| c.row_start + c.rows <= r.start);
             for c in &self.chunks[first..] {
                 if c.row_start >= r.end {
                     break;
@@ -497,10 +528,11 @@ impl<S: ReadAt> CvcReader<S> {
         let total_rows: u64 = segs.iter().map(|(_, r)| r.end - r.start).sum();
         // Every segment lies inside a chunk whose payload is present in the file, so the
         // allocation is bounded by (file bytes / value width) * 4.
-        let numel = usize::try_from(total_rows * dim).map_err(|_| FormatError::InvalidArgument {
-            name: "rows",
-            reason: "result does not fit in memory on this platform".into(),
-        })?;
+        let numel =
+            usize::try_from(total_rows * dim).map_err(|_| FormatError::InvalidArgument {
+                name: "rows",
+                reason: "result does not fit in memory on this platform".into(),
+            })?;
         let shape = Shape::new(&[total_rows, dim])?;
         let mut out = AlignedBuf::<f32>::zeroed(numel);
 
@@ -514,7 +546,8 @@ impl<S: ReadAt> CvcReader<S> {
             if hash {
                 hashed[*ci] = true;
             }
-            let (seg_out, tail) = std::mem::take(&mut rest).split_at_mut(((rows.end - rows.start) * dim) as usize);
+            let (seg_out, tail) =
+                std::mem::take(&mut rest).split_at_mut(((rows.end - rows.start) * dim) as usize);
             rest = tail;
             push_pieces(&mut pieces, c, rows.clone(), dim, Some(seg_out), hash);
         }
@@ -548,7 +581,11 @@ impl<S: ReadAt> CvcReader<S> {
         Ok(Tensor::from_buf(shape, out)?)
     }
 
-    fn run_piece(&self, p: Piece<'_>, buf: &mut Vec<u8>) -> Result<(usize, Option<crc32fast::Hasher>), FormatError> {
+    fn run_piece(
+        &self,
+        p: Piece<'_>,
+        buf: &mut Vec<u8>,
+    ) -> Result<(usize, Option<crc32fast::Hasher>), FormatError> {
         let c = &self.chunks[p.chunk];
         let row_bytes = self.header.dimension * c.codec.compression().width();
         let offset = c.payload_offset + p.rows.start * row_bytes;
@@ -583,15 +620,30 @@ impl<S: ReadAt> CvcReader<S> {
     /// # Errors
     /// [`FormatError::InvalidArgument`] for a bad index or output size; I/O and checksum
     /// errors.
-    pub fn read_chunk_into(&self, index: usize, out: &mut [f32], scratch: &mut Vec<u8>) -> Result<(), FormatError> {
-        let c = self.chunks.get(index).ok_or_else(|| FormatError::InvalidArgument {
-            name: "index",
-            reason: format!("chunk {index} does not exist (the file has {})", self.chunks.len()),
-        })?;
+    pub fn read_chunk_into(
+        &self,
+        index: usize,
+        out: &mut [f32],
+        scratch: &mut Vec<u8>,
+    ) -> Result<(), FormatError> {
+        let c = self
+            .chunks
+            .get(index)
+            .ok_or_else(|| FormatError::InvalidArgument {
+                name: "index",
+                reason: format!(
+                    "chunk {index} does not exist (the file has {})",
+                    self.chunks.len()
+                ),
+            })?;
         if out.len() as u64 != c.rows * self.header.dimension {
             return Err(FormatError::InvalidArgument {
                 name: "out",
-                reason: format!("chunk {index} has {} values, buffer holds {}", c.rows * self.header.dimension, out.len()),
+                reason: format!(
+                    "chunk {index} has {} values, buffer holds {}",
+                    c.rows * self.header.dimension,
+                    out.len()
+                ),
             });
         }
         let bytes = self.bytes_at(c.payload_offset, c.payload_len, scratch)?;
@@ -652,59 +704,73 @@ fn build_layout<S: ReadAt>(
     let mut row_start = 0u64;
     for (i, ch) in header.chunks.iter().enumerate() {
         let field = |k: &str| format!("chunks[{i}].{k}");
-        let payload_len = ch.payload_len(header.dimension).ok_or_else(|| FormatError::InvalidField {
-            format: FORMAT,
-            field: field("rows"),
-            offset: framing.json_offset(),
-            reason: format!("{} rows x {} dims overflows u64", ch.rows, header.dimension),
-        })?;
-        let frame_offset = match ch.file_offset {
-            None => cursor,
-            Some(off) if off >= file_len => {
-                return Err(FormatError::InvalidField {
+        let payload_len =
+            ch.payload_len(header.dimension)
+                .ok_or_else(|| FormatError::InvalidField {
+                    format: FORMAT,
+                    field: field("rows"),
+                    offset: framing.json_offset(),
+                    reason: format!("{} rows x {} dims overflows u64", ch.rows, header.dimension),
+                })?;
+        let frame_offset =
+            match ch.file_offset {
+                None => cursor,
+                Some(off) if off >= file_len => {
+                    return Err(FormatError::InvalidField {
+                        format: FORMAT,
+                        field: field("file_offset"),
+                        offset: framing.json_offset(),
+                        reason: format!("{off} points outside the file ({file_len} bytes)"),
+                    })
+                }
+                Some(off) if off < cursor => return Err(FormatError::InvalidField {
                     format: FORMAT,
                     field: field("file_offset"),
                     offset: framing.json_offset(),
-                    reason: format!("{off} points outside the file ({file_len} bytes)"),
-                })
-            }
-            Some(off) if off < cursor => {
-                return Err(FormatError::InvalidField {
-                    format: FORMAT,
-                    field: field("file_offset"),
-                    offset: framing.json_offset(),
-                    reason: format!("{off} overlaps the header or the previous chunk (which ends at {cursor})"),
-                })
-            }
-            Some(off) => off,
-        };
+                    reason: format!(
+                        "{off} overlaps the header or the previous chunk (which ends at {cursor})"
+                    ),
+                }),
+                Some(off) => off,
+            };
         let payload_offset = frame_offset + prefix;
-        let frame_end = payload_offset.checked_add(payload_len).filter(|&e| e <= file_len).ok_or_else(|| {
-            truncated(
-                format!("chunk {i} ({} rows, {payload_len} payload bytes)", ch.rows),
-                frame_offset,
-                payload_offset.saturating_add(payload_len),
-                file_len,
-            )
-        })?;
+        let frame_end = payload_offset
+            .checked_add(payload_len)
+            .filter(|&e| e <= file_len)
+            .ok_or_else(|| {
+                truncated(
+                    format!("chunk {i} ({} rows, {payload_len} payload bytes)", ch.rows),
+                    frame_offset,
+                    payload_offset.saturating_add(payload_len),
+                    file_len,
+                )
+            })?;
         let mut pre = [0u8; 8];
         read_at(src, name, &mut pre[..prefix as usize], frame_offset)?;
         let stored_len = u64::from(u32::from_le_bytes(pre[..4].try_into().expect("4 bytes")));
         if stored_len != payload_len {
             return Err(FormatError::LengthMismatch {
                 format: FORMAT,
-                what: format!("chunk {i} payload ({} rows x {} dims x {} bytes)", ch.rows, header.dimension, ch.compression.width()),
+                what: format!(
+                    "chunk {i} payload ({} rows x {} dims x {} bytes)",
+                    ch.rows,
+                    header.dimension,
+                    ch.compression.width()
+                ),
                 offset: frame_offset,
                 expected: payload_len,
                 found: stored_len,
             });
         }
-        let crc = (framing == Framing::V1).then(|| u32::from_le_bytes(pre[4..8].try_into().expect("4 bytes")));
+        let crc = (framing == Framing::V1)
+            .then(|| u32::from_le_bytes(pre[4..8].try_into().expect("4 bytes")));
         let codec = match (ch.compression, ch.int8) {
             (Compression::Fp16, _) => ChunkCodec::Fp16,
             (Compression::Bf16, _) => ChunkCodec::Bf16,
             (Compression::Int8, Some(p)) => ChunkCodec::Int8(p.codec),
-            (Compression::Int8, None) => unreachable!("the header parser requires min/scale for int8"),
+            (Compression::Int8, None) => {
+                unreachable!("the header parser requires min/scale for int8")
+            }
         };
         out.push(ChunkLayout {
             index: i,
@@ -731,8 +797,17 @@ fn build_layout<S: ReadAt>(
 
 /// The reference pads an `mmap_optimized` header to a page boundary even when no chunk
 /// follows; accept exactly that (zeros up to the next page), nothing else.
-fn is_header_page_padding<S: ReadAt>(src: &S, name: &str, header: &CvcHeader, cursor: u64, file_len: u64) -> Result<bool, FormatError> {
-    if !(header.mmap_optimized && header.chunks.is_empty() && layout::page_align(cursor) == Some(file_len)) {
+fn is_header_page_padding<S: ReadAt>(
+    src: &S,
+    name: &str,
+    header: &CvcHeader,
+    cursor: u64,
+    file_len: u64,
+) -> Result<bool, FormatError> {
+    if !(header.mmap_optimized
+        && header.chunks.is_empty()
+        && layout::page_align(cursor) == Some(file_len))
+    {
         return Ok(false);
     }
     let mut pad = vec![0u8; (file_len - cursor) as usize]; // < one page

@@ -29,7 +29,9 @@ pub trait ReadAt: Send + Sync {
 
 fn read_from_slice(src: &[u8], buf: &mut [u8], offset: u64) -> io::Result<()> {
     let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
-    let end = start.checked_add(buf.len()).ok_or(io::ErrorKind::UnexpectedEof)?;
+    let end = start
+        .checked_add(buf.len())
+        .ok_or(io::ErrorKind::UnexpectedEof)?;
     let bytes = src.get(start..end).ok_or(io::ErrorKind::UnexpectedEof)?;
     buf.copy_from_slice(bytes);
     Ok(())

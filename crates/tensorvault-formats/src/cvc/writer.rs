@@ -12,8 +12,8 @@ use rayon::prelude::*;
 use serde_json::Value;
 use tensorvault_core::atomic::AtomicFile;
 use tensorvault_quant::affine_u8::{min_max_finite, AffineU8};
-use tensorvault_quant::QuantError;
 use tensorvault_quant::float::{f32_to_bf16_bits, f32_to_f16_bits};
+use tensorvault_quant::QuantError;
 
 use crate::cvc::compression::Compression;
 use crate::cvc::header::{ChunkHeader, ChunkSection, CvcHeader, Int8Params, Section};
@@ -89,7 +89,10 @@ impl PackOptions {
             return Err(arg("chunk_size", "must be at least 1"));
         }
         if self.mmap_optimized && self.framing == Framing::V0 {
-            return Err(arg("mmap_optimized", "the legacy v0 layout has no file offsets; use v1.0"));
+            return Err(arg(
+                "mmap_optimized",
+                "the legacy v0 layout has no file offsets; use v1.0",
+            ));
         }
         Ok(())
     }
@@ -98,7 +101,10 @@ impl PackOptions {
         match &self.chunk_compression {
             None => Ok(self.compression),
             Some(v) => v.get(chunk).copied().ok_or_else(|| {
-                arg("chunk_compression", format!("no entry for chunk {chunk} ({} given)", v.len()))
+                arg(
+                    "chunk_compression",
+                    format!("no entry for chunk {chunk} ({} given)", v.len()),
+                )
             }),
         }
     }
@@ -107,7 +113,10 @@ impl PackOptions {
         match &self.chunk_metadata {
             None => Ok(None),
             Some(v) => v.get(chunk).cloned().map(Some).ok_or_else(|| {
-                arg("chunk_metadata", format!("no entry for chunk {chunk} ({} given)", v.len()))
+                arg(
+                    "chunk_metadata",
+                    format!("no entry for chunk {chunk} ({} given)", v.len()),
+                )
             }),
         }
     }
@@ -248,7 +257,13 @@ fn encode_into(values: &[f32], chunk: &ChunkHeader, out: &mut [u16]) -> Result<(
 /// written in parallel (each piece's CRC-32 computed while it is hot in cache, the CRCs
 /// combined in order), then the length/CRC prefix in front of it. Memory: one small
 /// scratch buffer per thread, whatever the chunk size. Returns the frame length.
-fn write_chunk_at(sink: &dyn Sink, pos: u64, values: &[f32], chunk: &ChunkHeader, framing: Framing) -> Result<u64, FormatError> {
+fn write_chunk_at(
+    sink: &dyn Sink,
+    pos: u64,
+    values: &[f32],
+    chunk: &ChunkHeader,
+    framing: Framing,
+) -> Result<u64, FormatError> {
     let width = chunk.compression.width() as usize;
     let payload_len = values.len() * width;
     let len = u32::try_from(payload_len).map_err(|_| {
@@ -307,7 +322,10 @@ fn file_prefix(framing: Framing, json: &[u8]) -> Result<Vec<u8>, FormatError> {
 /// serialized header and the offset where the first frame starts. The header region is
 /// the smallest page multiple that holds the final header (the reference sizes it before
 /// adding the offsets and then overwrites chunk 0 when the header outgrows it).
-fn assign_offsets(header: &mut CvcHeader, payload_lens: &[u64]) -> Result<(Vec<u8>, u64), FormatError> {
+fn assign_offsets(
+    header: &mut CvcHeader,
+    payload_lens: &[u64],
+) -> Result<(Vec<u8>, u64), FormatError> {
     let framing = header.framing;
     let overflow = || arg("rows", "file offsets overflow u64");
     let base = framing.json_offset() + header.to_json()?.len() as u64;
@@ -318,7 +336,11 @@ fn assign_offsets(header: &mut CvcHeader, payload_lens: &[u64]) -> Result<(Vec<u
         for (i, (c, &len)) in header.chunks.iter_mut().zip(payload_lens).enumerate() {
             c.file_offset = Some(off);
             let end = off + framing.frame_prefix() + len;
-            off = if i + 1 < n { layout::page_align(end).ok_or_else(overflow)? } else { end };
+            off = if i + 1 < n {
+                layout::page_align(end).ok_or_else(overflow)?
+            } else {
+                end
+            };
         }
         let json = header.to_json()?;
         if framing.json_offset() + json.len() as u64 <= region {
@@ -329,12 +351,19 @@ fn assign_offsets(header: &mut CvcHeader, payload_lens: &[u64]) -> Result<(Vec<u
 }
 
 /// Sections as absolute row ranges, checked against the total.
-fn resolve_sections(specs: Option<&[SectionSpec]>, total: Option<u64>) -> Result<Vec<Section>, FormatError> {
-    let Some(specs) = specs else { return Ok(Vec::new()) };
+fn resolve_sections(
+    specs: Option<&[SectionSpec]>,
+    total: Option<u64>,
+) -> Result<Vec<Section>, FormatError> {
+    let Some(specs) = specs else {
+        return Ok(Vec::new());
+    };
     let mut start = 0u64;
     let mut out = Vec::with_capacity(specs.len());
     for s in specs {
-        let end = start.checked_add(s.rows).ok_or_else(|| arg("sections", "rows overflow u64"))?;
+        let end = start
+            .checked_add(s.rows)
+            .ok_or_else(|| arg("sections", "rows overflow u64"))?;
         out.push(Section {
             start_index: start,
             end_index: end,
@@ -344,7 +373,10 @@ fn resolve_sections(specs: Option<&[SectionSpec]>, total: Option<u64>) -> Result
     }
     if let Some(total) = total {
         if start != total {
-            return Err(arg("sections", format!("sections hold {start} rows but {total} vectors were given")));
+            return Err(arg(
+                "sections",
+                format!("sections hold {start} rows but {total} vectors were given"),
+            ));
         }
     }
     Ok(out)
@@ -367,14 +399,22 @@ fn check_shape(values: &[f32], dim: usize) -> Result<u64, FormatError> {
     if values.len() % dim != 0 {
         return Err(arg(
             "vectors",
-            format!("{} values is not a whole number of rows of dimension {dim}", values.len()),
+            format!(
+                "{} values is not a whole number of rows of dimension {dim}",
+                values.len()
+            ),
         ));
     }
     Ok((values.len() / dim) as u64)
 }
 
 /// Encode `values` (`rows x dim`, row-major) as a complete CVC file into `sink`.
-fn write_file(sink: &dyn Sink, values: &[f32], dim: usize, opts: &PackOptions) -> Result<PackSummary, FormatError> {
+fn write_file(
+    sink: &dyn Sink,
+    values: &[f32],
+    dim: usize,
+    opts: &PackOptions,
+) -> Result<PackSummary, FormatError> {
     opts.check()?;
     let n = check_shape(values, dim)?;
     let d = dim as u64;
@@ -392,7 +432,14 @@ fn write_file(sink: &dyn Sink, values: &[f32], dim: usize, opts: &PackOptions) -
             framing: opts.framing,
             sections: &sections,
         };
-        let c = plan_chunk(&ctx, row_slice(start), i, start, opts.compression_of(i)?, opts.metadata_of(i)?)?;
+        let c = plan_chunk(
+            &ctx,
+            row_slice(start),
+            i,
+            start,
+            opts.compression_of(i)?,
+            opts.metadata_of(i)?,
+        )?;
         chunks.push(c);
         start += cs;
     }
@@ -407,7 +454,11 @@ fn write_file(sink: &dyn Sink, values: &[f32], dim: usize, opts: &PackOptions) -
         mmap_optimized: opts.mmap_optimized,
         sections,
     };
-    let payload_lens: Vec<u64> = header.chunks.iter().map(|c| c.rows * d * c.compression.width()).collect();
+    let payload_lens: Vec<u64> = header
+        .chunks
+        .iter()
+        .map(|c| c.rows * d * c.compression.width())
+        .collect();
     let (json, region) = if opts.mmap_optimized {
         assign_offsets(&mut header, &payload_lens)?
     } else {
@@ -450,7 +501,10 @@ struct MemSink(std::sync::Mutex<Vec<u8>>);
 
 impl Sink for MemSink {
     fn put(&self, offset: u64, bytes: &[u8]) -> Result<(), FormatError> {
-        let mut v = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut v = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (off, end) = (offset as usize, offset as usize + bytes.len());
         if v.len() < end {
             v.resize(end, 0);
@@ -459,7 +513,10 @@ impl Sink for MemSink {
         Ok(())
     }
     fn finish(&self, len: u64) -> Result<(), FormatError> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).resize(len as usize, 0);
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .resize(len as usize, 0);
         Ok(())
     }
 }
@@ -475,7 +532,9 @@ impl Sink for FileSink<'_> {
         write_all_at(self.file, bytes, offset).map_err(FormatError::io("write", &self.name))
     }
     fn finish(&self, len: u64) -> Result<(), FormatError> {
-        self.file.set_len(len).map_err(FormatError::io("set length of", &self.name))
+        self.file
+            .set_len(len)
+            .map_err(FormatError::io("set length of", &self.name))
     }
 }
 
@@ -498,12 +557,18 @@ fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<()> 
 fn check_counts(opts: &PackOptions, chunks: usize) -> Result<(), FormatError> {
     if let Some(m) = &opts.chunk_metadata {
         if m.len() != chunks {
-            return Err(arg("chunk_metadata", format!("must have {chunks} items (one per chunk), has {}", m.len())));
+            return Err(arg(
+                "chunk_metadata",
+                format!("must have {chunks} items (one per chunk), has {}", m.len()),
+            ));
         }
     }
     if let Some(c) = &opts.chunk_compression {
         if c.len() != chunks {
-            return Err(arg("chunk_compression", format!("must have {chunks} items (one per chunk), has {}", c.len())));
+            return Err(arg(
+                "chunk_compression",
+                format!("must have {chunks} items (one per chunk), has {}", c.len()),
+            ));
         }
     }
     Ok(())
@@ -529,7 +594,8 @@ fn pad_to<W: Write>(w: &mut CountingWriter<W>, offset: u64) -> Result<(), Format
     const ZEROS: [u8; 4096] = [0; 4096];
     while w.pos < offset {
         let n = (offset - w.pos).min(ZEROS.len() as u64) as usize;
-        w.write_all(&ZEROS[..n]).map_err(FormatError::io("write", "output"))?;
+        w.write_all(&ZEROS[..n])
+            .map_err(FormatError::io("write", "output"))?;
     }
     Ok(())
 }
@@ -540,7 +606,12 @@ fn pad_to<W: Write>(w: &mut CountingWriter<W>, offset: u64) -> Result<(), Format
 /// [`FormatError::InvalidArgument`] for inconsistent options or shapes,
 /// [`FormatError::Codec`] for non-finite values in an int8 chunk, I/O errors. On error
 /// no file is left at `path` (an existing file there is untouched).
-pub fn pack(path: impl AsRef<Path>, values: &[f32], dim: usize, opts: &PackOptions) -> Result<PackSummary, FormatError> {
+pub fn pack(
+    path: impl AsRef<Path>,
+    values: &[f32],
+    dim: usize,
+    opts: &PackOptions,
+) -> Result<PackSummary, FormatError> {
     let f = AtomicFile::create(path.as_ref())?;
     let sink = FileSink {
         file: f.file(),
@@ -558,7 +629,10 @@ pub fn pack(path: impl AsRef<Path>, values: &[f32], dim: usize, opts: &PackOptio
 pub fn pack_to_vec(values: &[f32], dim: usize, opts: &PackOptions) -> Result<Vec<u8>, FormatError> {
     let sink = MemSink(std::sync::Mutex::new(Vec::new()));
     write_file(&sink, values, dim, opts)?;
-    Ok(sink.0.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner))
+    Ok(sink
+        .0
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner))
 }
 
 /// A streaming writer: rows arrive in batches of any size, memory stays at one chunk.
@@ -595,14 +669,22 @@ impl CvcWriter {
     ///
     /// # Errors
     /// [`FormatError::InvalidArgument`] for bad options, I/O errors creating the files.
-    pub fn create(path: impl AsRef<Path>, dim: usize, opts: PackOptions) -> Result<Self, FormatError> {
+    pub fn create(
+        path: impl AsRef<Path>,
+        dim: usize,
+        opts: PackOptions,
+    ) -> Result<Self, FormatError> {
         opts.check()?;
         if dim == 0 {
             return Err(arg("dimension", "must be at least 1"));
         }
         let dest = AtomicFile::create(path.as_ref())?;
-        let dir = dest.temp_path().parent().map_or_else(|| Path::new(".").to_path_buf(), Path::to_path_buf);
-        let spill = tempfile::tempfile_in(&dir).map_err(FormatError::io("create spill file in", dir.display()))?;
+        let dir = dest
+            .temp_path()
+            .parent()
+            .map_or_else(|| Path::new(".").to_path_buf(), Path::to_path_buf);
+        let spill = tempfile::tempfile_in(&dir)
+            .map_err(FormatError::io("create spill file in", dir.display()))?;
         let sections = resolve_sections(opts.sections.as_deref(), None)?;
         Ok(CvcWriter {
             dest,
@@ -658,7 +740,12 @@ impl CvcWriter {
     ///
     /// # Errors
     /// As [`CvcWriter::write_rows`].
-    pub fn write_chunk(&mut self, values: &[f32], compression: Option<Compression>, metadata: Option<Value>) -> Result<(), FormatError> {
+    pub fn write_chunk(
+        &mut self,
+        values: &[f32],
+        compression: Option<Compression>,
+        metadata: Option<Value>,
+    ) -> Result<(), FormatError> {
         check_shape(values, self.dim as usize)?;
         self.flush_pending()?;
         self.emit(values, compression, metadata)
@@ -672,7 +759,12 @@ impl CvcWriter {
         Ok(())
     }
 
-    fn emit(&mut self, values: &[f32], compression: Option<Compression>, metadata: Option<Value>) -> Result<(), FormatError> {
+    fn emit(
+        &mut self,
+        values: &[f32],
+        compression: Option<Compression>,
+        metadata: Option<Value>,
+    ) -> Result<(), FormatError> {
         if values.is_empty() {
             return Ok(());
         }
@@ -740,13 +832,17 @@ impl CvcWriter {
             inner: self.dest.file(),
             pos: 0,
         };
-        out.write_all(&file_prefix(self.opts.framing, &json)?).map_err(io_err("write"))?;
+        out.write_all(&file_prefix(self.opts.framing, &json)?)
+            .map_err(io_err("write"))?;
         pad_to(&mut out, region)?;
-        self.spill.seek(SeekFrom::Start(0)).map_err(io_err("rewind spill file for"))?;
+        self.spill
+            .seek(SeekFrom::Start(0))
+            .map_err(io_err("rewind spill file for"))?;
         if self.opts.mmap_optimized {
             for (c, &len) in header.chunks.iter().zip(&self.frame_lens) {
                 pad_to(&mut out, c.file_offset.expect("assigned above"))?;
-                let copied = io::copy(&mut (&self.spill).take(len), &mut out).map_err(io_err("copy frames to"))?;
+                let copied = io::copy(&mut (&self.spill).take(len), &mut out)
+                    .map_err(io_err("copy frames to"))?;
                 if copied != len {
                     return Err(FormatError::Io {
                         op: "copy frames to",
@@ -788,10 +884,16 @@ mod tests {
         // Padding that is not zero, or longer than the header page, is still rejected.
         let mut bad = bytes.clone();
         bad[4000] = 1;
-        assert!(matches!(CvcReader::from_source(bad, "x"), Err(FormatError::TrailingBytes { .. })));
+        assert!(matches!(
+            CvcReader::from_source(bad, "x"),
+            Err(FormatError::TrailingBytes { .. })
+        ));
         let mut long = bytes;
         long.extend_from_slice(&[0; 10]);
-        assert!(matches!(CvcReader::from_source(long, "x"), Err(FormatError::TrailingBytes { .. })));
+        assert!(matches!(
+            CvcReader::from_source(long, "x"),
+            Err(FormatError::TrailingBytes { .. })
+        ));
     }
 
     #[test]
@@ -807,7 +909,10 @@ mod tests {
         let bytes = pack_to_vec(&values, 2, &opts).unwrap();
         let r = CvcReader::from_source(bytes, "many").unwrap();
         assert!(r.chunks()[0].frame_offset >= 2 * layout::PAGE);
-        assert!(r.chunks().iter().all(|c| c.frame_offset % layout::PAGE == 0));
+        assert!(r
+            .chunks()
+            .iter()
+            .all(|c| c.frame_offset % layout::PAGE == 0));
         let back = r.load_all().unwrap();
         for (a, b) in values.iter().zip(back.as_slice::<f32>().unwrap()) {
             assert!((a - b).abs() < 1e-2);
