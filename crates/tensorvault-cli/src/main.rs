@@ -7,6 +7,7 @@ mod cvc_cmd;
 mod demo;
 mod error;
 mod npy;
+mod quant_cmd;
 mod report;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +32,9 @@ enum Cmd {
     /// Run the main workload end to end: 100,000 x 768 embeddings packed as fp16, int8 and
     /// bf16, loaded back, with sizes, ratios, throughput and reconstruction error.
     Demo(demo::DemoArgs),
+    /// Quantization codec (groupwise 2..8-bit): evaluate size, error and speed per width.
+    #[command(subcommand)]
+    Quant(quant_cmd::QuantCmd),
 }
 
 fn main() {
@@ -38,6 +42,7 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Cvc(c) => cvc_cmd::run(c, cli.quiet),
         Cmd::Demo(a) => demo::run(&a, cli.quiet).map(|()| 0),
+        Cmd::Quant(c) => quant_cmd::run(c),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -1,6 +1,9 @@
 //! Criterion benches for the CVC codecs: f16 and affine u8, both directions.
 
-#![allow(missing_docs, reason = "criterion's macros generate undocumented items")]
+#![allow(
+    missing_docs,
+    reason = "criterion's macros generate undocumented items"
+)]
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use tensorvault_quant::affine_u8::AffineU8;
@@ -25,14 +28,24 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("cvc_codecs");
     g.throughput(Throughput::Bytes((n * 4) as u64));
     let mut h = vec![0u16; n];
-    g.bench_function("f32_to_f16", |b| b.iter(|| f32_to_f16_bits(black_box(&x), &mut h).unwrap()));
+    g.bench_function("f32_to_f16", |b| {
+        b.iter(|| f32_to_f16_bits(black_box(&x), &mut h).unwrap())
+    });
     let mut y = vec![0f32; n];
-    g.bench_function("f16_to_f32", |b| b.iter(|| f16_bits_to_f32(black_box(&h), &mut y).unwrap()));
+    g.bench_function("f16_to_f32", |b| {
+        b.iter(|| f16_bits_to_f32(black_box(&h), &mut y).unwrap())
+    });
     let p = AffineU8::fit(&x).unwrap();
     let mut q = vec![0u8; n];
-    g.bench_function("u8_fit", |b| b.iter(|| AffineU8::fit(black_box(&x)).unwrap()));
-    g.bench_function("u8_encode", |b| b.iter(|| p.encode(black_box(&x), &mut q).unwrap()));
-    g.bench_function("u8_decode", |b| b.iter(|| p.decode(black_box(&q), &mut y).unwrap()));
+    g.bench_function("u8_fit", |b| {
+        b.iter(|| AffineU8::fit(black_box(&x)).unwrap())
+    });
+    g.bench_function("u8_encode", |b| {
+        b.iter(|| p.encode(black_box(&x), &mut q).unwrap())
+    });
+    g.bench_function("u8_decode", |b| {
+        b.iter(|| p.decode(black_box(&q), &mut y).unwrap())
+    });
     g.finish();
 }
 

@@ -63,7 +63,10 @@ impl AffineU8 {
         } else {
             (f64::from(max) - f64::from(min)) / 255.0
         };
-        #[allow(clippy::cast_possible_truncation, reason = "the legacy writer quantizes with an f32 scale")]
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "the legacy writer quantizes with an f32 scale"
+        )]
         let codec = Self::checked(min, scale64 as f32)?;
         Ok((codec, scale64))
     }
@@ -78,7 +81,11 @@ impl AffineU8 {
         }
         // A range so small that (max - min) / 255 underflows to zero: the reference would
         // divide by zero; use the smallest positive step instead so codes stay defined.
-        let scale = if scale == 0.0 { f32::from_bits(1) } else { scale };
+        let scale = if scale == 0.0 {
+            f32::from_bits(1)
+        } else {
+            scale
+        };
         Ok(AffineU8 { min, scale })
     }
 
@@ -88,7 +95,10 @@ impl AffineU8 {
     /// # Errors
     /// [`QuantError::InvalidParam`] if either is not finite after rounding to f32.
     pub fn from_stored(min: f64, scale: f64) -> Result<Self, QuantError> {
-        #[allow(clippy::cast_possible_truncation, reason = "rounding to f32 is the format's rule")]
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "rounding to f32 is the format's rule"
+        )]
         let (min32, scale32) = (min as f32, scale as f32);
         if !min32.is_finite() {
             return Err(QuantError::InvalidParam {
@@ -195,7 +205,13 @@ mod tests {
     #[test]
     fn constant_chunk_gets_scale_one_and_zero_codes() {
         let p = AffineU8::fit(&[0.25; 12]).unwrap();
-        assert_eq!(p, AffineU8 { min: 0.25, scale: 1.0 });
+        assert_eq!(
+            p,
+            AffineU8 {
+                min: 0.25,
+                scale: 1.0
+            }
+        );
         let mut q = [9u8; 12];
         p.encode(&[0.25; 12], &mut q).unwrap();
         assert_eq!(q, [0; 12]);
@@ -205,10 +221,16 @@ mod tests {
     fn non_finite_input_is_rejected_with_its_index() {
         let mut v = vec![0.5f32; 40];
         v[33] = f32::NAN;
-        assert!(matches!(AffineU8::fit(&v), Err(QuantError::NonFinite { index: 33, .. })));
+        assert!(matches!(
+            AffineU8::fit(&v),
+            Err(QuantError::NonFinite { index: 33, .. })
+        ));
         v[33] = 0.0;
         v[2] = f32::NEG_INFINITY;
-        assert!(matches!(AffineU8::fit(&v), Err(QuantError::NonFinite { index: 2, .. })));
+        assert!(matches!(
+            AffineU8::fit(&v),
+            Err(QuantError::NonFinite { index: 2, .. })
+        ));
     }
 
     #[test]
@@ -216,8 +238,14 @@ mod tests {
         // A legacy (decompressed 0.1.0) f64 scale is used rounded to f32. That is not always
         // the f32 the 2.1.1 writer computes for the same chunk (double rounding).
         let p = AffineU8::from_stored(-1.930582880973816, 0.018260685135336484).unwrap();
-        assert_eq!(p.scale.to_bits(), (0.018260685135336484f64 as f32).to_bits());
-        assert_ne!(p.scale.to_bits(), (0.018260683864355087f64 as f32).to_bits());
+        assert_eq!(
+            p.scale.to_bits(),
+            (0.018260685135336484f64 as f32).to_bits()
+        );
+        assert_ne!(
+            p.scale.to_bits(),
+            (0.018260683864355087f64 as f32).to_bits()
+        );
         assert!(matches!(
             AffineU8::from_stored(0.0, 1e300),
             Err(QuantError::InvalidParam { field: "scale", .. })
@@ -230,9 +258,13 @@ mod tests {
 
     #[test]
     fn magic_rounding_is_half_even() {
-        let p = AffineU8 { min: 0.0, scale: 1.0 };
+        let p = AffineU8 {
+            min: 0.0,
+            scale: 1.0,
+        };
         let mut q = [0u8; 6];
-        p.encode(&[0.5, 1.5, 2.5, 254.5, 3.49, 300.0], &mut q).unwrap();
+        p.encode(&[0.5, 1.5, 2.5, 254.5, 3.49, 300.0], &mut q)
+            .unwrap();
         assert_eq!(q, [0, 2, 2, 254, 3, 255]);
     }
 

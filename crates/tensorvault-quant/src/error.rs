@@ -32,6 +32,109 @@ pub enum QuantError {
         /// Why it is rejected.
         reason: &'static str,
     },
+    /// A bit width outside 2..=8.
+    #[error("bit width {bits} is not supported (use 2..=8)")]
+    InvalidBits {
+        /// The rejected width.
+        bits: u8,
+    },
+    /// A group size that is 0, not a power of two, or outside 16..=1024.
+    #[error("group size {group_size} is not a power of two in 16..=1024")]
+    InvalidGroupSize {
+        /// The rejected group size.
+        group_size: usize,
+    },
+    /// A code handed to the bit packer does not fit in the bit width.
+    #[error("code {code} at index {index} does not fit in {bits} bits")]
+    CodeOutOfRange {
+        /// Index of the first offending code.
+        index: usize,
+        /// The code.
+        code: u8,
+        /// The bit width.
+        bits: u8,
+    },
+    /// A group's largest magnitude needs a scale beyond the f16 range (65504).
+    #[error("group {group} has max |x| = {max_abs}, whose scale does not fit in f16")]
+    ScaleOverflow {
+        /// Index of the group within its frame.
+        group: usize,
+        /// The group's largest magnitude.
+        max_abs: f32,
+    },
+    /// A segment ends before a region its header promises.
+    #[error("truncated segment: {what} needs bytes {offset}..{end} but the segment has {present}")]
+    Truncated {
+        /// The region (e.g. "header", "scales").
+        what: &'static str,
+        /// Where the region starts.
+        offset: u64,
+        /// Where it ends.
+        end: u64,
+        /// Bytes present.
+        present: usize,
+    },
+    /// A segment has bytes after its last region.
+    #[error("segment has {present} bytes but its header accounts for {expected}")]
+    TrailingBytes {
+        /// Bytes the header accounts for.
+        expected: u64,
+        /// Bytes present.
+        present: usize,
+    },
+    /// The segment does not start with the magic bytes.
+    #[error("not a quantized segment (bad magic at offset 0)")]
+    BadMagic,
+    /// A segment version this crate does not know.
+    #[error("unsupported segment version {version} at offset {offset}")]
+    UnsupportedVersion {
+        /// The version byte.
+        version: u8,
+        /// Its offset.
+        offset: usize,
+    },
+    /// A header field (or the frame bitmap) holds an impossible value.
+    #[error("corrupt segment field {field} at offset {offset}: value {value}, {reason}")]
+    CorruptField {
+        /// The field.
+        field: &'static str,
+        /// Its byte offset.
+        offset: usize,
+        /// The value found.
+        value: u64,
+        /// Why it is rejected.
+        reason: &'static str,
+    },
+    /// A stored scale is NaN, infinite, or negative in a symmetric segment.
+    #[error("corrupt scale #{index} at offset {offset} (bits {bits:#06x}): {reason}")]
+    CorruptScale {
+        /// Index of the scale among all stored scales.
+        index: usize,
+        /// Its byte offset.
+        offset: usize,
+        /// Its f16 bit pattern.
+        bits: u16,
+        /// Why it is rejected.
+        reason: &'static str,
+    },
+    /// A finite value the target type cannot represent (e.g. |x| > 65504 for f16).
+    #[error("value at index {index} ({value}) is outside the {target} range")]
+    OutOfRange {
+        /// Index of the first offending value.
+        index: usize,
+        /// The value.
+        value: f32,
+        /// The target type.
+        target: &'static str,
+    },
+    /// A frame index beyond the segment's frame count.
+    #[error("frame {index} is out of range (the segment has {frames} frames)")]
+    FrameOutOfRange {
+        /// The requested frame.
+        index: usize,
+        /// Frames in the segment.
+        frames: usize,
+    },
 }
 
 pub(crate) fn check_len(what: &'static str, input: usize, output: usize) -> Result<(), QuantError> {

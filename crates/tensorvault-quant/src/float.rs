@@ -39,7 +39,9 @@ fn any_nan_f32(block: &[f32]) -> bool {
 }
 
 fn any_nan_f16(block: &[u16]) -> bool {
-    block.iter().fold(false, |acc, &h| acc | ((h & 0x7fff) > 0x7c00))
+    block
+        .iter()
+        .fold(false, |acc, &h| acc | ((h & 0x7fff) > 0x7c00))
 }
 
 /// Convert f32 values to IEEE binary16 bit patterns, bit-exact with numpy's
@@ -121,8 +123,20 @@ mod tests {
     fn numpy_special_values() {
         // Expected bits are numpy 2.4's astype(float16) of the same values.
         let x = [
-            0.0f32, -0.0, 65504.0, 65519.99, 65520.0, -1e6, f32::INFINITY, f32::NEG_INFINITY,
-            5.960_464_5e-8, 2.98e-8, 2.99e-8, 1e-5, 0.1, -2.5,
+            0.0f32,
+            -0.0,
+            65504.0,
+            65519.99,
+            65520.0,
+            -1e6,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            5.960_464_5e-8,
+            2.98e-8,
+            2.99e-8,
+            1e-5,
+            0.1,
+            -2.5,
         ];
         let want = [
             0x0000u16, 0x8000, 0x7bff, 0x7bff, 0x7c00, 0xfc00, 0x7c00, 0xfc00, 0x0001, 0x0000,
@@ -151,7 +165,11 @@ mod tests {
         let mut out = [0u16; 2];
         assert!(matches!(
             f32_to_f16_bits(&[1.0; 3], &mut out),
-            Err(QuantError::LengthMismatch { input: 3, output: 2, .. })
+            Err(QuantError::LengthMismatch {
+                input: 3,
+                output: 2,
+                ..
+            })
         ));
     }
 

@@ -5,13 +5,38 @@
 //!   payloads truncated and never quieted), which the CVC format depends on.
 //! * [`affine_u8`]: the CVC int8 codec (per-chunk `min`/`scale`, `u8` codes), bit-exact
 //!   with the reference implementation `decompressed` 2.1.1.
+//! * [`groupwise`]: groupwise symmetric k-bit quantization (2..=8 bits, one f16 scale per
+//!   group), with [`bitpack`] for the LSB-first code stream.
+//! * [`segment`]: the self-describing quantized segment (one tensor, or a run of frames
+//!   that reuse scales while the data's range drifts less than a tolerance); its byte
+//!   layout is in [`layout`] and `docs/formats/quant.md`.
+//! * [`affine`]: per-tensor and per-channel affine int8 / uint8 / int16 for model weights.
+//! * [`metrics`]: reconstruction error metrics (max abs error, RMSE, relative RMSE, SNR).
 //!
 //! Every function works on caller-provided slices and never allocates from a length it
 //! was not handed.
+//!
+//! ```
+//! use tensorvault_quant::segment::{encode_tensor, Segment};
+//! use tensorvault_quant::groupwise::QuantParams;
+//! let x: Vec<f32> = (0..4096).map(|i| (i as f32 * 0.01).cos()).collect();
+//! let (bytes, _) = encode_tensor(&QuantParams::for_bits(3)?, &x)?;
+//! assert!(bytes.len() * 10 < x.len() * 4); // > 10x smaller than f32
+//! let seg = Segment::parse(&bytes)?;
+//! let mut y = vec![0f32; x.len()];
+//! seg.decode_frame(0, &mut y)?;
+//! # Ok::<(), tensorvault_quant::QuantError>(())
+//! ```
 
 mod error;
 
+pub mod affine;
 pub mod affine_u8;
+pub mod bitpack;
 pub mod float;
+pub mod groupwise;
+pub mod layout;
+pub mod metrics;
+pub mod segment;
 
 pub use error::QuantError;

@@ -712,27 +712,28 @@ fn build_layout<S: ReadAt>(
                     offset: framing.json_offset(),
                     reason: format!("{} rows x {} dims overflows u64", ch.rows, header.dimension),
                 })?;
-        let frame_offset =
-            match ch.file_offset {
-                None => cursor,
-                Some(off) if off >= file_len => {
-                    return Err(FormatError::InvalidField {
-                        format: FORMAT,
-                        field: field("file_offset"),
-                        offset: framing.json_offset(),
-                        reason: format!("{off} points outside the file ({file_len} bytes)"),
-                    })
-                }
-                Some(off) if off < cursor => return Err(FormatError::InvalidField {
+        let frame_offset = match ch.file_offset {
+            None => cursor,
+            Some(off) if off >= file_len => {
+                return Err(FormatError::InvalidField {
+                    format: FORMAT,
+                    field: field("file_offset"),
+                    offset: framing.json_offset(),
+                    reason: format!("{off} points outside the file ({file_len} bytes)"),
+                })
+            }
+            Some(off) if off < cursor => {
+                return Err(FormatError::InvalidField {
                     format: FORMAT,
                     field: field("file_offset"),
                     offset: framing.json_offset(),
                     reason: format!(
                         "{off} overlaps the header or the previous chunk (which ends at {cursor})"
                     ),
-                }),
-                Some(off) => off,
-            };
+                })
+            }
+            Some(off) => off,
+        };
         let payload_offset = frame_offset + prefix;
         let frame_end = payload_offset
             .checked_add(payload_len)

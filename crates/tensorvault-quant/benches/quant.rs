@@ -1,0 +1,58 @@
+//! Criterion benches for the groupwise codec: quantize+pack and unpack+dequantize per
+//! width at its default group size, plus the segment parse + single-frame decode.
+
+#![allow(
+    missing_docs,
+    reason = "criterion's macros generate undocumented items"
+)]
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use tensorvault_quant::groupwise::{decode, encode, QuantParams};
+use tensorvault_quant::segment::{encode_tensor, Segment};
+
+fn data(n: usize) -> Vec<f32> {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let u = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            u * (0.5 + (i % 1024) as f32 / 1024.0)
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let n = 1 << 20;
+    let x = data(n);
+    let mut g = c.benchmark_group("groupwise");
+    g.throughput(Throughput::Bytes((n * 4) as u64));
+    for bits in [3u8, 5, 7, 8] {
+        let p = QuantParams::for_bits(bits).unwrap();
+        let mut scales = vec![0u16; p.groups(n)];
+        let mut packed = vec![0u8; p.packed_len(n)];
+        let mut y = vec![0f32; n];
+        g.bench_function(format!("quantize_{bits}bit_g{}", p.group_size()), |b| {
+            b.iter(|| encode(&p, black_box(&x), &mut scales, &mut packed).unwrap())
+        });
+        g.bench_function(format!("dequantize_{bits}bit_g{}", p.group_size()), |b| {
+            b.iter(|| decode(&p, black_box(&scales), &packed, &mut y).unwrap())
+        });
+    }
+    let p = QuantParams::for_bits(3).unwrap();
+    let (seg, _) = encode_tensor(&p, &x).unwrap();
+    let mut y = vec![0f32; n];
+    g.bench_function("segment_parse_decode_3bit", |b| {
+        b.iter(|| {
+            Segment::parse(black_box(&seg))
+                .unwrap()
+                .decode_frame(0, &mut y)
+                .unwrap()
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
