@@ -27,7 +27,10 @@ mod header;
 pub mod layout;
 pub mod pyjson;
 mod reader;
+mod sink;
 mod source;
+mod stream_writer;
+mod table;
 mod writer;
 
 pub use backend::{Backend, ChunkCodec, CpuBackend};
@@ -36,4 +39,5 @@ pub use header::{ChunkHeader, ChunkSection, CvcHeader, Int8Params, Section};
 pub use layout::Framing;
 pub use reader::{ChunkIter, ChunkLayout, CorruptChunk, CvcReader, DecodedChunk, VerifyReport};
 pub use source::{FileSource, ReadAt};
-pub use writer::{pack, pack_to_vec, CvcWriter, PackOptions, PackSummary, ProgressFn, SectionSpec};
+pub use stream_writer::CvcWriter;
+pub use writer::{pack, pack_to_vec, PackOptions, PackSummary, ProgressFn, SectionSpec};

@@ -1,10 +1,8 @@
-//! Writing CVC files: one call from a slice ([`pack`]) or a streaming writer with
-//! bounded memory ([`CvcWriter`]). Both write atomically (temp file, fsync, rename,
+//! Writing CVC files from a slice in one call ([`pack`]), and the planning and encoding
+//! steps the streaming writer ([`crate::cvc::CvcWriter`]) shares. Both write atomically (temp file, fsync, rename,
 //! fsync of the directory) and, for the same input and options, the same bytes as the
 //! reference `decompressed` 2.1.1 (v1.0) or 0.1.0 (v0).
 
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -18,6 +16,7 @@ use tensorvault_quant::QuantError;
 use crate::cvc::compression::Compression;
 use crate::cvc::header::{ChunkHeader, ChunkSection, CvcHeader, Int8Params, Section};
 use crate::cvc::layout::{self, Framing, MAGIC};
+use crate::cvc::sink::{FileSink, MemSink, Sink};
 use crate::FormatError;
 
 /// A progress callback: `(rows done, rows total)`.
@@ -84,7 +83,7 @@ impl std::fmt::Debug for PackOptions {
 }
 
 impl PackOptions {
-    fn check(&self) -> Result<(), FormatError> {
+    pub(super) fn check(&self) -> Result<(), FormatError> {
         if self.chunk_size == 0 {
             return Err(arg("chunk_size", "must be at least 1"));
         }
@@ -97,7 +96,7 @@ impl PackOptions {
         Ok(())
     }
 
-    fn compression_of(&self, chunk: usize) -> Result<Compression, FormatError> {
+    pub(super) fn compression_of(&self, chunk: usize) -> Result<Compression, FormatError> {
         match &self.chunk_compression {
             None => Ok(self.compression),
             Some(v) => v.get(chunk).copied().ok_or_else(|| {
@@ -109,7 +108,7 @@ impl PackOptions {
         }
     }
 
-    fn metadata_of(&self, chunk: usize) -> Result<Option<Value>, FormatError> {
+    pub(super) fn metadata_of(&self, chunk: usize) -> Result<Option<Value>, FormatError> {
         match &self.chunk_metadata {
             None => Ok(None),
             Some(v) => v.get(chunk).cloned().map(Some).ok_or_else(|| {
@@ -122,7 +121,7 @@ impl PackOptions {
     }
 }
 
-fn arg(name: &'static str, reason: impl Into<String>) -> FormatError {
+pub(super) fn arg(name: &'static str, reason: impl Into<String>) -> FormatError {
     FormatError::InvalidArgument {
         name,
         reason: reason.into(),
@@ -171,13 +170,13 @@ fn par_min_max(values: &[f32]) -> Result<(f32, f32), QuantError> {
 
 /// Chunk header (with int8 parameters fitted) for `values`, chunk `index` at `row_start`.
 /// What every chunk of one file shares when it is planned.
-struct PlanCtx<'a> {
-    dim: u64,
-    framing: Framing,
-    sections: &'a [Section],
+pub(super) struct PlanCtx<'a> {
+    pub(super) dim: u64,
+    pub(super) framing: Framing,
+    pub(super) sections: &'a [Section],
 }
 
-fn plan_chunk(
+pub(super) fn plan_chunk(
     ctx: &PlanCtx<'_>,
     values: &[f32],
     index: usize,
@@ -257,7 +256,7 @@ fn encode_into(values: &[f32], chunk: &ChunkHeader, out: &mut [u16]) -> Result<(
 /// written in parallel (each piece's CRC-32 computed while it is hot in cache, the CRCs
 /// combined in order), then the length/CRC prefix in front of it. Memory: one small
 /// scratch buffer per thread, whatever the chunk size. Returns the frame length.
-fn write_chunk_at(
+pub(super) fn write_chunk_at(
     sink: &dyn Sink,
     pos: u64,
     values: &[f32],
@@ -305,7 +304,7 @@ fn write_chunk_at(
 }
 
 /// The file prefix: magic, (v1.0) version, header length, JSON.
-fn file_prefix(framing: Framing, json: &[u8]) -> Result<Vec<u8>, FormatError> {
+pub(super) fn file_prefix(framing: Framing, json: &[u8]) -> Result<Vec<u8>, FormatError> {
     let len = u32::try_from(json.len()).map_err(|_| arg("header", "JSON header exceeds 4 GiB"))?;
     let mut p = Vec::with_capacity(json.len() + 12);
     p.extend_from_slice(MAGIC);
@@ -322,7 +321,7 @@ fn file_prefix(framing: Framing, json: &[u8]) -> Result<Vec<u8>, FormatError> {
 /// serialized header and the offset where the first frame starts. The header region is
 /// the smallest page multiple that holds the final header (the reference sizes it before
 /// adding the offsets and then overwrites chunk 0 when the header outgrows it).
-fn assign_offsets(
+pub(super) fn assign_offsets(
     header: &mut CvcHeader,
     payload_lens: &[u64],
 ) -> Result<(Vec<u8>, u64), FormatError> {
@@ -351,7 +350,7 @@ fn assign_offsets(
 }
 
 /// Sections as absolute row ranges, checked against the total.
-fn resolve_sections(
+pub(super) fn resolve_sections(
     specs: Option<&[SectionSpec]>,
     total: Option<u64>,
 ) -> Result<Vec<Section>, FormatError> {
@@ -382,7 +381,7 @@ fn resolve_sections(
     Ok(out)
 }
 
-fn file_level_compression(opts: &PackOptions, chunks: &[ChunkHeader]) -> Compression {
+pub(super) fn file_level_compression(opts: &PackOptions, chunks: &[ChunkHeader]) -> Compression {
     // An extension compression anywhere is also written at file level, so readers that do
     // not know it refuse the whole file instead of mis-decoding that chunk.
     chunks
@@ -392,7 +391,7 @@ fn file_level_compression(opts: &PackOptions, chunks: &[ChunkHeader]) -> Compres
         .unwrap_or(opts.compression)
 }
 
-fn check_shape(values: &[f32], dim: usize) -> Result<u64, FormatError> {
+pub(super) fn check_shape(values: &[f32], dim: usize) -> Result<u64, FormatError> {
     if dim == 0 {
         return Err(arg("dimension", "must be at least 1"));
     }
@@ -489,72 +488,7 @@ fn write_file(
     })
 }
 
-/// Where [`write_file`] puts bytes: at absolute offsets, from several threads at once.
-trait Sink: Sync {
-    fn put(&self, offset: u64, bytes: &[u8]) -> Result<(), FormatError>;
-    /// The file is complete at `len` bytes (zero-extends a trailing gap).
-    fn finish(&self, len: u64) -> Result<(), FormatError>;
-}
-
-/// An in-memory file.
-struct MemSink(std::sync::Mutex<Vec<u8>>);
-
-impl Sink for MemSink {
-    fn put(&self, offset: u64, bytes: &[u8]) -> Result<(), FormatError> {
-        let mut v = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (off, end) = (offset as usize, offset as usize + bytes.len());
-        if v.len() < end {
-            v.resize(end, 0);
-        }
-        v[off..end].copy_from_slice(bytes);
-        Ok(())
-    }
-    fn finish(&self, len: u64) -> Result<(), FormatError> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .resize(len as usize, 0);
-        Ok(())
-    }
-}
-
-/// Positioned writes into a file (`pwrite`), safe from any number of threads.
-struct FileSink<'f> {
-    file: &'f File,
-    name: String,
-}
-
-impl Sink for FileSink<'_> {
-    fn put(&self, offset: u64, bytes: &[u8]) -> Result<(), FormatError> {
-        write_all_at(self.file, bytes, offset).map_err(FormatError::io("write", &self.name))
-    }
-    fn finish(&self, len: u64) -> Result<(), FormatError> {
-        self.file
-            .set_len(len)
-            .map_err(FormatError::io("set length of", &self.name))
-    }
-}
-
-#[cfg(unix)]
-fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
-}
-
-#[cfg(windows)]
-fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
-    use std::os::windows::fs::FileExt;
-    while !buf.is_empty() {
-        let n = file.seek_write(buf, offset)?;
-        buf = &buf[n..];
-        offset += n as u64;
-    }
-    Ok(())
-}
-
-fn check_counts(opts: &PackOptions, chunks: usize) -> Result<(), FormatError> {
+pub(super) fn check_counts(opts: &PackOptions, chunks: usize) -> Result<(), FormatError> {
     if let Some(m) = &opts.chunk_metadata {
         if m.len() != chunks {
             return Err(arg(
@@ -570,32 +504,6 @@ fn check_counts(opts: &PackOptions, chunks: usize) -> Result<(), FormatError> {
                 format!("must have {chunks} items (one per chunk), has {}", c.len()),
             ));
         }
-    }
-    Ok(())
-}
-
-struct CountingWriter<W> {
-    inner: W,
-    pos: u64,
-}
-
-impl<W: Write> Write for CountingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-fn pad_to<W: Write>(w: &mut CountingWriter<W>, offset: u64) -> Result<(), FormatError> {
-    const ZEROS: [u8; 4096] = [0; 4096];
-    while w.pos < offset {
-        let n = (offset - w.pos).min(ZEROS.len() as u64) as usize;
-        w.write_all(&ZEROS[..n])
-            .map_err(FormatError::io("write", "output"))?;
     }
     Ok(())
 }
@@ -633,236 +541,6 @@ pub fn pack_to_vec(values: &[f32], dim: usize, opts: &PackOptions) -> Result<Vec
         .0
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner))
-}
-
-/// A streaming writer: rows arrive in batches of any size, memory stays at one chunk.
-///
-/// Chunk frames go to an anonymous spill file in the destination directory as they are
-/// encoded; [`CvcWriter::finish`] writes the header (only then known) and appends the
-/// frames (`copy_file_range` where the OS has it), then commits atomically. Output is
-/// byte-identical to [`pack`] for the same rows and options.
-pub struct CvcWriter {
-    dest: AtomicFile,
-    spill: File,
-    dim: u64,
-    opts: PackOptions,
-    sections: Vec<Section>,
-    pending: Vec<f32>,
-    chunks: Vec<ChunkHeader>,
-    frame_lens: Vec<u64>,
-    spill_len: u64,
-    rows: u64,
-}
-
-impl std::fmt::Debug for CvcWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CvcWriter")
-            .field("dest", &self.dest.dest())
-            .field("rows", &self.rows)
-            .field("chunks", &self.chunks.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl CvcWriter {
-    /// Start writing a collection of `dim`-dimensional vectors to `path`.
-    ///
-    /// # Errors
-    /// [`FormatError::InvalidArgument`] for bad options, I/O errors creating the files.
-    pub fn create(
-        path: impl AsRef<Path>,
-        dim: usize,
-        opts: PackOptions,
-    ) -> Result<Self, FormatError> {
-        opts.check()?;
-        if dim == 0 {
-            return Err(arg("dimension", "must be at least 1"));
-        }
-        let dest = AtomicFile::create(path.as_ref())?;
-        let dir = dest
-            .temp_path()
-            .parent()
-            .map_or_else(|| Path::new(".").to_path_buf(), Path::to_path_buf);
-        let spill = tempfile::tempfile_in(&dir)
-            .map_err(FormatError::io("create spill file in", dir.display()))?;
-        let sections = resolve_sections(opts.sections.as_deref(), None)?;
-        Ok(CvcWriter {
-            dest,
-            spill,
-            dim: dim as u64,
-            opts,
-            sections,
-            pending: Vec::new(),
-            chunks: Vec::new(),
-            frame_lens: Vec::new(),
-            spill_len: 0,
-            rows: 0,
-        })
-    }
-
-    /// Rows accepted so far.
-    #[must_use]
-    pub fn rows(&self) -> u64 {
-        self.rows + self.pending.len() as u64 / self.dim
-    }
-
-    /// Append rows (`k x dim` values). Full chunks of `chunk_size` rows are encoded and
-    /// spilled as they fill.
-    ///
-    /// # Errors
-    /// [`FormatError::InvalidArgument`] if `values` is not whole rows; codec and I/O errors.
-    pub fn write_rows(&mut self, mut values: &[f32]) -> Result<(), FormatError> {
-        check_shape(values, self.dim as usize)?;
-        let chunk_values = (self.opts.chunk_size * self.dim) as usize;
-        while !values.is_empty() {
-            if self.pending.is_empty() && values.len() >= chunk_values {
-                let (head, tail) = values.split_at(chunk_values);
-                self.emit(head, None, None)?;
-                values = tail;
-                continue;
-            }
-            let take = (chunk_values - self.pending.len()).min(values.len());
-            self.pending.extend_from_slice(&values[..take]);
-            values = &values[take..];
-            if self.pending.len() == chunk_values {
-                let full = std::mem::take(&mut self.pending);
-                self.emit(&full, None, None)?;
-                self.pending = full;
-                self.pending.clear();
-            }
-        }
-        Ok(())
-    }
-
-    /// Write `values` as one chunk of its own, with an optional compression and metadata
-    /// overriding the options (rows buffered by [`CvcWriter::write_rows`] are flushed
-    /// first as a shorter chunk).
-    ///
-    /// # Errors
-    /// As [`CvcWriter::write_rows`].
-    pub fn write_chunk(
-        &mut self,
-        values: &[f32],
-        compression: Option<Compression>,
-        metadata: Option<Value>,
-    ) -> Result<(), FormatError> {
-        check_shape(values, self.dim as usize)?;
-        self.flush_pending()?;
-        self.emit(values, compression, metadata)
-    }
-
-    fn flush_pending(&mut self) -> Result<(), FormatError> {
-        if !self.pending.is_empty() {
-            let rest = std::mem::take(&mut self.pending);
-            self.emit(&rest, None, None)?;
-        }
-        Ok(())
-    }
-
-    fn emit(
-        &mut self,
-        values: &[f32],
-        compression: Option<Compression>,
-        metadata: Option<Value>,
-    ) -> Result<(), FormatError> {
-        if values.is_empty() {
-            return Ok(());
-        }
-        let i = self.chunks.len();
-        let compression = match compression {
-            Some(c) => c,
-            None => self.opts.compression_of(i)?,
-        };
-        let metadata = match metadata {
-            Some(m) => Some(m),
-            None => self.opts.metadata_of(i)?,
-        };
-        let ctx = PlanCtx {
-            dim: self.dim,
-            framing: self.opts.framing,
-            sections: &self.sections,
-        };
-        let c = plan_chunk(&ctx, values, i, self.rows, compression, metadata)?;
-        let sink = FileSink {
-            file: &self.spill,
-            name: format!("spill file for {}", self.dest.dest().display()),
-        };
-        let frame_len = write_chunk_at(&sink, self.spill_len, values, &c, self.opts.framing)?;
-        self.spill_len += frame_len;
-        self.frame_lens.push(frame_len);
-        self.rows += c.rows;
-        self.chunks.push(c);
-        if let Some(p) = &self.opts.progress {
-            p(self.rows, self.rows);
-        }
-        Ok(())
-    }
-
-    /// Write the header, append the frames and commit the file atomically.
-    ///
-    /// # Errors
-    /// [`FormatError::InvalidArgument`] if the sections or per-chunk option lists do not
-    /// match what was written; I/O errors. On error nothing is left at the destination.
-    pub fn finish(mut self) -> Result<PackSummary, FormatError> {
-        self.flush_pending()?;
-        let n = self.rows;
-        resolve_sections(self.opts.sections.as_deref(), Some(n))?;
-        check_counts(&self.opts, self.chunks.len())?;
-        let chunks = std::mem::take(&mut self.chunks);
-        let mut header = CvcHeader {
-            framing: self.opts.framing,
-            version: (layout::V1_MAJOR, layout::V1_MINOR),
-            num_vectors: n,
-            dimension: self.dim,
-            compression: file_level_compression(&self.opts, &chunks),
-            chunks,
-            mmap_optimized: self.opts.mmap_optimized,
-            sections: std::mem::take(&mut self.sections),
-        };
-        let prefix = self.opts.framing.frame_prefix();
-        let payload_lens: Vec<u64> = self.frame_lens.iter().map(|l| l - prefix).collect();
-        let (json, region) = if self.opts.mmap_optimized {
-            assign_offsets(&mut header, &payload_lens)?
-        } else {
-            (header.to_json()?, 0)
-        };
-        let dest_name = self.dest.dest().display().to_string();
-        let io_err = |op| FormatError::io(op, dest_name.clone());
-        let mut out = CountingWriter {
-            inner: self.dest.file(),
-            pos: 0,
-        };
-        out.write_all(&file_prefix(self.opts.framing, &json)?)
-            .map_err(io_err("write"))?;
-        pad_to(&mut out, region)?;
-        self.spill
-            .seek(SeekFrom::Start(0))
-            .map_err(io_err("rewind spill file for"))?;
-        if self.opts.mmap_optimized {
-            for (c, &len) in header.chunks.iter().zip(&self.frame_lens) {
-                pad_to(&mut out, c.file_offset.expect("assigned above"))?;
-                let copied = io::copy(&mut (&self.spill).take(len), &mut out)
-                    .map_err(io_err("copy frames to"))?;
-                if copied != len {
-                    return Err(FormatError::Io {
-                        op: "copy frames to",
-                        path: dest_name.clone(),
-                        source: io::ErrorKind::UnexpectedEof.into(),
-                    });
-                }
-            }
-        } else {
-            io::copy(&mut self.spill, &mut out).map_err(io_err("copy frames to"))?;
-        }
-        let bytes = out.pos;
-        self.dest.commit_with(self.opts.sync)?;
-        Ok(PackSummary {
-            bytes,
-            rows: n,
-            chunks: header.chunks.len(),
-            header_len: json.len() as u64,
-        })
-    }
 }
 
 #[cfg(test)]
