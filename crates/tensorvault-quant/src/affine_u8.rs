@@ -130,14 +130,7 @@ impl AffineU8 {
     /// [`QuantError::LengthMismatch`] if the slices differ in length.
     pub fn encode(&self, values: &[f32], codes: &mut [u8]) -> Result<(), QuantError> {
         check_len("affine u8 encode", values.len(), codes.len())?;
-        let (min, scale) = (self.min, self.scale);
-        for (x, q) in values.iter().zip(codes.iter_mut()) {
-            let v = ((*x - min) / scale).clamp(0.0, 255.0);
-            // v + 1.5*2^23 has exponent 2^23, so its low mantissa bits hold round(v) (ties
-            // to even); 0 <= round(v) <= 255 fits the low byte. Pure integer ops from here,
-            // so the loop vectorises without SSE4.1 rounding or a saturating cast.
-            *q = ((v + RNE_MAGIC).to_bits() & 0xff) as u8;
-        }
+        encode_kernel(self.min, self.scale, values, codes);
         Ok(())
     }
 
@@ -147,11 +140,52 @@ impl AffineU8 {
     /// [`QuantError::LengthMismatch`] if the slices differ in length.
     pub fn decode(&self, codes: &[u8], values: &mut [f32]) -> Result<(), QuantError> {
         check_len("affine u8 decode", codes.len(), values.len())?;
-        let (min, scale) = (self.min, self.scale);
-        for (q, x) in codes.iter().zip(values.iter_mut()) {
-            *x = f32::from(*q) * scale + min;
-        }
+        decode_kernel(self.min, self.scale, codes, values);
         Ok(())
+    }
+}
+
+/// Define `$name`, which runs `$body` compiled for AVX2 when the CPU has it (detected at
+/// run time) and the baseline build of the same safe code otherwise. Results are
+/// identical: no fast-math and no FMA in either build (Rust never contracts `a * b + c`).
+macro_rules! avx2_dispatch {
+    ($name:ident, $avx2:ident, $body:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        fn $name($($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 support was checked at run time just above.
+                return unsafe { $avx2($($arg),*) };
+            }
+            $body($($arg),*)
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        fn $avx2($($arg: $ty),*) -> $ret {
+            $body($($arg),*)
+        }
+    };
+}
+
+avx2_dispatch!(encode_kernel, encode_avx2, encode_body, (min: f32, scale: f32, values: &[f32], codes: &mut [u8]) -> ());
+avx2_dispatch!(decode_kernel, decode_avx2, decode_body, (min: f32, scale: f32, codes: &[u8], values: &mut [f32]) -> ());
+avx2_dispatch!(min_max_kernel, min_max_avx2, min_max_body, (values: &[f32]) -> Result<(f32, f32), QuantError>);
+
+#[inline(always)]
+fn encode_body(min: f32, scale: f32, values: &[f32], codes: &mut [u8]) {
+    for (x, q) in values.iter().zip(codes.iter_mut()) {
+        let v = ((*x - min) / scale).clamp(0.0, 255.0);
+        // v + 1.5*2^23 has exponent 2^23, so its low mantissa bits hold round(v) (ties
+        // to even); 0 <= round(v) <= 255 fits the low byte. Pure integer ops from here,
+        // so the loop vectorises without SSE4.1 rounding or a saturating cast.
+        *q = ((v + RNE_MAGIC).to_bits() & 0xff) as u8;
+    }
+}
+
+#[inline(always)]
+fn decode_body(min: f32, scale: f32, codes: &[u8], values: &mut [f32]) {
+    for (q, x) in codes.iter().zip(values.iter_mut()) {
+        *x = f32::from(*q) * scale + min;
     }
 }
 
@@ -161,24 +195,32 @@ impl AffineU8 {
 /// # Errors
 /// [`QuantError::NonFinite`] naming the first NaN or infinite value.
 pub fn min_max_finite(values: &[f32]) -> Result<(f32, f32), QuantError> {
+    min_max_kernel(values)
+}
+
+#[inline(always)]
+fn min_max_body(values: &[f32]) -> Result<(f32, f32), QuantError> {
     const LANES: usize = 16;
-    let mut bad = false;
     let mut lo = [f32::INFINITY; LANES];
     let mut hi = [f32::NEG_INFINITY; LANES];
+    // Largest magnitude bit pattern: >= 0x7f80_0000 exactly when a NaN or infinity was
+    // seen (an integer max vectorises; `x < lo` alone would skip NaNs silently).
+    let mut mag = [0u32; LANES];
     let mut chunks = values.chunks_exact(LANES);
     for c in &mut chunks {
         for i in 0..LANES {
             let x = c[i];
-            bad |= (x.to_bits() & 0x7f80_0000) == 0x7f80_0000;
             lo[i] = if x < lo[i] { x } else { lo[i] };
             hi[i] = if x > hi[i] { x } else { hi[i] };
+            mag[i] = mag[i].max(x.to_bits() & 0x7fff_ffff);
         }
     }
     for &x in chunks.remainder() {
-        bad |= (x.to_bits() & 0x7f80_0000) == 0x7f80_0000;
         lo[0] = if x < lo[0] { x } else { lo[0] };
         hi[0] = if x > hi[0] { x } else { hi[0] };
+        mag[0] = mag[0].max(x.to_bits() & 0x7fff_ffff);
     }
+    let bad = mag.iter().any(|&m| m >= 0x7f80_0000);
     if bad {
         let index = values
             .iter()

@@ -142,7 +142,7 @@ pub struct PackSummary {
 }
 
 /// Values encoded per parallel task.
-const ENCODE_BLOCK: usize = 64 * 1024;
+const ENCODE_BLOCK: usize = 256 * 1024;
 
 /// Minimum and maximum over `values`, reduced in parallel blocks; a non-finite value is
 /// reported at its index in `values` (the first one, as the sequential scan would).
@@ -229,6 +229,12 @@ pub(super) fn plan_chunk(
     })
 }
 
+thread_local! {
+    /// Per-thread encode buffer (at most one piece), reused across pieces and chunks so
+    /// the hot loop never allocates or zero-fills.
+    static SCRATCH: std::cell::RefCell<Vec<u16>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Encode `values` into `out` (which has room for exactly their codes).
 fn encode_into(values: &[f32], chunk: &ChunkHeader, out: &mut [u16]) -> Result<(), QuantError> {
     match (chunk.compression, chunk.int8) {
@@ -280,15 +286,20 @@ pub(super) fn write_chunk_at(
     let hashers: Vec<Result<crc32fast::Hasher, FormatError>> = values
         .par_chunks(ENCODE_BLOCK)
         .enumerate()
-        .map_init(Vec::<u16>::new, |scratch, (i, piece)| {
-            let n = piece.len() * width;
-            scratch.resize(n.div_ceil(2), 0);
-            encode_into(piece, chunk, scratch).map_err(codec_err)?;
-            let bytes = &bytemuck::cast_slice::<u16, u8>(scratch)[..n];
-            let mut h = crc32fast::Hasher::new();
-            h.update(bytes);
-            sink.put(payload_pos + (i * ENCODE_BLOCK * width) as u64, bytes)?;
-            Ok(h)
+        .map(|(i, piece)| {
+            SCRATCH.with_borrow_mut(|scratch| {
+                let n = piece.len() * width;
+                if scratch.len() < n.div_ceil(2) {
+                    scratch.resize(n.div_ceil(2), 0);
+                }
+                let words = &mut scratch[..n.div_ceil(2)];
+                encode_into(piece, chunk, words).map_err(codec_err)?;
+                let bytes = &bytemuck::cast_slice::<u16, u8>(words)[..n];
+                let mut h = crc32fast::Hasher::new();
+                h.update(bytes);
+                sink.put(payload_pos + (i * ENCODE_BLOCK * width) as u64, bytes)?;
+                Ok(h)
+            })
         })
         .collect();
     let mut crc = crc32fast::Hasher::new();
