@@ -5,7 +5,6 @@ use std::fs::File;
 use std::io::{Seek, Write};
 use std::path::Path;
 
-use half::f16;
 use npyz::{DType, Order, TypeChar};
 
 use crate::error::CliError;
@@ -105,7 +104,10 @@ impl NpyInput {
             .and_then(|n| n.checked_mul(elem.size() as u64))
             .ok_or_else(|| bad(format!("shape ({rows}, {dim}) overflows")))?;
         let file_len = file.metadata().map_err(CliError::io("stat", &name))?.len();
-        if data_offset + data_len > file_len {
+        if data_offset
+            .checked_add(data_len)
+            .map_or(true, |end| end > file_len)
+        {
             return Err(bad(format!(
                 "truncated: shape ({rows}, {dim}) needs {data_len} data bytes after offset {data_offset}, file has {file_len} bytes"
             )));
@@ -163,12 +165,14 @@ impl NpyInput {
                 buf
             }
             NpyElem::F16 => {
+                // numpy-exact widening (NaN payloads kept, not quieted).
+                let halves: Vec<u16> = bytes
+                    .chunks_exact(2)
+                    .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                    .collect();
                 buf.clear();
-                buf.extend(
-                    bytes
-                        .chunks_exact(2)
-                        .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()),
-                );
+                buf.resize(halves.len(), 0.0);
+                tensorvault_quant::float::f16_bits_to_f32(&halves, buf).expect("equal lengths");
                 buf
             }
         }

@@ -238,6 +238,20 @@ fn bad_arguments_and_inputs_exit_2_with_one_line() {
     }
     std::fs::write(&one_d, bytes).unwrap();
     assert_bad_input(&tv(&["cvc", "pack", s(&one_d), s(&out)]), "2-D");
+    // A header whose shape claims more data than any file holds (the length sum would wrap).
+    let huge = dir.path().join("huge.npy");
+    let mut header =
+        b"{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387903, 1), }".to_vec();
+    while (header.len() + 11) % 64 != 0 {
+        header.push(b' ');
+    }
+    header.push(b'\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(&header);
+    bytes.extend_from_slice(&[0u8; 64]);
+    std::fs::write(&huge, bytes).unwrap();
+    assert_bad_input(&tv(&["cvc", "pack", s(&huge), s(&out)]), "truncated");
     assert!(!out.exists());
     assert_bad_input(
         &tv(&["cvc", "pack", s(&fixture("missing.npy")), s(&out)]),

@@ -100,6 +100,11 @@ impl AtomicFile {
             let path = path.display().to_string();
             move |source| CoreError::Io { op, path, source }
         }
+        // A replaced file keeps its permissions (a private 0600 file stays private).
+        if let Ok(meta) = std::fs::metadata(&self.dest) {
+            file.set_permissions(meta.permissions())
+                .map_err(io_err("set permissions of", &self.tmp))?;
+        }
         if durable {
             file.sync_all().map_err(io_err("fsync", &self.tmp))?;
         }

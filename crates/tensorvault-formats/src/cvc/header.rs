@@ -223,6 +223,17 @@ impl CvcHeader {
         if dimension == 0 {
             return Err(top.invalid("dimension", "must be at least 1"));
         }
+        // One decoded row must be addressable: bounds every later `dimension * width`.
+        if dimension
+            .checked_mul(4)
+            .and_then(|b| usize::try_from(b).ok())
+            .is_none()
+        {
+            return Err(top.invalid(
+                "dimension",
+                format!("{dimension} values per row is too large"),
+            ));
+        }
         let compression = top.compression("compression", None)?;
         let Value::Array(raw_chunks) = top.req("chunks")? else {
             return Err(top.invalid("chunks", "expected an array"));

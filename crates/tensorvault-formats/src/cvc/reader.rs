@@ -59,6 +59,11 @@ impl CvcReader<memmap2::Mmap> {
     /// Open a file through a read-only memory map: loads decode straight from the page
     /// cache without an intermediate copy (the fastest path for whole-file loads).
     ///
+    /// The file must not be truncated by another process while the reader lives: reading
+    /// a page that no longer exists raises SIGBUS, as with any memory map. tensorvault
+    /// only replaces files by rename, which is safe; use [`CvcReader::open`] (positioned
+    /// reads) for files other programs may rewrite in place.
+    ///
     /// # Errors
     /// As [`CvcReader::open`].
     pub fn open_mmap(path: impl AsRef<Path>) -> Result<Self, FormatError> {
@@ -486,6 +491,14 @@ impl<S: ReadAt> CvcReader<S> {
                 self.check_crc(&self.chunks[ci], h.finalize())?;
             }
         }
+        if self.verify_checksums {
+            // Empty chunks have no pieces; their stored CRC must be that of no bytes (0).
+            for (ci, _) in segs {
+                if self.chunks[*ci].rows == 0 {
+                    self.check_crc(&self.chunks[*ci], 0)?;
+                }
+            }
+        }
         Ok(Tensor::from_buf(shape, out)?)
     }
 
@@ -578,7 +591,7 @@ fn push_pieces<'o>(
     mut out: Option<&'o mut [f32]>,
     hash: bool,
 ) {
-    let row_bytes = (dim * c.codec.compression().width()).max(1);
+    let row_bytes = dim.saturating_mul(c.codec.compression().width()).max(1);
     let step = (PIECE_BYTES / row_bytes).max(1);
     let mut r = rows.start;
     while r < rows.end {

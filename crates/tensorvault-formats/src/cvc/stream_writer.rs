@@ -21,7 +21,9 @@ use crate::FormatError;
 ///
 /// Chunk frames go to an anonymous spill file in the destination directory as they are
 /// encoded; [`CvcWriter::finish`] writes the header (only then known) and appends the
-/// frames (`copy_file_range` where the OS has it), then commits atomically. Output is
+/// frames (`copy_file_range` where the OS has it, except for page-aligned layouts), then
+/// commits atomically. After any failed call the writer is poisoned: later calls fail,
+/// so a file never silently lacks rows that were accepted. Output is
 /// byte-identical to [`pack`] for the same rows and options.
 pub struct CvcWriter {
     dest: AtomicFile,
@@ -34,6 +36,11 @@ pub struct CvcWriter {
     frame_lens: Vec<u64>,
     spill_len: u64,
     rows: u64,
+    /// Values per full chunk (`chunk_size * dim`, checked at creation).
+    chunk_values: usize,
+    /// Set by the first failed call: rows already accepted may be lost, so every later
+    /// call fails too instead of silently writing a file without them.
+    failed: bool,
 }
 
 impl std::fmt::Debug for CvcWriter {
@@ -67,6 +74,16 @@ impl CvcWriter {
             .map_or_else(|| Path::new(".").to_path_buf(), Path::to_path_buf);
         let spill = tempfile::tempfile_in(&dir)
             .map_err(FormatError::io("create spill file in", dir.display()))?;
+        let chunk_values = opts
+            .chunk_size
+            .checked_mul(dim as u64)
+            .and_then(|v| usize::try_from(v).ok())
+            .ok_or_else(|| {
+                arg(
+                    "chunk_size",
+                    format!("{} rows of {dim} values overflow", opts.chunk_size),
+                )
+            })?;
         let sections = resolve_sections(opts.sections.as_deref(), None)?;
         Ok(CvcWriter {
             dest,
@@ -79,6 +96,8 @@ impl CvcWriter {
             frame_lens: Vec::new(),
             spill_len: 0,
             rows: 0,
+            chunk_values,
+            failed: false,
         })
     }
 
@@ -93,9 +112,29 @@ impl CvcWriter {
     ///
     /// # Errors
     /// [`FormatError::InvalidArgument`] if `values` is not whole rows; codec and I/O errors.
-    pub fn write_rows(&mut self, mut values: &[f32]) -> Result<(), FormatError> {
+    pub fn write_rows(&mut self, values: &[f32]) -> Result<(), FormatError> {
+        self.guarded(|w| w.write_rows_inner(values))
+    }
+
+    /// Run `f` unless an earlier call failed; a failure now poisons the writer.
+    fn guarded(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<(), FormatError>,
+    ) -> Result<(), FormatError> {
+        if self.failed {
+            return Err(arg(
+                "writer",
+                "an earlier call failed and buffered rows may be lost; this file is abandoned",
+            ));
+        }
+        let res = f(self);
+        self.failed = res.is_err();
+        res
+    }
+
+    fn write_rows_inner(&mut self, mut values: &[f32]) -> Result<(), FormatError> {
         check_shape(values, self.dim as usize)?;
-        let chunk_values = (self.opts.chunk_size * self.dim) as usize;
+        let chunk_values = self.chunk_values;
         while !values.is_empty() {
             if self.pending.is_empty() && values.len() >= chunk_values {
                 let (head, tail) = values.split_at(chunk_values);
@@ -128,9 +167,11 @@ impl CvcWriter {
         compression: Option<Compression>,
         metadata: Option<Value>,
     ) -> Result<(), FormatError> {
-        check_shape(values, self.dim as usize)?;
-        self.flush_pending()?;
-        self.emit(values, compression, metadata)
+        self.guarded(|w| {
+            check_shape(values, w.dim as usize)?;
+            w.flush_pending()?;
+            w.emit(values, compression, metadata)
+        })
     }
 
     fn flush_pending(&mut self) -> Result<(), FormatError> {
@@ -186,7 +227,7 @@ impl CvcWriter {
     /// [`FormatError::InvalidArgument`] if the sections or per-chunk option lists do not
     /// match what was written; I/O errors. On error nothing is left at the destination.
     pub fn finish(mut self) -> Result<PackSummary, FormatError> {
-        self.flush_pending()?;
+        self.guarded(Self::flush_pending)?;
         let n = self.rows;
         resolve_sections(self.opts.sections.as_deref(), Some(n))?;
         check_counts(&self.opts, self.chunks.len())?;
@@ -234,7 +275,11 @@ impl CvcWriter {
                 }
             }
         } else {
-            io::copy(&mut self.spill, &mut out).map_err(io_err("copy frames to"))?;
+            // Exactly the frames written (File to File: `copy_file_range` on Linux).
+            let mut frames = (&self.spill).take(self.spill_len);
+            let copied =
+                io::copy(&mut frames, &mut self.dest.file()).map_err(io_err("copy frames to"))?;
+            out.pos += copied;
         }
         let bytes = out.pos;
         self.dest.commit_with(self.opts.sync)?;

@@ -430,7 +430,8 @@ fn write_file(
     let d = dim as u64;
     let sections = resolve_sections(opts.sections.as_deref(), Some(n))?;
     let cs = opts.chunk_size;
-    let row_slice = |start: u64| &values[(start * d) as usize..((start + cs).min(n) * d) as usize];
+    let row_slice =
+        |start: u64| &values[(start * d) as usize..(start.saturating_add(cs).min(n) * d) as usize];
 
     // Pass 1: chunk headers (int8 parameters need the chunk's min and max).
     let mut chunks = Vec::new();
