@@ -40,9 +40,11 @@ pub const FRAME_CRC_SIZE: u64 = 4;
 /// start on a multiple of it.
 pub const PAGE: u64 = 4096;
 
-/// Largest JSON header accepted (a documented limit, far above any real file: a header
-/// entry is ~100 bytes per chunk, so this allows millions of chunks).
-pub const MAX_HEADER_LEN: u64 = 256 << 20;
+/// Largest JSON header accepted: 64 MiB, about 500,000 chunk entries of ~130 bytes (50
+/// billion vectors at 100,000 per chunk). The header is parsed into a JSON tree, which
+/// costs up to ~80x its size for adversarial input (many tiny objects), so the limit also
+/// bounds a crafted header's memory to a few GB.
+pub const MAX_HEADER_LEN: u64 = 64 << 20;
 
 /// The byte that opens a JSON object.
 pub const JSON_OPEN: u8 = b'{';
