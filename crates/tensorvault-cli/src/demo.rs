@@ -46,6 +46,8 @@ pub struct DemoArgs {
 
 /// Rows generated per RNG stream (so generation is parallel and still deterministic).
 const GEN_BLOCK: usize = 1024;
+/// Full loads timed per format (the median is reported).
+const LOAD_RUNS: usize = 3;
 /// Number of topic clusters in the synthetic corpus.
 const CLUSTERS: usize = 64;
 
@@ -189,10 +191,20 @@ pub fn run(a: &DemoArgs, quiet: bool) -> Result<(), CliError> {
         let summary = pack(&path, &data, dim, &opts)?;
         let pack_s = t.elapsed().as_secs_f64();
         step(quiet, &format!("loading {} ...", comp.name()));
-        let t = Instant::now();
-        let reader = CvcReader::open_mmap(&path)?;
-        let back = reader.load_all()?;
-        let load_s = t.elapsed().as_secs_f64();
+        // Median of three open + full loads: the first large allocation of a process can
+        // pay the kernel's huge-page compaction, which is not the format's cost.
+        let mut times = Vec::with_capacity(LOAD_RUNS);
+        let mut loaded = None;
+        for _ in 0..LOAD_RUNS {
+            let t = Instant::now();
+            let reader = CvcReader::open_mmap(&path)?;
+            let back = reader.load_all()?;
+            times.push(t.elapsed().as_secs_f64());
+            loaded = Some((reader, back));
+        }
+        times.sort_by(f64::total_cmp);
+        let load_s = times[LOAD_RUNS / 2];
+        let (reader, back) = loaded.expect("LOAD_RUNS >= 1");
         let back = back
             .as_slice::<f32>()
             .map_err(tensorvault_formats::FormatError::from)?;
@@ -230,12 +242,14 @@ pub fn run(a: &DemoArgs, quiet: bool) -> Result<(), CliError> {
             "range_rows": part.shape().dims()[0], "verify_ms": verify_ms, "verified": ok,
         }));
     }
+    step(quiet, "packing the first rows as a CGEB batch ...");
+    let cgeb = cgeb_step(&a.dir, &data, dim, a.seed)?;
     if a.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({"dir": a.dir.display().to_string(), "rows": rows, "dimension": dim,
                 "f32_bytes": raw_bytes, "chunk_size": a.chunk_size, "threads": rayon::current_num_threads(),
-                "results": results}))
+                "results": results, "cgeb": cgeb}))
             .expect("JSON values serialize")
         );
         return Ok(());
@@ -249,7 +263,7 @@ pub fn run(a: &DemoArgs, quiet: bool) -> Result<(), CliError> {
     );
     print!("{}", table.render());
     println!(
-        "\nMB/s = MB of f32 vectors per second (pack includes fsync; load decodes the whole file)."
+        "\nMB/s = MB of f32 vectors per second (pack includes fsync; load = open + decode of the whole file, median of 3)."
     );
     for r in &results {
         println!(
@@ -264,5 +278,76 @@ pub fn run(a: &DemoArgs, quiet: bool) -> Result<(), CliError> {
             }
         );
     }
+    print_cgeb(&cgeb);
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// CGEB step (issue 4): the first rows as fused-embedding records in a GDS-aligned batch.
+
+/// Rows packed into the CGEB batch by the demo.
+const CGEB_ROWS: usize = 10_000;
+
+/// Pack the first rows of `data` as a CGEB batch (4096 alignment, random expert weights),
+/// then time random `get(i)` and a sequential scan. Returns the JSON summary.
+fn cgeb_step(
+    dir: &Path,
+    data: &[f32],
+    dim: usize,
+    seed: u64,
+) -> Result<serde_json::Value, CliError> {
+    use tensorvault_formats::cgeb::{BatchBinaryEncoder, BatchReader, FusedEmbedding};
+    let n = CGEB_ROWS.min(data.len() / dim);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xc6eb);
+    let mut enc = BatchBinaryEncoder::with_capacity(n);
+    let t = Instant::now();
+    for row in data.chunks_exact(dim).take(n) {
+        let w = crate::cgeb_cmd::random_weights(&mut rng, 8);
+        let sel = crate::cgeb_cmd::top_k(&w, 2);
+        enc.push(&FusedEmbedding::new(row.to_vec(), w, sel))?;
+    }
+    let path = dir.join("embeddings_cgeb");
+    let (data_path, _) = enc.write_gds_file(&path)?;
+    let pack_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let reader = BatchReader::open(&path)?;
+    let open_ms = t.elapsed().as_secs_f64() * 1e3;
+    let gets = 100_000usize;
+    let t = Instant::now();
+    let mut acc = 0f32;
+    for _ in 0..gets {
+        let i = rng.random_range(0..n);
+        acc += reader.get(i)?.vector().get(0).unwrap_or_default();
+    }
+    let get_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let mut row = vec![0f32; dim];
+    for rec in reader.iter() {
+        rec?.vector().copy_to_slice(&mut row);
+        acc += row[dim - 1];
+    }
+    let scan_s = t.elapsed().as_secs_f64();
+    let bytes = reader.data().len() as u64;
+    Ok(
+        json!({"path": data_path.display().to_string(), "records": n, "bytes": bytes, "alignment": 4096,
+        "pack_seconds": pack_s, "open_verify_ms": open_ms, "random_gets": gets,
+        "random_get_per_s": gets as f64 / get_s, "scan_seconds": scan_s,
+        "scan_gb_per_s": bytes as f64 / scan_s / 1e9, "checksum": acc}),
+    )
+}
+
+fn print_cgeb(c: &serde_json::Value) {
+    println!(
+        "\nCGEB: first {} vectors as fused-embedding records in {} ({}, 4096-byte record alignment for GDS), packed in {:.2} s",
+        c["records"],
+        c["path"].as_str().unwrap_or_default(),
+        report::size(c["bytes"].as_u64().unwrap_or_default()),
+        c["pack_seconds"].as_f64().unwrap_or_default()
+    );
+    println!(
+        "CGEB: open + data hash {:.1} ms, random get(i) {:.2} M records/s (hash verified), scan {:.2} GB/s",
+        c["open_verify_ms"].as_f64().unwrap_or_default(),
+        c["random_get_per_s"].as_f64().unwrap_or_default() / 1e6,
+        c["scan_gb_per_s"].as_f64().unwrap_or_default()
+    );
 }

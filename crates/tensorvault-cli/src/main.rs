@@ -3,6 +3,7 @@
 //! Every error is printed as one line on stderr with exit code 2, and no partial output
 //! file is left behind (outputs are written to a temporary file and renamed).
 
+mod cgeb_cmd;
 mod cvc_cmd;
 mod demo;
 mod error;
@@ -26,6 +27,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
+    /// Fused embedding records (.cgeb + .cgei batches): pack, inspect, get, verify.
+    #[command(subcommand)]
+    Cgeb(cgeb_cmd::CgebCmd),
     /// Compressed vector collections (.cvc): pack, load, inspect, verify.
     #[command(subcommand)]
     Cvc(cvc_cmd::CvcCmd),
@@ -40,6 +44,7 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.cmd {
+        Cmd::Cgeb(c) => cgeb_cmd::run(c),
         Cmd::Cvc(c) => cvc_cmd::run(c, cli.quiet),
         Cmd::Demo(a) => demo::run(&a, cli.quiet).map(|()| 0),
         Cmd::Quant(c) => quant_cmd::run(c),

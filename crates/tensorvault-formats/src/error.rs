@@ -159,6 +159,10 @@ pub enum FormatError {
         #[source]
         source: QuantError,
     },
+    /// A CGEB record or batch index that cannot be decoded or trusted (see
+    /// [`crate::cgeb::CgebError`] for the field and offset).
+    #[error(transparent)]
+    Cgeb(#[from] crate::cgeb::CgebError),
     /// A core error (atomic write, shapes).
     #[error(transparent)]
     Core(#[from] CoreError),

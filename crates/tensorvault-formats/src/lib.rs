@@ -1,5 +1,7 @@
 //! tensorvault's file formats, one module per format.
 //!
+//! * [`cgeb`]: fused-embedding records (`.cgeb`) with zero-copy decode, and GDS-aligned
+//!   batch files (`.cgeb` + `.cgei`).
 //! * [`cvc`]: compressed vector collections (`.cvc`), byte-compatible with the Python
 //!   reference package `decompressed` (legacy v0 and v1.0 framings).
 //!
@@ -10,6 +12,7 @@
 
 mod error;
 
+pub mod cgeb;
 pub mod cvc;
 
 pub use error::FormatError;

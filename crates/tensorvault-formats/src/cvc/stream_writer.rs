@@ -113,6 +113,8 @@ impl CvcWriter {
     /// # Errors
     /// [`FormatError::InvalidArgument`] if `values` is not whole rows; codec and I/O errors.
     pub fn write_rows(&mut self, values: &[f32]) -> Result<(), FormatError> {
+        // A batch that is not whole rows is refused before any state changes: no poison.
+        check_shape(values, self.dim as usize)?;
         self.guarded(|w| w.write_rows_inner(values))
     }
 
@@ -133,7 +135,6 @@ impl CvcWriter {
     }
 
     fn write_rows_inner(&mut self, mut values: &[f32]) -> Result<(), FormatError> {
-        check_shape(values, self.dim as usize)?;
         let chunk_values = self.chunk_values;
         while !values.is_empty() {
             if self.pending.is_empty() && values.len() >= chunk_values {
@@ -167,8 +168,8 @@ impl CvcWriter {
         compression: Option<Compression>,
         metadata: Option<Value>,
     ) -> Result<(), FormatError> {
+        check_shape(values, self.dim as usize)?;
         self.guarded(|w| {
-            check_shape(values, w.dim as usize)?;
             w.flush_pending()?;
             w.emit(values, compression, metadata)
         })

@@ -1,0 +1,157 @@
+//! End-to-end tests of `tensorvault cgeb` on real files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn tv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tensorvault"))
+        .arg("-q")
+        .args(args)
+        .output()
+        .expect("run tensorvault")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/cvc/vectors_1000x768_f32.npy")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn pack_inspect_get_verify_and_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("emb");
+    let p = json(&tv(&["cgeb", "pack", s(&fixture()), s(&out), "--json"]));
+    assert_eq!(p["records"], 1000);
+    assert_eq!(
+        p["bytes"].as_u64().unwrap(),
+        999 * 4096 + 64 + 768 * 4 + 32 + 2
+    );
+    let i = json(&tv(&[
+        "cgeb",
+        "inspect",
+        s(&out.with_extension("cgeb")),
+        "--json",
+    ]));
+    assert_eq!(i["records"], 1000);
+    assert_eq!(i["record_alignment"], 4096);
+    let g = json(&tv(&["cgeb", "get", s(&out), "--index", "999", "--json"]));
+    assert_eq!(g["dimension"], 768);
+    assert_eq!(g["selected_experts"].as_array().unwrap().len(), 2);
+    let want = npyz::NpyFile::new(&std::fs::read(fixture()).unwrap()[..])
+        .unwrap()
+        .into_vec::<f32>()
+        .unwrap();
+    let got: Vec<f32> = g["vector"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect();
+    assert_eq!(got, want[999 * 768..]);
+    let v = json(&tv(&["cgeb", "verify", s(&out), "--json"]));
+    assert_eq!(v["ok"], true);
+    for cmd in ["inspect", "get", "verify"] {
+        assert!(
+            tv(&["cgeb", cmd, s(&out)]).status.success(),
+            "{cmd} text output"
+        );
+    }
+
+    // Flip one payload byte of record 5: verify names it and exits 1; get fails with 2.
+    let data = out.with_extension("cgeb");
+    let mut b = std::fs::read(&data).unwrap();
+    b[5 * 4096 + 100] ^= 0x10;
+    std::fs::write(&data, b).unwrap();
+    let v = tv(&["cgeb", "verify", s(&out), "--json"]);
+    assert_eq!(v.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&v.stdout).unwrap();
+    assert_eq!(v["data_hash_ok"], false);
+    assert_eq!(v["bad_records"][0]["record"], 5);
+    let g = tv(&["cgeb", "get", s(&out), "--index", "5"]);
+    assert_eq!(g.status.code(), Some(2));
+    let err = String::from_utf8(g.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1);
+    assert!(err.contains("data file hash mismatch"), "{err}");
+}
+
+#[test]
+fn single_record_and_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("e");
+    assert!(tv(&[
+        "cgeb",
+        "pack",
+        s(&fixture()),
+        s(&out),
+        "--alignment",
+        "64",
+        "--le-payload"
+    ])
+    .status
+    .success());
+    // Cut the first record out as a single-record file.
+    let data = std::fs::read(out.with_extension("cgeb")).unwrap();
+    let one = dir.path().join("one.cgeb");
+    std::fs::write(&one, &data[..64 + 768 * 4 + 32 + 2]).unwrap();
+    let i = json(&tv(&["cgeb", "inspect", s(&one), "--json"]));
+    assert_eq!(i["payload"], "little-endian");
+    assert_eq!(
+        json(&tv(&["cgeb", "verify", s(&one), "--json"]))["ok"],
+        true
+    );
+    std::fs::write(&one, &data[..100]).unwrap();
+    let r = tv(&["cgeb", "get", s(&one)]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8(r.stderr).unwrap();
+    assert!(
+        err.starts_with("error: cgeb: buffer too short") && err.lines().count() == 1,
+        "{err}"
+    );
+    let r = tv(&["cgeb", "pack", s(&fixture()), s(&out), "--alignment", "100"]);
+    assert_eq!(r.status.code(), Some(2));
+}
+
+#[test]
+fn demo_has_a_cgeb_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("demo");
+    let out = tv(&[
+        "demo",
+        s(&d),
+        "--rows",
+        "300",
+        "--dim",
+        "32",
+        "--chunk-size",
+        "100",
+        "--json",
+    ]);
+    let v = json(&out);
+    assert_eq!(v["results"].as_array().unwrap().len(), 3);
+    assert_eq!(v["cgeb"]["records"], 300);
+    assert!(v["cgeb"]["random_get_per_s"].as_f64().unwrap() > 0.0);
+    let text = tv(&[
+        "demo",
+        s(&d),
+        "--rows",
+        "300",
+        "--dim",
+        "32",
+        "--chunk-size",
+        "100",
+    ]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("CGEB:"));
+}
