@@ -244,12 +244,14 @@ pub fn run(a: &DemoArgs, quiet: bool) -> Result<(), CliError> {
     }
     step(quiet, "packing the first rows as a CGEB batch ...");
     let cgeb = cgeb_step(&a.dir, &data, dim, a.seed)?;
+    step(quiet, "building LeNet-5 as a MOBI model (f32 and int8) ...");
+    let mobi = mobi_step(&a.dir)?;
     if a.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({"dir": a.dir.display().to_string(), "rows": rows, "dimension": dim,
                 "f32_bytes": raw_bytes, "chunk_size": a.chunk_size, "threads": rayon::current_num_threads(),
-                "results": results, "cgeb": cgeb}))
+                "results": results, "cgeb": cgeb, "mobi": mobi}))
             .expect("JSON values serialize")
         );
         return Ok(());
@@ -279,6 +281,7 @@ pub fn run(a: &DemoArgs, quiet: bool) -> Result<(), CliError> {
         );
     }
     print_cgeb(&cgeb);
+    print_mobi(&mobi);
     Ok(())
 }
 
@@ -349,5 +352,80 @@ fn print_cgeb(c: &serde_json::Value) {
         c["open_verify_ms"].as_f64().unwrap_or_default(),
         c["random_get_per_s"].as_f64().unwrap_or_default() / 1e6,
         c["scan_gb_per_s"].as_f64().unwrap_or_default()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// MOBI step (issue 8): LeNet-5 built with the builder, saved f32 and int8, loaded back.
+
+/// Build LeNet-5, save it as f32 and int8 MOBI files, load and validate both, and
+/// measure the int8 weight error. Returns the JSON summary.
+fn mobi_step(dir: &Path) -> Result<serde_json::Value, CliError> {
+    use tensorvault_formats::mobi::{models, validate, Model, QuantTarget, WriteOptions};
+    use tensorvault_formats::FormatError;
+    let model = models::lenet5(1).map_err(FormatError::from)?;
+    let mut files = Vec::new();
+    let mut max_err = 0f32;
+    for (name, quantize) in [("f32", None), ("int8", Some(QuantTarget::Int8))] {
+        let path = dir.join(format!("lenet5_{name}.mobi"));
+        let bytes = model.save(
+            &path,
+            &WriteOptions {
+                quantize,
+                gzip: false,
+            },
+        )?;
+        let t = Instant::now();
+        let loaded = Model::open(&path)?;
+        let load_ms = t.elapsed().as_secs_f64() * 1e3;
+        let raw = std::fs::read(&path).map_err(CliError::io("read", path.display()))?;
+        let problems = validate(&raw).problems.len();
+        if quantize.is_some() {
+            for (a, b) in model.tensors.iter().zip(&loaded.tensors) {
+                let (x, y) = (
+                    a.to_f32().map_err(FormatError::from)?,
+                    b.to_f32().map_err(FormatError::from)?,
+                );
+                max_err = x
+                    .iter()
+                    .zip(&y)
+                    .fold(max_err, |m, (p, q)| m.max((p - q).abs()));
+            }
+        }
+        files.push(
+            json!({"dtype": name, "path": path.display().to_string(), "bytes": bytes,
+            "load_validated_ms": load_ms, "problems": problems}),
+        );
+    }
+    Ok(
+        json!({"model": model.metadata.name, "parameters": model.parameter_count(),
+        "operators": model.operators.len(), "files": files, "int8_max_abs_error": max_err}),
+    )
+}
+
+fn print_mobi(m: &serde_json::Value) {
+    println!(
+        "\nMOBI: {} ({} parameters, {} operators) built with the model builder",
+        m["model"].as_str().unwrap_or_default(),
+        m["parameters"],
+        m["operators"]
+    );
+    for f in m["files"].as_array().into_iter().flatten() {
+        println!(
+            "MOBI: {:>4} {} ({}), load + validate {:.2} ms, {}",
+            f["dtype"].as_str().unwrap_or_default(),
+            f["path"].as_str().unwrap_or_default(),
+            report::size(f["bytes"].as_u64().unwrap_or_default()),
+            f["load_validated_ms"].as_f64().unwrap_or_default(),
+            if f["problems"].as_u64() == Some(0) {
+                "valid"
+            } else {
+                "INVALID"
+            }
+        );
+    }
+    println!(
+        "MOBI: int8 weights max |error| {:.2e}",
+        m["int8_max_abs_error"].as_f64().unwrap_or_default()
     );
 }

@@ -7,6 +7,7 @@ mod cgeb_cmd;
 mod cvc_cmd;
 mod demo;
 mod error;
+mod mobi_cmd;
 mod npy;
 mod quant_cmd;
 mod report;
@@ -36,6 +37,9 @@ enum Cmd {
     /// Run the main workload end to end: 100,000 x 768 embeddings packed as fp16, int8 and
     /// bf16, loaded back, with sizes, ratios, throughput and reconstruction error.
     Demo(demo::DemoArgs),
+    /// Compact mobile model files (.mobi): inspect, validate, quantize, graph, example.
+    #[command(subcommand)]
+    Mobi(mobi_cmd::MobiCmd),
     /// Quantization codec (groupwise 2..8-bit): evaluate size, error and speed per width.
     #[command(subcommand)]
     Quant(quant_cmd::QuantCmd),
@@ -47,6 +51,7 @@ fn main() {
         Cmd::Cgeb(c) => cgeb_cmd::run(c),
         Cmd::Cvc(c) => cvc_cmd::run(c, cli.quiet),
         Cmd::Demo(a) => demo::run(&a, cli.quiet).map(|()| 0),
+        Cmd::Mobi(c) => mobi_cmd::run(c),
         Cmd::Quant(c) => quant_cmd::run(c),
     };
     match result {

@@ -163,6 +163,10 @@ pub enum FormatError {
     /// [`crate::cgeb::CgebError`] for the field and offset).
     #[error(transparent)]
     Cgeb(#[from] crate::cgeb::CgebError),
+    /// A MOBI model file that cannot be decoded, encoded or trusted (see
+    /// [`crate::mobi::MobiError`] for the field and offset).
+    #[error(transparent)]
+    Mobi(#[from] crate::mobi::MobiError),
     /// A core error (atomic write, shapes).
     #[error(transparent)]
     Core(#[from] CoreError),

@@ -4,6 +4,8 @@
 //!   batch files (`.cgeb` + `.cgei`).
 //! * [`cvc`]: compressed vector collections (`.cvc`), byte-compatible with the Python
 //!   reference package `decompressed` (legacy v0 and v1.0 framings).
+//! * [`mobi`]: compact mobile model files (`.mobi`): header, metadata, I/O specs,
+//!   constant tensors (f32/fp16/int8/int16, optional gzip), operator graph, CRC32.
 //!
 //! Every decoder here treats its input as untrusted: lengths are checked against the
 //! bytes present before anything is allocated, and every rejection is a typed
@@ -14,5 +16,6 @@ mod error;
 
 pub mod cgeb;
 pub mod cvc;
+pub mod mobi;
 
 pub use error::FormatError;

@@ -1,0 +1,95 @@
+//! End-to-end tests of `tensorvault mobi` on real files.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tensorvault"))
+        .arg("-q")
+        .args(args)
+        .output()
+        .expect("run tensorvault")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_str(&ok(out)).unwrap()
+}
+
+#[test]
+fn example_inspect_quantize_validate_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let f32p = dir.path().join("lenet.mobi");
+    let q8 = dir.path().join("lenet8.mobi");
+    ok(&tv(&["mobi", "example", "lenet5", s(&f32p)]));
+    let v = json(&tv(&["mobi", "inspect", s(&f32p), "--json"]));
+    assert_eq!(v["parameters"], 61_706);
+    assert_eq!(v["name"], "lenet5-mnist");
+    assert_eq!(v["tensors"].as_array().unwrap().len(), 10);
+    assert_eq!(v["operators"][0]["op"], "Conv2D");
+    let text = ok(&tv(&["mobi", "inspect", s(&f32p)]));
+    assert!(text.contains("MOBI v1") && text.contains("Softmax"));
+
+    let q = json(&tv(&[
+        "mobi",
+        "quantize",
+        s(&f32p),
+        s(&q8),
+        "--to",
+        "int8",
+        "--json",
+    ]));
+    assert!(q["ratio"].as_f64().unwrap() <= 0.30, "{q}");
+    assert!(q["max_abs_error"].as_f64().unwrap() < 0.01);
+    let v = json(&tv(&["mobi", "validate", s(&q8), "--json"]));
+    assert_eq!(v["ok"], true);
+
+    let dot = ok(&tv(&["mobi", "graph", s(&q8), "--dot"]));
+    assert!(dot.starts_with("digraph mobi {") && dot.contains("-> out0"));
+
+    let gz = dir.path().join("c16.mobi");
+    let c = dir.path().join("cifar.mobi");
+    ok(&tv(&["mobi", "example", "cifar10", s(&c)]));
+    let q = json(&tv(&[
+        "mobi",
+        "quantize",
+        s(&c),
+        s(&gz),
+        "--to",
+        "fp16",
+        "--gzip",
+        "--json",
+    ]));
+    assert!(q["ratio"].as_f64().unwrap() < 0.5);
+}
+
+#[test]
+fn validate_lists_every_problem_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.mobi");
+    ok(&tv(&["mobi", "example", "lenet5", s(&p)]));
+    let mut b = std::fs::read(&p).unwrap();
+    b[6] = 1; // reserved field (also breaks the header checksum)
+    let mid = b.len() / 2;
+    b[mid] ^= 4; // a weight bit (file checksum)
+    std::fs::write(&p, &b).unwrap();
+    let out = tv(&["mobi", "validate", s(&p), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["problems"].as_array().unwrap().len() >= 3, "{v}");
+    let out = tv(&["mobi", "inspect", s(&p)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("checksum"));
+}

@@ -1,0 +1,267 @@
+//! MOBI's own error enum, wrapped by [`crate::FormatError::Mobi`].
+//!
+//! Every variant names the field or structure and the byte offset from the start of the
+//! file (for writer-side errors, the tensor or operator involved).
+
+use tensorvault_quant::QuantError;
+
+/// A MOBI file (or model to be written) that cannot be decoded, encoded or trusted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MobiError {
+    /// The first four bytes are not "MOBI".
+    #[error("mobi: invalid magic at offset 0: expected \"MOBI\", found {found:02x?}")]
+    InvalidMagic {
+        /// What was there.
+        found: [u8; 4],
+    },
+    /// A version this reader does not know (0, or above its own).
+    #[error("mobi: unsupported version {version} at offset {offset} (this reader supports 1..={supported})")]
+    UnsupportedVersion {
+        /// The version found.
+        version: u16,
+        /// Offset of the version field.
+        offset: u64,
+        /// The highest version supported.
+        supported: u16,
+    },
+    /// A reserved field or reserved bits are not zero.
+    #[error("mobi: reserved bits {value:#x} set in {field} at offset {offset}")]
+    ReservedBits {
+        /// The field.
+        field: &'static str,
+        /// The offending bits.
+        value: u64,
+        /// Offset of the field.
+        offset: u64,
+    },
+    /// The bytes end before a structure that must be there.
+    #[error("mobi: truncated: {what} at offset {offset} needs {needed} bytes, {available} remain")]
+    Truncated {
+        /// The structure that does not fit.
+        what: &'static str,
+        /// Where it starts.
+        offset: u64,
+        /// Bytes it needs.
+        needed: u64,
+        /// Bytes available from `offset` to the end of its section.
+        available: u64,
+    },
+    /// A stored checksum does not match the bytes.
+    #[error("mobi: {what} checksum mismatch at offset {offset}: stored {stored:#010x}, computed {computed:#010x}")]
+    ChecksumMismatch {
+        /// `"header"` or `"file"`.
+        what: &'static str,
+        /// Offset of the stored checksum.
+        offset: u64,
+        /// Stored value.
+        stored: u32,
+        /// Computed value.
+        computed: u32,
+    },
+    /// A header field disagrees with the file (total size) or the layout rules (section
+    /// offsets out of order or out of range).
+    #[error("mobi: invalid {field} {value} at offset {offset}: {reason}")]
+    InvalidHeaderField {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// Offset of the field.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A section does not end exactly where the next one starts.
+    #[error("mobi: {section} section ends at offset {found} but the header says {expected}")]
+    SectionBoundary {
+        /// The section.
+        section: &'static str,
+        /// Where the next section starts according to the header.
+        expected: u64,
+        /// Where the parsed section ended.
+        found: u64,
+    },
+    /// A count that cannot fit in the bytes present.
+    #[error("mobi: {field} {count} at offset {offset} is impossible: at most {max} fit in the remaining bytes")]
+    CountTooLarge {
+        /// The count field.
+        field: &'static str,
+        /// The stored count.
+        count: u64,
+        /// Offset of the field.
+        offset: u64,
+        /// How many could fit.
+        max: u64,
+    },
+    /// A name or string is not UTF-8.
+    #[error("mobi: {field} at offset {offset} is not valid UTF-8")]
+    InvalidUtf8 {
+        /// The field.
+        field: &'static str,
+        /// Offset of the bytes.
+        offset: u64,
+    },
+    /// A rank above [`super::layout::MAX_RANK`].
+    #[error("mobi: rank {rank} at offset {offset} exceeds the limit {max}")]
+    RankTooLarge {
+        /// The rank.
+        rank: u16,
+        /// Offset of the rank field.
+        offset: u64,
+        /// The limit.
+        max: u16,
+    },
+    /// The product of a shape (times the element size) overflows u64.
+    #[error("mobi: shape at offset {offset} overflows: element count or byte size exceeds u64")]
+    ShapeOverflow {
+        /// Offset of the shape.
+        offset: u64,
+    },
+    /// An element type code this version does not define.
+    #[error("mobi: unknown data type {value:#06x} in {field} at offset {offset}")]
+    UnknownDataType {
+        /// The field.
+        field: &'static str,
+        /// The whole u16.
+        value: u16,
+        /// Offset of the field.
+        offset: u64,
+    },
+    /// A stored data size does not match dtype x shape (uncompressed), or the inflated size.
+    #[error("mobi: tensor {tensor_id} at offset {offset}: data size {found} but dtype x shape needs {expected}")]
+    DataSizeMismatch {
+        /// The tensor.
+        tensor_id: u32,
+        /// Offset of the tensor header (or the payload, for inflated sizes).
+        offset: u64,
+        /// Bytes dtype x shape require.
+        expected: u64,
+        /// Bytes stored (or inflated).
+        found: u64,
+    },
+    /// A decoded tensor larger than the reader's limit.
+    #[error("mobi: tensor {tensor_id} at offset {offset} decodes to {size} bytes, above the limit {limit}")]
+    TensorTooLarge {
+        /// The tensor.
+        tensor_id: u32,
+        /// Offset of the tensor header.
+        offset: u64,
+        /// Its decoded size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A gzip payload that does not inflate, or inflates beyond the declared size.
+    #[error("mobi: tensor {tensor_id}: gzip payload at offset {offset}: {reason}")]
+    Gzip {
+        /// The tensor.
+        tensor_id: u32,
+        /// Offset of the payload.
+        offset: u64,
+        /// What went wrong.
+        reason: String,
+    },
+    /// Quantization parameters that are not usable (scale not finite/positive, zero point
+    /// outside the code range, fp16 not (1.0, 0)).
+    #[error("mobi: tensor {tensor_id}: invalid quantization parameters at offset {offset}: scale {scale}, zero_point {zero_point}: {reason}")]
+    InvalidQuantization {
+        /// The tensor.
+        tensor_id: u32,
+        /// Offset of the parameters.
+        offset: u64,
+        /// Stored scale.
+        scale: f32,
+        /// Stored zero point.
+        zero_point: i32,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// Two tensors, or an operator output and another value, share an id.
+    #[error("mobi: duplicate value id {id} ({what}) at offset {offset}")]
+    DuplicateId {
+        /// The id.
+        id: u32,
+        /// What redefined it.
+        what: &'static str,
+        /// Offset of the redefinition.
+        offset: u64,
+    },
+    /// An operator type code this version does not define.
+    #[error("mobi: operator {index} at offset {offset}: unknown operator type {value}")]
+    UnknownOperator {
+        /// Operator index.
+        index: u32,
+        /// The code.
+        value: u16,
+        /// Offset of the descriptor.
+        offset: u64,
+    },
+    /// A parameter type tag this version does not define.
+    #[error("mobi: operator {index}: unknown parameter type tag {tag} at offset {offset}")]
+    UnknownParamTag {
+        /// Operator index.
+        index: u32,
+        /// The tag.
+        tag: u8,
+        /// Offset of the tag.
+        offset: u64,
+    },
+    /// An operator lists a parameter key twice.
+    #[error("mobi: operator {index}: duplicate parameter {key:?} at offset {offset}")]
+    DuplicateParam {
+        /// Operator index.
+        index: u32,
+        /// The key.
+        key: String,
+        /// Offset of the second occurrence.
+        offset: u64,
+    },
+    /// An operator input that is no graph input, constant or earlier operator output.
+    #[error("mobi: operator {index} at offset {offset}: input {id} refers to no graph input, constant or earlier operator output")]
+    MissingTensor {
+        /// Operator index.
+        index: u32,
+        /// The id.
+        id: u32,
+        /// Offset of the descriptor.
+        offset: u64,
+    },
+    /// A graph output no operator produces.
+    #[error("mobi: graph output {index} (value id {id}) is produced by no operator")]
+    UnproducedOutput {
+        /// Output index.
+        index: u32,
+        /// Its value id.
+        id: u32,
+    },
+    /// The header flags disagree with the tensors.
+    #[error("mobi: flag {flag} at offset {offset} is {stored} but the tensors say {actual}")]
+    FlagMismatch {
+        /// The flag.
+        flag: &'static str,
+        /// Offset of the flags field.
+        offset: u64,
+        /// Stored.
+        stored: bool,
+        /// Derived from the tensors.
+        actual: bool,
+    },
+    /// A model that cannot be written (lengths that do not fit, data that does not match).
+    #[error("mobi: cannot write {what}: {reason}")]
+    InvalidModel {
+        /// The structure.
+        what: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A codec error while quantizing or dequantizing a tensor.
+    #[error("mobi: tensor {tensor_id}: {source}")]
+    Codec {
+        /// The tensor.
+        tensor_id: u32,
+        /// The codec's error.
+        #[source]
+        source: QuantError,
+    },
+}

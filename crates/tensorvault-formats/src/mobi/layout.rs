@@ -1,0 +1,87 @@
+//! Every byte-level constant of the MOBI format, offsets derived from each other.
+//! See `docs/formats/mobi.md` for the prose version. All multi-byte fields are
+//! little-endian.
+
+/// Format name used in errors.
+pub const FORMAT: &str = "mobi";
+
+/// The four magic bytes at offset 0: "MOBI" (4D 4F 42 49).
+pub const MAGIC: [u8; 4] = *b"MOBI";
+/// The version this code writes and the highest it reads.
+pub const VERSION: u16 = 1;
+
+/// Offset of the magic.
+pub const MAGIC_OFFSET: usize = 0;
+/// Offset of the u16 format version.
+pub const VERSION_OFFSET: usize = MAGIC_OFFSET + 4;
+/// Offset of the u16 reserved field (zero in v1).
+pub const RESERVED_OFFSET: usize = VERSION_OFFSET + 2;
+/// Offset of the u32 header CRC32 (computed with these four bytes zeroed).
+pub const HEADER_CRC_OFFSET: usize = RESERVED_OFFSET + 2;
+/// Offset of the u32 flags.
+pub const FLAGS_OFFSET: usize = HEADER_CRC_OFFSET + 4;
+/// Offset of the u32 total file size.
+pub const TOTAL_SIZE_OFFSET: usize = FLAGS_OFFSET + 4;
+/// Offset of the u32 metadata section offset.
+pub const METADATA_OFFSET_OFFSET: usize = TOTAL_SIZE_OFFSET + 4;
+/// Offset of the u32 constant-tensor section offset.
+pub const TENSOR_OFFSET_OFFSET: usize = METADATA_OFFSET_OFFSET + 4;
+/// Offset of the u32 operator-graph section offset.
+pub const GRAPH_OFFSET_OFFSET: usize = TENSOR_OFFSET_OFFSET + 4;
+/// Size of the header; the metadata section starts here in v1.
+pub const HEADER_SIZE: usize = GRAPH_OFFSET_OFFSET + 4;
+
+const _: () = assert!(HEADER_SIZE == 32);
+
+/// Size of the footer (the file CRC32).
+pub const FOOTER_SIZE: usize = 4;
+/// Smallest possible file: header, empty metadata (name_len 0 + 4 + 8 + 4 + 4), empty
+/// tensor section (count 0), empty graph (count 0), footer.
+pub const MIN_FILE_SIZE: usize = HEADER_SIZE + 24 + 4 + 4 + FOOTER_SIZE;
+
+/// Flag bit 0: at least one constant tensor is affine-quantized (int8/uint8/int16).
+pub const FLAG_QUANTIZED: u32 = 1 << 0;
+/// Flag bit 1: at least one constant tensor is fp16.
+pub const FLAG_FP16: u32 = 1 << 1;
+/// Flag bit 2: the graph is optimized (operators fused).
+pub const FLAG_OPTIMIZED: u32 = 1 << 2;
+/// Every flag bit v1 defines; bits 3-31 are reserved and must be zero.
+pub const FLAGS_KNOWN: u32 = FLAG_QUANTIZED | FLAG_FP16 | FLAG_OPTIMIZED;
+
+/// DataType bit 15: the tensor payload is gzip-compressed (data_size is the stored size).
+pub const DTYPE_GZIP: u16 = 1 << 15;
+/// DataType low byte: the element type.
+pub const DTYPE_ELEMENT_MASK: u16 = 0x00ff;
+/// DataType bits 8-14: reserved, zero in v1.
+pub const DTYPE_RESERVED_MASK: u16 = 0x7f00;
+
+/// Size of the fixed part of the metadata (name_len, framework_version, timestamp,
+/// input_count, output_count) without the name bytes.
+pub const METADATA_FIXED_SIZE: usize = 4 + 4 + 8 + 4 + 4;
+/// Smallest I/O spec: name_len u32, rank u16, dtype u16.
+pub const IO_SPEC_MIN_SIZE: usize = 4 + 2 + 2;
+/// Smallest constant tensor: id u32, dtype u16, rank u16, data_size u64.
+pub const TENSOR_MIN_SIZE: usize = 4 + 2 + 2 + 8;
+/// Size of the quantization parameters (scale f32 + zero_point i32).
+pub const QUANT_PARAMS_SIZE: usize = 4 + 4;
+/// Smallest operator descriptor: type, input count, output count, parameter count.
+pub const OPERATOR_MIN_SIZE: usize = 2 + 2 + 2 + 2;
+/// Smallest operator parameter: key_len u16, type tag u8, an 8-byte scalar... or an
+/// empty string/array (u32 length): 2 + 1 + 4.
+pub const PARAM_MIN_SIZE: usize = 2 + 1 + 4;
+
+/// Parameter type tag: i64.
+pub const TAG_INT: u8 = 1;
+/// Parameter type tag: f64.
+pub const TAG_FLOAT: u8 = 2;
+/// Parameter type tag: string (u32 length + UTF-8).
+pub const TAG_STRING: u8 = 3;
+/// Parameter type tag: i64 array (u32 count + values).
+pub const TAG_INTS: u8 = 4;
+/// Parameter type tag: f64 array (u32 count + values).
+pub const TAG_FLOATS: u8 = 5;
+
+/// Largest tensor or I/O rank accepted (a documented limit).
+pub const MAX_RANK: u16 = 8;
+/// Default limit on one tensor's decoded (uncompressed) payload: 1 GiB. A reader knob.
+pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 1 << 30;

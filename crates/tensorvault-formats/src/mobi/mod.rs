@@ -1,0 +1,44 @@
+//! MOBI: the compact mobile model file (`.mobi`), little-endian, versioned, checksummed.
+//!
+//! A file is a 32-byte header (magic `"MOBI"`, version, header CRC32, flags, total size,
+//! section offsets), the metadata with the graph's input/output specs, the constant
+//! tensors (f32, or fp16 / per-tensor affine int8, uint8, int16, optionally gzip), the
+//! operator graph with typed parameters, and a CRC32 footer over everything before it.
+//! The byte-level specification is `docs/formats/mobi.md`.
+//!
+//! Every reader entry point validates the whole file ([`validate`] collects every
+//! problem; [`Model::from_bytes`], [`Model::open`] and [`Model::from_reader`] return the
+//! first). Lengths and counts are checked against the bytes present before anything is
+//! allocated, and gzip inflation is capped at the size the shape declares.
+//!
+//! ```
+//! use tensorvault_formats::mobi::{models, Model, QuantTarget, WriteOptions};
+//! let model = models::lenet5(1)?;
+//! assert_eq!(model.parameter_count(), models::LENET5_PARAMS);
+//! let opts = WriteOptions { quantize: Some(QuantTarget::Int8), gzip: false };
+//! let bytes = model.to_bytes_with(&opts)?;
+//! let mut back = Model::from_bytes(&bytes)?;
+//! back.dequantize()?; // f32 again, within scale/2 of the original weights
+//! # Ok::<(), tensorvault_formats::mobi::MobiError>(())
+//! ```
+
+mod builder;
+mod error;
+mod graph;
+mod header;
+pub mod layout;
+pub mod models;
+mod read;
+mod types;
+mod write;
+
+pub use builder::{ModelBuilder, Value};
+pub use error::MobiError;
+pub use graph::{listing, to_dot};
+pub use header::Header;
+pub use read::{read_with, validate, validate_with, ReadOptions, Report};
+pub use types::{
+    element_count, ConstantTensor, DataType, IoSpec, Metadata, Model, Operator, OperatorType,
+    ParamValue, Quantization,
+};
+pub use write::{quantize_tensor, QuantTarget, WriteOptions};
