@@ -10,6 +10,7 @@ mod error;
 mod mobi_cmd;
 mod npy;
 mod quant_cmd;
+mod registry_cmd;
 mod report;
 
 use clap::{Parser, Subcommand};
@@ -43,6 +44,9 @@ enum Cmd {
     /// Quantization codec (groupwise 2..8-bit): evaluate size, error and speed per width.
     #[command(subcommand)]
     Quant(quant_cmd::QuantCmd),
+    /// Weight registry (safetensors checkpoints): init, ls, verify, rollback, inspect.
+    #[command(subcommand)]
+    Registry(registry_cmd::RegistryCmd),
 }
 
 fn main() {
@@ -53,6 +57,7 @@ fn main() {
         Cmd::Demo(a) => demo::run(&a, cli.quiet).map(|()| 0),
         Cmd::Mobi(c) => mobi_cmd::run(c),
         Cmd::Quant(c) => quant_cmd::run(c),
+        Cmd::Registry(c) => registry_cmd::run(c),
     };
     match result {
         Ok(code) => std::process::exit(code),

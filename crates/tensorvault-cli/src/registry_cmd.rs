@@ -1,0 +1,297 @@
+//! `tensorvault registry`: create and manage a weight registry directory (seed 003).
+//!
+//! Errors are printed here as one line on stderr with exit code 2, like every other
+//! subcommand.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand, ValueEnum};
+use safetensors::tensor::SafeTensors;
+use serde_json::json;
+use tensorvault_registry::checkpoint::{map_file, read_metadata, tensor_to_f32, WEIGHTS_FILE};
+use tensorvault_registry::{
+    Device, FusionConfig, InitializationConfig, InitializationStrategy, KaimingMode, Nonlinearity,
+    RegistryError, WeightInitializer, WeightRegistry,
+};
+
+use crate::report::Table;
+
+/// Weight registry commands.
+#[derive(Debug, Subcommand)]
+pub enum RegistryCmd {
+    /// Create a registry and save freshly initialized weights as its first version.
+    Init(InitArgs),
+    /// List versions with checksum, date, metrics and golden/current markers.
+    Ls {
+        /// Registry root.
+        root: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify a version's checksum and safetensors header.
+    Verify {
+        /// Registry root.
+        root: PathBuf,
+        /// Version string.
+        version: String,
+    },
+    /// Make an existing version the current one (loaded and validated first).
+    Rollback {
+        /// Registry root.
+        root: PathBuf,
+        /// Version string.
+        version: String,
+    },
+    /// Tensors of a checkpoint directory or .safetensors file: dtype, shape, mean/std/min/max.
+    Inspect {
+        /// Checkpoint directory or .safetensors file.
+        ckpt: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Initialization strategy on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StrategyArg {
+    /// Kaiming uniform, fan-in, ReLU gain.
+    KaimingUniform,
+    /// Kaiming normal, fan-in, ReLU gain.
+    KaimingNormal,
+    /// Xavier uniform.
+    XavierUniform,
+    /// Xavier normal.
+    XavierNormal,
+    /// Orthogonal, gain 1.
+    Orthogonal,
+}
+
+/// Arguments of `registry init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Registry root (created if missing; must not hold versions yet).
+    pub root: PathBuf,
+    /// Seed of the deterministic initializer.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Strategy for weight matrices (biases are zero, the temperature one).
+    #[arg(long, value_enum, default_value = "kaiming-uniform")]
+    pub strategy: StrategyArg,
+    /// Version string of the first version.
+    #[arg(long, default_value = "0.0.0-init")]
+    pub version: String,
+    /// Use a tiny FusionConfig (a few KB) instead of the full ~312 MB shapes.
+    #[arg(long)]
+    pub tiny: bool,
+}
+
+impl StrategyArg {
+    fn strategy(self) -> InitializationStrategy {
+        let (mode, nonlinearity) = (KaimingMode::FanIn, Nonlinearity::ReLU);
+        match self {
+            Self::KaimingUniform => InitializationStrategy::KaimingUniform { mode, nonlinearity },
+            Self::KaimingNormal => InitializationStrategy::KaimingNormal { mode, nonlinearity },
+            Self::XavierUniform => InitializationStrategy::XavierUniform,
+            Self::XavierNormal => InitializationStrategy::XavierNormal,
+            Self::Orthogonal => InitializationStrategy::Orthogonal { gain: 1.0 },
+        }
+    }
+}
+
+/// Run a `registry` subcommand; errors are printed here (one line, exit code 2).
+///
+/// # Errors
+/// Never: the `Result` matches the other subcommands' signature.
+pub fn run(cmd: RegistryCmd) -> Result<i32, crate::error::CliError> {
+    let r = match cmd {
+        RegistryCmd::Init(a) => init(&a),
+        RegistryCmd::Ls { root, json } => ls(&root, json),
+        RegistryCmd::Verify { root, version } => verify(&root, &version),
+        RegistryCmd::Rollback { root, version } => rollback(&root, &version),
+        RegistryCmd::Inspect { ckpt, json } => inspect(&ckpt, json),
+    };
+    Ok(match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    })
+}
+
+fn open(root: &Path, fusion: FusionConfig, seed: u64) -> Result<WeightRegistry, RegistryError> {
+    let init = InitializationConfig {
+        seed,
+        ..InitializationConfig::default()
+    };
+    WeightRegistry::with_config(root, Device::Cpu, init, fusion)
+}
+
+fn init(a: &InitArgs) -> Result<(), RegistryError> {
+    let fusion = if a.tiny {
+        FusionConfig::tiny()
+    } else {
+        FusionConfig::default()
+    };
+    tensorvault_registry::validate_version(&a.version)?;
+    let reg = open(&a.root, fusion.clone(), a.seed)?;
+    if let Some(v) = reg.list_versions().first() {
+        return Err(RegistryError::VersionExists {
+            version: v.version.clone(),
+        });
+    }
+    let t = std::time::Instant::now();
+    let mut w =
+        WeightInitializer::with_strategy(a.seed, a.strategy.strategy()).init_all(&fusion, true)?;
+    let init_s = t.elapsed().as_secs_f64();
+    w.version.version.clone_from(&a.version);
+    let t = std::time::Instant::now();
+    let v = reg.save_checkpoint(&w, None)?;
+    let save_s = t.elapsed().as_secs_f64();
+    reg.load_checkpoint(&v.version)?;
+    let mb = fusion.total_bytes() as f64 / 1e6;
+    println!(
+        "created {} version {} ({mb:.1} MB, init {init_s:.2} s, save {save_s:.2} s)\n{}",
+        a.root.display(),
+        v.version,
+        v.checksum
+    );
+    Ok(())
+}
+
+/// Opens an existing registry (never creates one for a mistyped path).
+fn existing(root: &Path) -> Result<WeightRegistry, RegistryError> {
+    let manifest = root.join(tensorvault_registry::registry::MANIFEST_FILE);
+    if !manifest.is_file() {
+        return Err(RegistryError::Io {
+            path: manifest,
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a registry root"),
+        });
+    }
+    open(root, FusionConfig::default(), 42)
+}
+
+fn ls(root: &Path, as_json: bool) -> Result<(), RegistryError> {
+    let reg = existing(root)?;
+    let (golden, current) = (reg.golden(), reg.current_pointer());
+    let versions = reg.list_versions();
+    if as_json {
+        let v = json!({ "golden": golden, "current": current, "versions": versions });
+        println!("{v:#}");
+        return Ok(());
+    }
+    let mut t = Table::new(&["version", "created", "checksum", "metrics", "marks"]);
+    for v in &versions {
+        let metrics = v.metrics.as_ref().map_or_else(String::new, |m| {
+            format!(
+                "epoch {} loss {:.4} lr {:.1e}",
+                m.epoch, m.loss, m.learning_rate
+            )
+        });
+        let mut marks = Vec::new();
+        if golden.as_deref() == Some(v.version.as_str()) {
+            marks.push("golden");
+        }
+        if current.as_deref() == Some(v.version.as_str()) {
+            marks.push("current");
+        }
+        t.row(vec![
+            v.version.clone(),
+            v.created_at.clone(),
+            v.checksum.get(..23).unwrap_or(&v.checksum).to_owned(),
+            metrics,
+            marks.join(","),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(())
+}
+
+fn verify(root: &Path, version: &str) -> Result<(), RegistryError> {
+    let reg = existing(root)?;
+    let meta = reg.verify_version(version)?;
+    println!("OK {version} {}", meta.version.checksum);
+    Ok(())
+}
+
+fn rollback(root: &Path, version: &str) -> Result<(), RegistryError> {
+    let probe = existing(root)?;
+    let config = read_metadata(&probe.version_dir(version)?)?.config;
+    drop(probe);
+    let reg = open(root, config, 42)?;
+    let w = reg.rollback(version)?;
+    println!("current version is now {}", w.version.version);
+    Ok(())
+}
+
+fn inspect(ckpt: &Path, as_json: bool) -> Result<(), RegistryError> {
+    let file = if ckpt.is_dir() {
+        ckpt.join(WEIGHTS_FILE)
+    } else {
+        ckpt.to_owned()
+    };
+    let map = map_file(&file)?;
+    let st = SafeTensors::deserialize(&map).map_err(|e| RegistryError::Safetensors {
+        path: file.clone(),
+        reason: format!("{e:?}"),
+    })?;
+    let mut names: Vec<String> = st.names().into_iter().cloned().collect();
+    names.sort();
+    let mut rows = Vec::new();
+    for name in names {
+        let Ok(view) = st.tensor(&name) else { continue };
+        let stats = tensor_to_f32(&name, &view, &map)
+            .ok()
+            .map(|t| stats(t.data()));
+        rows.push((
+            name,
+            format!("{:?}", view.dtype()),
+            view.shape().to_vec(),
+            stats,
+        ));
+    }
+    if as_json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(n, d, s, st)| {
+                json!({ "name": n, "dtype": d, "shape": s,
+                    "stats": st.map(|[mean, std, min, max]| json!({"mean": mean, "std": std, "min": min, "max": max})) })
+            })
+            .collect();
+        println!("{:#}", json!(v));
+        return Ok(());
+    }
+    let mut t = Table::new(&["tensor", "dtype", "shape", "mean", "std", "min", "max"]);
+    for (n, d, s, st) in rows {
+        let cells = st.map_or_else(
+            || vec![String::from("-"); 4],
+            |a| a.iter().map(|x| format!("{x:.5}")).collect(),
+        );
+        let mut row = vec![n, d, format!("{s:?}")];
+        row.extend(cells);
+        t.row(row);
+    }
+    print!("{}", t.render());
+    Ok(())
+}
+
+/// `[mean, std, min, max]` over finite values (f64 accumulation).
+fn stats(x: &[f32]) -> [f64; 4] {
+    let (mut n, mut sum, mut sq) = (0f64, 0f64, 0f64);
+    let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+    for &v in x.iter().filter(|v| v.is_finite()) {
+        let v = f64::from(v);
+        n += 1.0;
+        sum += v;
+        sq += v * v;
+        min = min.min(v);
+        max = max.max(v);
+    }
+    if n == 0.0 {
+        return [f64::NAN; 4];
+    }
+    let mean = sum / n;
+    [mean, (sq / n - mean * mean).max(0.0).sqrt(), min, max]
+}

@@ -1,0 +1,166 @@
+//! The registry's error type: one enum, variants that name what was wrong and where.
+
+use std::path::PathBuf;
+
+/// Everything the registry can report.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// A filesystem operation failed.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A JSON document (metadata.json, registry.json) could not be read or written.
+    #[error("JSON error in {path}: {source}")]
+    Json {
+        /// The document.
+        path: PathBuf,
+        /// The underlying error.
+        source: serde_json::Error,
+    },
+    /// The safetensors file is malformed (truncated, offsets that lie, bad header, ...).
+    #[error("invalid safetensors file {path}: {reason}")]
+    Safetensors {
+        /// The file.
+        path: PathBuf,
+        /// What the safetensors parser rejected.
+        reason: String,
+    },
+    /// `metadata.json` is missing from a checkpoint directory.
+    #[error("checkpoint {dir} has no metadata.json")]
+    MissingMetadata {
+        /// The checkpoint directory.
+        dir: PathBuf,
+    },
+    /// The weights file does not hash to the checksum recorded in the metadata.
+    #[error("checksum mismatch for {path}: expected {expected}, computed {computed}")]
+    ChecksumMismatch {
+        /// The weights file.
+        path: PathBuf,
+        /// Checksum recorded in metadata.json.
+        expected: String,
+        /// Checksum of the bytes on disk.
+        computed: String,
+    },
+    /// A checksum string is not of the form `sha256:<64 hex digits>`.
+    #[error("malformed checksum {found:?} (expected sha256:<64 hex digits>)")]
+    BadChecksumFormat {
+        /// The string found.
+        found: String,
+    },
+    /// An expected tensor is absent (strict load).
+    #[error("tensor {name} missing from {path}")]
+    MissingTensor {
+        /// Dot-separated tensor name.
+        name: String,
+        /// The weights file.
+        path: PathBuf,
+    },
+    /// The checkpoint holds a tensor the configuration does not expect (strict load).
+    #[error("unexpected tensor {name} in {path}")]
+    UnexpectedTensor {
+        /// Dot-separated tensor name.
+        name: String,
+        /// The weights file.
+        path: PathBuf,
+    },
+    /// A tensor's shape differs from the configuration.
+    #[error("tensor {name}: shape {found:?}, expected {expected:?}")]
+    ShapeMismatch {
+        /// Dot-separated tensor name.
+        name: String,
+        /// Shape required by the configuration.
+        expected: Vec<usize>,
+        /// Shape found.
+        found: Vec<usize>,
+    },
+    /// A tensor's dtype is not one the registry loads (F32, F16, BF16).
+    #[error("tensor {name}: unsupported dtype {dtype}")]
+    UnsupportedDtype {
+        /// Dot-separated tensor name.
+        name: String,
+        /// The dtype as safetensors names it.
+        dtype: String,
+    },
+    /// A data length does not match the shape.
+    #[error("tensor {name}: {found} values for shape {shape:?}")]
+    LengthMismatch {
+        /// Tensor name.
+        name: String,
+        /// The shape.
+        shape: Vec<usize>,
+        /// Number of values found.
+        found: usize,
+    },
+    /// A version string is not valid semver or could escape the registry directory.
+    #[error("invalid version string {version:?}: {reason}")]
+    InvalidVersion {
+        /// The rejected string.
+        version: String,
+        /// Why.
+        reason: String,
+    },
+    /// The version is not in the registry.
+    #[error("version {version} not found in registry")]
+    VersionNotFound {
+        /// The requested version.
+        version: String,
+    },
+    /// A version with this string already exists.
+    #[error("version {version} already exists")]
+    VersionExists {
+        /// The duplicate version.
+        version: String,
+    },
+    /// Fan-in/fan-out is undefined for this shape (fewer than 2 dimensions).
+    #[error("strategy {strategy} needs a tensor with at least 2 dimensions, got shape {shape:?}")]
+    FanUndefined {
+        /// The strategy's name.
+        strategy: &'static str,
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// A parameter of an initialization strategy is out of range.
+    #[error("invalid parameter for {strategy}: {reason}")]
+    InvalidParameter {
+        /// The strategy's name.
+        strategy: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The operation is not supported (e.g. a CUDA device, or `Checkpoint` passed to `initialize`).
+    #[error("unsupported: {what}")]
+    Unsupported {
+        /// What was asked for.
+        what: String,
+    },
+    /// Every step of the fallback chain failed.
+    #[error("all {attempts} load attempts failed; last error: {last}")]
+    FallbackExhausted {
+        /// Number of attempts made.
+        attempts: usize,
+        /// The final error, rendered.
+        last: String,
+    },
+}
+
+/// Result alias for the registry.
+pub type Result<T, E = RegistryError> = std::result::Result<T, E>;
+
+impl RegistryError {
+    /// Wraps an I/O error with the path it concerns.
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| Self::Io { path, source }
+    }
+
+    /// Wraps a JSON error with the document it concerns.
+    pub(crate) fn json(path: impl Into<PathBuf>) -> impl FnOnce(serde_json::Error) -> Self {
+        let path = path.into();
+        move |source| Self::Json { path, source }
+    }
+}

@@ -1,0 +1,23 @@
+//! The tensorvault weight registry (seed 003): deterministic initialization of the FuseMoE
+//! weights, safetensors checkpoints with SHA-256 checksums, a versioned registry on disk
+//! with rollback, a golden marker and retention, and atomic hot swap.
+//!
+//! See `README.md` in this crate for the on-disk layout.
+
+pub mod checkpoint;
+pub mod error;
+pub mod initializer;
+pub mod registry;
+pub mod strategy;
+pub mod version;
+pub mod weights;
+
+pub use checkpoint::{
+    load_checkpoint_dir, verify_checkpoint, write_checkpoint, CheckpointMetadata,
+};
+pub use error::{RegistryError, Result};
+pub use initializer::WeightInitializer;
+pub use registry::{Device, InitializationConfig, LoadAttempt, WeightRegistry};
+pub use strategy::{fans, InitializationStrategy, KaimingMode, Nonlinearity};
+pub use version::{validate_version, TrainingMetrics, WeightVersion};
+pub use weights::{ExpertWeights, FusionConfig, GatingNetworkWeights, LoadedWeights, WeightTensor};

@@ -1,0 +1,299 @@
+//! Initialization strategies, following PyTorch's `torch.nn.init` formulas.
+//!
+//! Weights are stored `[in, out]` (the seed's layout), so for a 2-D shape
+//! `fan_in = shape[0]` and `fan_out = shape[1]`. This is the transpose of PyTorch's
+//! `[out, in]` `nn.Linear` layout; the formulas are the same once the fans are swapped.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rand::RngExt;
+use rand_chacha::ChaCha20Rng;
+use rand_distr::{Distribution, StandardNormal, Uniform};
+
+use crate::error::{RegistryError, Result};
+
+/// A user-supplied initializer: given a shape, return row-major values (`numel` of them).
+pub type CustomInit = Arc<dyn Fn(&[usize]) -> Vec<f32> + Send + Sync>;
+
+/// How one tensor gets its initial values.
+#[derive(Clone)]
+pub enum InitializationStrategy {
+    /// Load from a checkpoint directory (handled by the registry, not by the initializer).
+    Checkpoint {
+        /// Checkpoint directory (relative paths are resolved against the registry root).
+        path: PathBuf,
+        /// Missing or extra tensors are errors when `true`.
+        strict: bool,
+    },
+    /// Kaiming (He) uniform: `U(-b, b)`, `b = gain * sqrt(3 / fan)`.
+    KaimingUniform {
+        /// Which fan to use.
+        mode: KaimingMode,
+        /// Nonlinearity that sets the gain.
+        nonlinearity: Nonlinearity,
+    },
+    /// Kaiming (He) normal: `N(0, std^2)`, `std = gain / sqrt(fan)`.
+    KaimingNormal {
+        /// Which fan to use.
+        mode: KaimingMode,
+        /// Nonlinearity that sets the gain.
+        nonlinearity: Nonlinearity,
+    },
+    /// Xavier (Glorot) uniform, gain 1: `b = sqrt(6 / (fan_in + fan_out))`.
+    XavierUniform,
+    /// Xavier (Glorot) normal, gain 1: `std = sqrt(2 / (fan_in + fan_out))`.
+    XavierNormal,
+    /// (Semi-)orthogonal matrix from the QR decomposition of a Gaussian matrix, times `gain`.
+    Orthogonal {
+        /// Scale applied to the orthogonal matrix.
+        gain: f32,
+    },
+    /// All zeros (biases).
+    Zeros,
+    /// All ones (e.g. the gating temperature).
+    Ones,
+    /// Custom function of the shape.
+    Custom(CustomInit),
+}
+
+impl fmt::Debug for InitializationStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Checkpoint { path, strict } => f
+                .debug_struct("Checkpoint")
+                .field("path", path)
+                .field("strict", strict)
+                .finish(),
+            Self::KaimingUniform { mode, nonlinearity } => f
+                .debug_struct("KaimingUniform")
+                .field("mode", mode)
+                .field("nonlinearity", nonlinearity)
+                .finish(),
+            Self::KaimingNormal { mode, nonlinearity } => f
+                .debug_struct("KaimingNormal")
+                .field("mode", mode)
+                .field("nonlinearity", nonlinearity)
+                .finish(),
+            Self::XavierUniform => f.write_str("XavierUniform"),
+            Self::XavierNormal => f.write_str("XavierNormal"),
+            Self::Orthogonal { gain } => f.debug_struct("Orthogonal").field("gain", gain).finish(),
+            Self::Zeros => f.write_str("Zeros"),
+            Self::Ones => f.write_str("Ones"),
+            Self::Custom(_) => f.write_str("Custom(<fn>)"),
+        }
+    }
+}
+
+impl InitializationStrategy {
+    /// Short name used in errors and logs.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Checkpoint { .. } => "checkpoint",
+            Self::KaimingUniform { .. } => "kaiming-uniform",
+            Self::KaimingNormal { .. } => "kaiming-normal",
+            Self::XavierUniform => "xavier-uniform",
+            Self::XavierNormal => "xavier-normal",
+            Self::Orthogonal { .. } => "orthogonal",
+            Self::Zeros => "zeros",
+            Self::Ones => "ones",
+            Self::Custom(_) => "custom",
+        }
+    }
+}
+
+/// Which fan Kaiming initialization normalizes by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KaimingMode {
+    /// Preserve the variance of activations in the forward pass (PyTorch's default).
+    FanIn,
+    /// Preserve the variance of gradients in the backward pass.
+    FanOut,
+    /// `(fan_in + fan_out) / 2` (not in PyTorch; computed in floating point).
+    FanAvg,
+}
+
+/// Nonlinearity that follows the layer, for the gain.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Nonlinearity {
+    /// Identity: gain 1.
+    Linear,
+    /// ReLU: gain `sqrt(2)`.
+    ReLU,
+    /// Leaky ReLU with the given negative slope: gain `sqrt(2 / (1 + slope^2))`.
+    LeakyReLU(f32),
+    /// Tanh: gain `5/3` (PyTorch's value; the seed's 1.0 is not PyTorch's).
+    Tanh,
+    /// Sigmoid: gain 1.
+    Sigmoid,
+    /// GELU: gain `sqrt(2)`, see [`Nonlinearity::gain`].
+    GELU,
+    /// SiLU / Swish: gain `sqrt(2)`, see [`Nonlinearity::gain`].
+    SiLU,
+}
+
+impl Nonlinearity {
+    /// The gain of `torch.nn.init.calculate_gain`.
+    ///
+    /// PyTorch has no gain for GELU or SiLU (`calculate_gain("gelu")` raises). The seed
+    /// suggests 1.0 as an "approximation"; we choose `sqrt(2)`, the ReLU gain, because both
+    /// functions equal ReLU for large `|x|` and zero out (almost) half of a symmetric input,
+    /// which is what the ReLU gain compensates for. A gain of 1 would shrink activations
+    /// layer after layer in a deep GELU stack.
+    #[must_use]
+    pub fn gain(self) -> f64 {
+        match self {
+            Self::Linear | Self::Sigmoid => 1.0,
+            Self::Tanh => 5.0 / 3.0,
+            Self::ReLU | Self::GELU | Self::SiLU => std::f64::consts::SQRT_2,
+            Self::LeakyReLU(slope) => {
+                let s = f64::from(slope);
+                (2.0 / (1.0 + s * s)).sqrt()
+            }
+        }
+    }
+}
+
+/// `(fan_in, fan_out)` for a weight stored `[in, out, receptive...]`.
+///
+/// # Errors
+/// [`RegistryError::FanUndefined`] for shapes with fewer than 2 dimensions (as PyTorch).
+pub fn fans(shape: &[usize], strategy: &'static str) -> Result<(usize, usize)> {
+    match shape {
+        [fan_in, fan_out, rest @ ..] => {
+            let receptive: usize = rest.iter().product();
+            Ok((fan_in * receptive, fan_out * receptive))
+        }
+        _ => Err(RegistryError::FanUndefined {
+            strategy,
+            shape: shape.to_vec(),
+        }),
+    }
+}
+
+fn fan_for(mode: KaimingMode, fan_in: usize, fan_out: usize) -> f64 {
+    match mode {
+        KaimingMode::FanIn => fan_in as f64,
+        KaimingMode::FanOut => fan_out as f64,
+        KaimingMode::FanAvg => (fan_in as f64 + fan_out as f64) / 2.0,
+    }
+}
+
+/// Fills `numel(shape)` values for `strategy` from `rng`.
+///
+/// # Errors
+/// `Checkpoint` is [`RegistryError::Unsupported`]; shape and parameter problems are
+/// [`RegistryError::FanUndefined`] / [`RegistryError::InvalidParameter`];
+/// a `Custom` function returning the wrong count is [`RegistryError::LengthMismatch`].
+pub fn sample(
+    name: &str,
+    shape: &[usize],
+    strategy: &InitializationStrategy,
+    rng: &mut ChaCha20Rng,
+) -> Result<Vec<f32>> {
+    let numel: usize = shape.iter().product();
+    let sname = strategy.name();
+    match strategy {
+        InitializationStrategy::Checkpoint { .. } => Err(RegistryError::Unsupported {
+            what: "the Checkpoint strategy cannot initialize a single tensor; use the registry"
+                .into(),
+        }),
+        InitializationStrategy::Zeros => Ok(vec![0.0; numel]),
+        InitializationStrategy::Ones => Ok(vec![1.0; numel]),
+        InitializationStrategy::KaimingUniform { mode, nonlinearity } => {
+            let (fi, fo) = fans(shape, sname)?;
+            let std = nonlinearity.gain() / fan_for(*mode, fi, fo).sqrt();
+            uniform(numel, 3f64.sqrt() * std, sname, rng)
+        }
+        InitializationStrategy::KaimingNormal { mode, nonlinearity } => {
+            let (fi, fo) = fans(shape, sname)?;
+            let std = nonlinearity.gain() / fan_for(*mode, fi, fo).sqrt();
+            Ok(normal(numel, std, rng))
+        }
+        InitializationStrategy::XavierUniform => {
+            let (fi, fo) = fans(shape, sname)?;
+            uniform(numel, (6.0 / (fi + fo) as f64).sqrt(), sname, rng)
+        }
+        InitializationStrategy::XavierNormal => {
+            let (fi, fo) = fans(shape, sname)?;
+            Ok(normal(numel, (2.0 / (fi + fo) as f64).sqrt(), rng))
+        }
+        InitializationStrategy::Orthogonal { gain } => orthogonal(shape, *gain, rng),
+        InitializationStrategy::Custom(f) => {
+            let v = f(shape);
+            if v.len() == numel {
+                Ok(v)
+            } else {
+                Err(RegistryError::LengthMismatch {
+                    name: name.to_owned(),
+                    shape: shape.to_vec(),
+                    found: v.len(),
+                })
+            }
+        }
+    }
+}
+
+fn uniform(
+    numel: usize,
+    bound: f64,
+    strategy: &'static str,
+    rng: &mut ChaCha20Rng,
+) -> Result<Vec<f32>> {
+    let b = bound as f32;
+    let dist = Uniform::new(-b, b).map_err(|e| RegistryError::InvalidParameter {
+        strategy,
+        reason: format!("uniform bound {b}: {e}"),
+    })?;
+    Ok((0..numel).map(|_| rng.sample(dist)).collect())
+}
+
+fn normal(numel: usize, std: f64, rng: &mut ChaCha20Rng) -> Vec<f32> {
+    (0..numel)
+        .map(|_| {
+            let z: f64 = StandardNormal.sample(rng);
+            (z * std) as f32
+        })
+        .collect()
+}
+
+/// PyTorch's `orthogonal_`: QR of a Gaussian `rows x cols` matrix (transposed when
+/// `rows < cols`), Q's columns multiplied by `sign(diag(R))` so the result is uniformly
+/// distributed (Haar), transposed back, times `gain`. `rows = shape[0]`,
+/// `cols = numel / rows`. Computed in f64 with nalgebra, stored as f32.
+fn orthogonal(shape: &[usize], gain: f32, rng: &mut ChaCha20Rng) -> Result<Vec<f32>> {
+    let (rows, _) = fans(shape, "orthogonal")?;
+    let numel: usize = shape.iter().product();
+    if numel == 0 {
+        return Ok(Vec::new());
+    }
+    let cols = numel / rows;
+    let (m, n) = if rows < cols {
+        (cols, rows)
+    } else {
+        (rows, cols)
+    };
+    // Column-major m x n with m >= n, filled in draw order.
+    let flat = nalgebra::DMatrix::<f64>::from_fn(m, n, |_, _| StandardNormal.sample(&mut *rng));
+    let qr = flat.qr();
+    let mut q = qr.q(); // m x n (thin)
+    let r = qr.r();
+    for j in 0..n {
+        // sign(0) is 0 in PyTorch (a measure-zero event); we keep the column instead.
+        if r[(j, j)] < 0.0 {
+            q.column_mut(j).neg_mut();
+        }
+    }
+    let g = f64::from(gain);
+    let mut out = Vec::with_capacity(numel);
+    // Row-major output of shape rows x cols. When transposed, element (i, j) is q[(j, i)].
+    for i in 0..rows {
+        for j in 0..cols {
+            let v = if rows < cols { q[(j, i)] } else { q[(i, j)] };
+            out.push((v * g) as f32);
+        }
+    }
+    Ok(out)
+}
