@@ -27,4 +27,19 @@ demo_dir=$(mktemp -d)
 cargo run -q --release -p tensorvault-cli -- -q demo "$demo_dir/demo" --rows 2000 --dim 64 --chunk-size 500
 rm -rf "$demo_dir"
 
+echo "== Python interop: our registry checkpoint read by Python's safetensors (numpy)"
+venv=target/py-interop
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import numpy, safetensors" 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q numpy safetensors
+fi
+reg_dir=$(mktemp -d)
+tv=target/release/tensorvault
+"$tv" -q registry init "$reg_dir/reg" --tiny --seed 42 > /dev/null
+ckpt=$(ls -d "$reg_dir"/reg/versions/*/ | head -1)
+"$tv" -q registry inspect "$ckpt" --json > "$reg_dir/rust.json"
+"$venv/bin/python" crates/tensorvault-registry/tests/python/check_interop.py "$ckpt" "$reg_dir/rust.json"
+rm -rf "$reg_dir"
+passed=$((passed + 1))
+
 echo "$passed passed, 0 failed"
