@@ -16,6 +16,9 @@ pub enum CliError {
     /// A quantization codec error (bad settings or input values).
     #[error("{0}")]
     Quant(#[from] tensorvault_quant::QuantError),
+    /// A weight registry error.
+    #[error("{0}")]
+    Registry(#[from] tensorvault_registry::RegistryError),
     /// A `.npy` file that cannot be used.
     #[error("{path}: {reason}")]
     Npy {

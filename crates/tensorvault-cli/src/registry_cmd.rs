@@ -8,10 +8,13 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand, ValueEnum};
 use safetensors::tensor::SafeTensors;
 use serde_json::json;
-use tensorvault_registry::checkpoint::{map_file, read_metadata, tensor_to_f32, WEIGHTS_FILE};
+use tensorvault_registry::checkpoint::{
+    load_checkpoint_dir, map_file, read_metadata, tensor_to_f32, verify_checkpoint, LoadOptions,
+    WEIGHTS_FILE,
+};
 use tensorvault_registry::{
     Device, FusionConfig, InitializationConfig, InitializationStrategy, KaimingMode, Nonlinearity,
-    RegistryError, WeightInitializer, WeightRegistry,
+    RegistryError, TrainingMetrics, WeightInitializer, WeightRegistry,
 };
 
 use crate::report::Table;
@@ -36,6 +39,9 @@ pub enum RegistryCmd {
         /// Version string.
         version: String,
     },
+    /// Save a new version: the weights of a checkpoint directory (`--from`, verified
+    /// first) or the registry's active weights. Does not change the current version.
+    Save(SaveArgs),
     /// Make an existing version the current one (loaded and validated first).
     Rollback {
         /// Registry root.
@@ -87,6 +93,76 @@ pub struct InitArgs {
     pub tiny: bool,
 }
 
+/// Arguments of `registry save`.
+#[derive(Debug, Args)]
+pub struct SaveArgs {
+    /// Registry root (must exist).
+    pub root: PathBuf,
+    /// Version string of the new version (default: highest existing version, patch + 1).
+    #[arg(long)]
+    pub version: Option<String>,
+    /// Metric `KEY=VALUE` stored in the version's metadata; VALUE is parsed as JSON, else
+    /// kept as a string. `epoch`, `loss`, `validation_loss` and `learning_rate` fill the
+    /// typed fields (0 when not given); other keys are stored as they are. Repeatable.
+    #[arg(long = "metric", value_name = "KEY=VALUE", value_parser = parse_metric)]
+    pub metrics: Vec<(String, serde_json::Value)>,
+    /// Checkpoint directory to save (verified and loaded strictly). Without it, the
+    /// registry's active weights (the current version, through the load fallback chain).
+    #[arg(long = "from", value_name = "CKPT_DIR")]
+    pub from: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_metric(s: &str) -> Result<(String, serde_json::Value), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))?;
+    let k = k.trim();
+    if k.is_empty() {
+        return Err(format!("empty metric name in {s:?}"));
+    }
+    let v = serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_owned()));
+    let ok = match k {
+        "epoch" => v.as_u64().is_some(),
+        "loss" | "learning_rate" => v.is_number(),
+        "validation_loss" => v.is_number() || v.is_null(),
+        _ => true,
+    };
+    if ok {
+        Ok((k.to_owned(), v))
+    } else {
+        Err(format!("metric {k} has the wrong type: {v}"))
+    }
+}
+
+fn training_metrics(pairs: &[(String, serde_json::Value)]) -> Option<TrainingMetrics> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let mut m = TrainingMetrics {
+        epoch: 0,
+        loss: 0.0,
+        validation_loss: None,
+        learning_rate: 0.0,
+        extra: std::collections::BTreeMap::new(),
+    };
+    // Types were checked by `parse_metric`.
+    for (k, v) in pairs {
+        match k.as_str() {
+            "epoch" => m.epoch = v.as_u64().map_or(0, |e| e as usize),
+            "loss" => m.loss = v.as_f64().unwrap_or_default(),
+            "learning_rate" => m.learning_rate = v.as_f64().unwrap_or_default(),
+            "validation_loss" => m.validation_loss = v.as_f64(),
+            _ => {
+                m.extra.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Some(m)
+}
+
 impl StrategyArg {
     fn strategy(self) -> InitializationStrategy {
         let (mode, nonlinearity) = (KaimingMode::FanIn, Nonlinearity::ReLU);
@@ -109,6 +185,7 @@ pub fn run(cmd: RegistryCmd) -> Result<i32, crate::error::CliError> {
         RegistryCmd::Init(a) => init(&a),
         RegistryCmd::Ls { root, json } => ls(&root, json),
         RegistryCmd::Verify { root, version } => verify(&root, &version),
+        RegistryCmd::Save(a) => save(&a),
         RegistryCmd::Rollback { root, version } => rollback(&root, &version),
         RegistryCmd::Inspect { ckpt, json } => inspect(&ckpt, json),
     };
@@ -185,10 +262,14 @@ fn ls(root: &Path, as_json: bool) -> Result<(), RegistryError> {
     let mut t = Table::new(&["version", "created", "checksum", "metrics", "marks"]);
     for v in &versions {
         let metrics = v.metrics.as_ref().map_or_else(String::new, |m| {
-            format!(
+            let mut s = format!(
                 "epoch {} loss {:.4} lr {:.1e}",
                 m.epoch, m.loss, m.learning_rate
-            )
+            );
+            for (k, v) in &m.extra {
+                s.push_str(&format!(" {k}={v}"));
+            }
+            s
         });
         let mut marks = Vec::new();
         if golden.as_deref() == Some(v.version.as_str()) {
@@ -213,6 +294,92 @@ fn verify(root: &Path, version: &str) -> Result<(), RegistryError> {
     let reg = existing(root)?;
     let meta = reg.verify_version(version)?;
     println!("OK {version} {}", meta.version.checksum);
+    Ok(())
+}
+
+/// The shapes of the registry's current (else newest) version.
+fn registry_config(probe: &WeightRegistry) -> Result<FusionConfig, RegistryError> {
+    let v = probe
+        .current_pointer()
+        .or_else(|| probe.list_versions().last().map(|v| v.version.clone()))
+        .ok_or_else(|| RegistryError::VersionNotFound {
+            version: "<any>".into(),
+        })?;
+    Ok(read_metadata(&probe.version_dir(&v)?)?.config)
+}
+
+fn save(a: &SaveArgs) -> Result<(), RegistryError> {
+    let probe = existing(&a.root)?;
+    let config = registry_config(&probe)?;
+    if let Some(v) = &a.version {
+        tensorvault_registry::validate_version(v)?;
+        if probe.list_versions().iter().any(|x| &x.version == v) {
+            return Err(RegistryError::VersionExists { version: v.clone() });
+        }
+    }
+    let current = probe.current_pointer();
+    drop(probe);
+    let (mut weights, source) = if let Some(dir) = &a.from {
+        verify_checkpoint(dir)?;
+        let w = load_checkpoint_dir(
+            dir,
+            &config,
+            LoadOptions {
+                strict: true,
+                verify_checksum: true,
+                fallback: None,
+            },
+        )?;
+        (w, dir.display().to_string())
+    } else {
+        // The active weights as `load_weights` returns them, with the current version as
+        // the primary source and no random-initialization fallback.
+        let cur = current.ok_or_else(|| RegistryError::VersionNotFound {
+            version: "<current>".into(),
+        })?;
+        let ckpt = InitializationStrategy::Checkpoint {
+            path: PathBuf::from(tensorvault_registry::registry::VERSIONS_DIR).join(&cur),
+            strict: true,
+        };
+        let init = InitializationConfig {
+            primary: ckpt.clone(),
+            fallback: ckpt,
+            ..InitializationConfig::default()
+        };
+        let reg = WeightRegistry::with_config(&a.root, Device::Cpu, init, config.clone())?;
+        let w = reg.load_weights()?;
+        let src = reg
+            .last_load_attempts()
+            .into_iter()
+            .find(|t| t.error.is_none())
+            .map_or_else(|| format!("version:{cur}"), |t| t.source);
+        ((*w).clone(), src)
+    };
+    weights.version.version = a.version.clone().unwrap_or_default();
+    let reg = open(&a.root, config, 42)?;
+    let v = reg.save_checkpoint(&weights, training_metrics(&a.metrics))?;
+    let file = reg.version_dir(&v.version)?.join(WEIGHTS_FILE);
+    let bytes = std::fs::metadata(&file)
+        .map_err(|source| RegistryError::Io {
+            path: file.clone(),
+            source,
+        })?
+        .len();
+    if a.json {
+        let out = json!({ "version": v.version, "checksum": v.checksum, "bytes": bytes,
+            "source": source, "source_id": v.source_id, "metrics": v.metrics,
+            "current": reg.current_pointer() });
+        println!("{out:#}");
+        return Ok(());
+    }
+    let mut t = Table::new(&["version", "checksum", "size", "from"]);
+    t.row(vec![
+        v.version.clone(),
+        v.checksum.clone(),
+        crate::report::size(bytes),
+        source,
+    ]);
+    print!("{}", t.render());
     Ok(())
 }
 

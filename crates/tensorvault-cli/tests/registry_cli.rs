@@ -70,3 +70,114 @@ fn registry_commands_manage_a_directory() {
     assert!(err.contains("checksum mismatch"), "{err}");
     assert_eq!(tv(&["registry", "ls", "/nonexistent/registry"]).0, 2);
 }
+
+#[test]
+fn registry_save_adds_versions_with_metrics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("reg");
+    let r = root.to_str().unwrap();
+    assert_eq!(tv(&["registry", "init", r, "--seed", "3", "--tiny"]).0, 0);
+    // Without --from: the active weights, auto version, JSON and string metrics.
+    let (code, out, err) = tv(&[
+        "registry",
+        "save",
+        r,
+        "--metric",
+        "loss=0.25",
+        "--metric",
+        "epoch=2",
+        "--metric",
+        "note=first save",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["version"], "0.0.1");
+    assert!(v["checksum"].as_str().unwrap().starts_with("sha256:"));
+    assert!(v["bytes"].as_u64().unwrap() > 0);
+    // From a checkpoint directory, explicit version, table output.
+    let ckpt = root.join("versions/0.0.0-init");
+    let (code, out, err) = tv(&[
+        "registry",
+        "save",
+        r,
+        "--version",
+        "1.0.0",
+        "--from",
+        ckpt.to_str().unwrap(),
+        "--metric",
+        "accuracy=0.9",
+        "--metric",
+        "tags=[\"a\",1]",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("1.0.0") && out.contains("sha256:"), "{out}");
+
+    let (code, out, _) = tv(&["registry", "ls", r, "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let vs = v["versions"].as_array().unwrap();
+    assert_eq!(vs.len(), 3, "{out}");
+    assert_eq!(vs[1]["metrics"]["loss"], 0.25);
+    assert_eq!(vs[1]["metrics"]["epoch"], 2);
+    assert_eq!(vs[1]["metrics"]["note"], "first save");
+    assert_eq!(vs[2]["version"], "1.0.0");
+    assert_eq!(vs[2]["metrics"]["accuracy"], 0.9);
+    assert_eq!(vs[2]["metrics"]["tags"], serde_json::json!(["a", 1]));
+    // Same weights, same file bytes.
+    assert_eq!(vs[0]["checksum"], vs[2]["checksum"]);
+    assert_eq!(v["current"], "0.0.0-init");
+
+    let (code, out, err) = tv(&["registry", "rollback", r, "0.0.1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("0.0.1"), "{out}");
+    assert_eq!(tv(&["registry", "verify", r, "0.0.1"]).0, 0);
+
+    // Typed errors: one line, exit code 2.
+    let (code, _, err) = tv(&["registry", "save", r, "--version", "1.0.0"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("already exists") && err.lines().count() == 1,
+        "{err}"
+    );
+    let missing = tmp.path().join("nope");
+    let (code, _, err) = tv(&["registry", "save", r, "--from", missing.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("error:"), "{err}");
+    assert_eq!(tv(&["registry", "save", r, "--metric", "epoch=x"]).0, 2);
+    assert_eq!(tv(&["registry", "save", "/nonexistent/registry"]).0, 2);
+}
+
+#[test]
+fn demo_json_has_a_registry_with_two_versions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("demo");
+    let d = d.to_str().unwrap();
+    let args = [
+        "demo",
+        d,
+        "--rows",
+        "200",
+        "--dim",
+        "16",
+        "--chunk-size",
+        "100",
+    ];
+    let (code, out, err) = tv(&[&args[..], &["--json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["results"].as_array().unwrap().len(), 3);
+    let r = &v["registry"];
+    let vs = r["versions"].as_array().unwrap();
+    assert_eq!(vs.len(), 2, "{r}");
+    assert!(vs.iter().all(|x| x["verified"] == true));
+    assert_ne!(vs[0]["checksum"], vs[1]["checksum"]);
+    assert_eq!(vs[1]["metrics"]["init_seed"], 7);
+    assert_eq!(r["hot_swapped_to"], "1.1.0");
+    assert_eq!(r["current"], "1.0.0");
+    assert_eq!(r["old_reader_intact"], true);
+    // Running again replaces the demo registry instead of failing.
+    let (code, out, err) = tv(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Registry:"), "{out}");
+}

@@ -30,6 +30,10 @@ pub struct TrainingMetrics {
     pub validation_loss: Option<f64>,
     /// Learning rate.
     pub learning_rate: f64,
+    /// Any other metrics (`registry save --metric KEY=VALUE`), stored next to the fields
+    /// above in the same JSON object.
+    #[serde(flatten, default)]
+    pub extra: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// Checks that `version` is semver and safe to use as a directory name.

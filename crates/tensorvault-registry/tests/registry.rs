@@ -39,6 +39,7 @@ fn metrics(epoch: usize) -> Option<TrainingMetrics> {
         loss: 0.5 / (epoch as f64 + 1.0),
         validation_loss: None,
         learning_rate: 1e-3,
+        extra: Default::default(),
     })
 }
 
