@@ -1,17 +1,19 @@
-//! Deterministic weight initialization with one independent ChaCha20 stream per tensor.
+//! Deterministic weight initialization with one independent ChaCha8 stream per tensor.
 //!
 //! The stream for a tensor is keyed by `SHA-256("tensorvault-registry/init/v1" || seed (u64
 //! LE) || name)`, so results do not depend on the order or the thread tensors are
 //! initialized in: the rayon path is bit-identical to the serial one, and experts differ
 //! from one another (the seed's sample code reseeded every tensor identically).
 //!
-//! Uniform draws use `rand_distr::Uniform<f32>` and normal draws `StandardNormal` (f64,
+//! Uniform strategies (Kaiming / Xavier uniform) take one key word from the stream and fill
+//! the tensor counter-based (SplitMix64 of key + index, parallel within the tensor, the
+//! same for any thread count); normal draws use `StandardNormal` (f64,
 //! ziggurat), both pure integer/IEEE arithmetic except the ziggurat tail's `ln`, which is
 //! reached with probability < 1e-3 per draw; bit-identity across platforms therefore
 //! assumes a correctly rounded-enough `ln` for those rare draws.
 
 use rand::SeedableRng;
-use rand_chacha::ChaCha20Rng;
+use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use sha2::Digest;
 
@@ -63,12 +65,12 @@ impl WeightInitializer {
 
     /// The independent RNG stream of tensor `name`.
     #[must_use]
-    pub fn stream(&self, name: &str) -> ChaCha20Rng {
+    pub fn stream(&self, name: &str) -> ChaCha8Rng {
         let mut h = sha2::Sha256::new();
         h.update(STREAM_DOMAIN);
         h.update(self.seed.to_le_bytes());
         h.update(name.as_bytes());
-        ChaCha20Rng::from_seed(h.finalize().into())
+        ChaCha8Rng::from_seed(h.finalize().into())
     }
 
     /// Initializes one tensor named `name` with `strategy` from its own stream.

@@ -8,9 +8,10 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rand::RngExt;
-use rand_chacha::ChaCha20Rng;
-use rand_distr::{Distribution, StandardNormal, Uniform};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+use rayon::prelude::*;
 
 use crate::error::{RegistryError, Result};
 
@@ -191,7 +192,7 @@ pub fn sample(
     name: &str,
     shape: &[usize],
     strategy: &InitializationStrategy,
-    rng: &mut ChaCha20Rng,
+    rng: &mut ChaCha8Rng,
 ) -> Result<Vec<f32>> {
     let numel: usize = shape.iter().product();
     let sname = strategy.name();
@@ -240,17 +241,56 @@ fn uniform(
     numel: usize,
     bound: f64,
     strategy: &'static str,
-    rng: &mut ChaCha20Rng,
+    rng: &mut ChaCha8Rng,
 ) -> Result<Vec<f32>> {
     let b = bound as f32;
-    let dist = Uniform::new(-b, b).map_err(|e| RegistryError::InvalidParameter {
-        strategy,
-        reason: format!("uniform bound {b}: {e}"),
-    })?;
-    Ok((0..numel).map(|_| rng.sample(dist)).collect())
+    if !(b.is_finite() && b > 0.0) {
+        return Err(RegistryError::InvalidParameter {
+            strategy,
+            reason: format!("uniform bound {b} must be finite and positive"),
+        });
+    }
+    // Counter-based: value i comes from SplitMix64(key + (i/2 + 1) * golden), keyed by the
+    // first word of the tensor's own ChaCha stream (so seed and name still select it). Each
+    // value depends only on its index, so large tensors fill in parallel and the result is
+    // the same for any thread count, on every platform. The top 24 bits of each 32-bit half
+    // give x in [0, 1) on a 2^-24 grid; value = -b + 2b * x, in [-b, b).
+    let key = rng.next_u64();
+    let (lo, width, top) = (-b, 2.0 * b, prev_f32(b));
+    const UNIT: f32 = 1.0 / (1u32 << 24) as f32;
+    const BLOCK: usize = 1 << 16; // values per parallel task (even)
+    let mut out = vec![0f32; numel];
+    out.par_chunks_mut(BLOCK)
+        .enumerate()
+        .for_each(|(blk, chunk)| {
+            let first_pair = (blk * BLOCK / 2) as u64;
+            for (j, pair) in chunk.chunks_mut(2).enumerate() {
+                let z =
+                    splitmix64(key.wrapping_add((first_pair + j as u64 + 1).wrapping_mul(GOLDEN)));
+                for (v, half) in pair.iter_mut().zip([(z >> 32) as u32, z as u32]) {
+                    let x = (half >> 8) as f32 * UNIT;
+                    *v = (lo + width * x).min(top);
+                }
+            }
+        });
+    Ok(out)
 }
 
-fn normal(numel: usize, std: f64, rng: &mut ChaCha20Rng) -> Vec<f32> {
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// SplitMix64's output function (Steele, Lea, Flood 2014).
+fn splitmix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The largest f32 below a positive `b` (`f32::next_down` needs Rust 1.86).
+fn prev_f32(b: f32) -> f32 {
+    f32::from_bits(b.to_bits() - 1)
+}
+
+fn normal(numel: usize, std: f64, rng: &mut ChaCha8Rng) -> Vec<f32> {
     (0..numel)
         .map(|_| {
             let z: f64 = StandardNormal.sample(rng);
@@ -263,7 +303,7 @@ fn normal(numel: usize, std: f64, rng: &mut ChaCha20Rng) -> Vec<f32> {
 /// `rows < cols`), Q's columns multiplied by `sign(diag(R))` so the result is uniformly
 /// distributed (Haar), transposed back, times `gain`. `rows = shape[0]`,
 /// `cols = numel / rows`. Computed in f64 with nalgebra, stored as f32.
-fn orthogonal(shape: &[usize], gain: f32, rng: &mut ChaCha20Rng) -> Result<Vec<f32>> {
+fn orthogonal(shape: &[usize], gain: f32, rng: &mut ChaCha8Rng) -> Result<Vec<f32>> {
     let (rows, _) = fans(shape, "orthogonal")?;
     let numel: usize = shape.iter().product();
     if numel == 0 {
