@@ -257,26 +257,58 @@ fn uniform(
     // give x in [0, 1) on a 2^-24 grid; value = -b + 2b * x, in [-b, b).
     let key = rng.next_u64();
     let (lo, width, top) = (-b, 2.0 * b, prev_f32(b));
-    const UNIT: f32 = 1.0 / (1u32 << 24) as f32;
     const BLOCK: usize = 1 << 16; // values per parallel task (even)
     let mut out = vec![0f32; numel];
     out.par_chunks_mut(BLOCK)
         .enumerate()
         .for_each(|(blk, chunk)| {
             let first_pair = (blk * BLOCK / 2) as u64;
-            for (j, pair) in chunk.chunks_mut(2).enumerate() {
-                let z =
-                    splitmix64(key.wrapping_add((first_pair + j as u64 + 1).wrapping_mul(GOLDEN)));
-                for (v, half) in pair.iter_mut().zip([(z >> 32) as u32, z as u32]) {
-                    let x = (half >> 8) as f32 * UNIT;
-                    *v = (lo + width * x).min(top);
-                }
-            }
+            fill_uniform(chunk, key, first_pair, (lo, width, top));
         });
     Ok(out)
 }
 
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Fill `chunk` (values `2 * first_pair ..`) with the counter-based uniform draws; `range`
+/// is `(lo, width, top)`. On x86-64 with AVX-512 DQ (64-bit vector multiplies) the same
+/// safe code is compiled for it and picked at run time: results are identical (integer
+/// math, then the same f32 operations).
+fn fill_uniform(chunk: &mut [f32], key: u64, first_pair: u64, range: (f32, f32, f32)) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512dq")
+    {
+        // SAFETY: AVX-512F and AVX-512DQ support were checked at run time just above.
+        return unsafe { fill_uniform_avx512(chunk, key, first_pair, range) };
+    }
+    fill_uniform_body(chunk, key, first_pair, range);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn fill_uniform_avx512(chunk: &mut [f32], key: u64, first_pair: u64, range: (f32, f32, f32)) {
+    fill_uniform_body(chunk, key, first_pair, range);
+}
+
+#[inline(always)]
+fn fill_uniform_body(chunk: &mut [f32], key: u64, first_pair: u64, range: (f32, f32, f32)) {
+    const UNIT: f32 = 1.0 / (1u32 << 24) as f32;
+    let (lo, width, top) = range;
+    let value = |bits24: u32| (lo + width * (bits24 as f32 * UNIT)).min(top);
+    let mut pairs = chunk.chunks_exact_mut(2);
+    let mut j = 0u64;
+    for pair in &mut pairs {
+        let z = splitmix64(key.wrapping_add((first_pair + j + 1).wrapping_mul(GOLDEN)));
+        pair[0] = value((z >> 40) as u32);
+        pair[1] = value((z as u32) >> 8);
+        j += 1;
+    }
+    if let [v] = pairs.into_remainder() {
+        let z = splitmix64(key.wrapping_add((first_pair + j + 1).wrapping_mul(GOLDEN)));
+        *v = value((z >> 40) as u32);
+    }
+}
 
 /// SplitMix64's output function (Steele, Lea, Flood 2014).
 fn splitmix64(mut z: u64) -> u64 {
