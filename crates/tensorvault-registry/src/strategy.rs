@@ -369,3 +369,22 @@ fn orthogonal(shape: &[usize], gain: f32, rng: &mut ChaCha8Rng) -> Result<Vec<f3
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod fill_tests {
+    use super::*;
+
+    #[test]
+    fn dispatched_fill_equals_the_portable_body_bit_for_bit() {
+        for len in [0usize, 1, 2, 3, 1001, 65_536] {
+            let mut fast = vec![0f32; len];
+            let mut portable = vec![0f32; len];
+            let range = (-0.5f32, 1.0f32, prev_f32(0.5));
+            fill_uniform(&mut fast, 0x1234_5678_9abc_def0, 77, range);
+            fill_uniform_body(&mut portable, 0x1234_5678_9abc_def0, 77, range);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast), bits(&portable), "len {len}");
+            assert!(fast.iter().all(|&x| (-0.5..0.5).contains(&x)));
+        }
+    }
+}
