@@ -1,19 +1,10 @@
 //! End-to-end tests of `tensorvault cgeb` on real files.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Output;
 
-fn tv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorvault"))
-        .arg("-q")
-        .args(args)
-        .output()
-        .expect("run tensorvault")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+mod common;
+use common::{s, tv};
 
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

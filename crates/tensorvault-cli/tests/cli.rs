@@ -1,24 +1,15 @@
 //! End-to-end tests of the `tensorvault` binary on real files.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+use common::{s, tv};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/cvc")
         .join(name)
-}
-
-fn tv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorvault"))
-        .arg("-q")
-        .args(args)
-        .output()
-        .expect("run tensorvault")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 fn npy_f32(path: &Path) -> (Vec<u64>, Vec<f32>) {

@@ -1,19 +1,9 @@
 //! End-to-end tests of `tensorvault mobi` on real files.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn tv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tensorvault"))
-        .arg("-q")
-        .args(args)
-        .output()
-        .expect("run tensorvault")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+mod common;
+use common::{s, tv};
 
 fn ok(out: &Output) -> String {
     assert!(
