@@ -1,0 +1,131 @@
+//! The store's one error type.
+
+use std::path::PathBuf;
+
+use crate::types::{BlockKey, Tier};
+
+/// Errors returned by the storage engine. Every variant names what was wrong and where.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreErr {
+    /// No live block with this key (in this tier, when one is named).
+    #[error("block {key} not found{}", tier.map(|t| format!(" in {t}")).unwrap_or_default())]
+    NotFound {
+        /// The key looked up.
+        key: BlockKey,
+        /// The tier searched, if the lookup was tier-specific.
+        tier: Option<Tier>,
+    },
+    /// No tensor with this logical name in the collection.
+    #[error("tensor {name:?} not found")]
+    TensorNotFound {
+        /// The logical name.
+        name: String,
+    },
+    /// A block's payload does not match its checksum (and could not be rebuilt).
+    #[error("block {key} in {tier} at offset {offset} is corrupt: crc32c {actual:#010x}, expected {expected:#010x}")]
+    Corruption {
+        /// The block.
+        key: BlockKey,
+        /// Its tier.
+        tier: Tier,
+        /// Byte offset of its slot in the tier file.
+        offset: u64,
+        /// The checksum recorded in the MetaLog.
+        expected: u32,
+        /// The checksum of the bytes read.
+        actual: u32,
+    },
+    /// A block's payload passed its checksum but does not decode (a codec error).
+    #[error("block {key} in {tier} does not decode: {source}")]
+    Decode {
+        /// The block.
+        key: BlockKey,
+        /// Its tier.
+        tier: Tier,
+        /// The codec's error.
+        source: tensorvault_quant::QuantError,
+    },
+    /// An operating-system I/O error on a named file.
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        /// What was being done ("open", "write", "fsync", ...).
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A MetaLog record (or the log header) is malformed.
+    #[error("metalog record at offset {offset}: {reason}")]
+    InvalidRecord {
+        /// Byte offset of the record in the log.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A file of the store has the wrong magic, version or a bad header field.
+    #[error("{file}: field {field} at offset {offset}: {reason}")]
+    BadHeader {
+        /// The file (`meta.log`, `collection.json`, ...).
+        file: String,
+        /// The field.
+        field: &'static str,
+        /// Its byte offset (0 for whole-file problems).
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tier is full (`max_blocks_per_tier`) or a payload is larger than the tier's slot.
+    #[error("{tier} capacity exceeded: {reason}")]
+    CapacityExceeded {
+        /// The tier.
+        tier: Tier,
+        /// Why.
+        reason: String,
+    },
+    /// A tenant, collection or tensor name that could escape the store root or is empty.
+    #[error("invalid {field} name {name:?}: {reason}")]
+    InvalidName {
+        /// Which name (`tenant`, `collection`, `tensor`).
+        field: &'static str,
+        /// The name given.
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// An argument is out of range or inconsistent.
+    #[error("invalid argument {field}: {reason}")]
+    InvalidArgument {
+        /// The argument.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The codec refused to encode.
+    #[error("quantization: {0}")]
+    Quant(#[from] tensorvault_quant::QuantError),
+}
+
+/// Result alias for the store.
+pub type Result<T, E = StoreErr> = std::result::Result<T, E>;
+
+impl StoreErr {
+    /// An [`StoreErr::Io`] for `path`.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        StoreErr::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Whether this error reports corrupt data (as opposed to a missing block or bad input).
+    #[must_use]
+    pub fn is_corruption(&self) -> bool {
+        matches!(
+            self,
+            StoreErr::Corruption { .. } | StoreErr::Decode { .. } | StoreErr::InvalidRecord { .. }
+        )
+    }
+}

@@ -1,0 +1,5 @@
+//! File MetaLog (owned by the MetaLog work).
+
+/// File-backed log.
+#[derive(Debug)]
+pub struct FileMetaLog {}

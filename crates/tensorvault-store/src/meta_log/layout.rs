@@ -1,0 +1,147 @@
+//! Byte layout of `meta.log`: a 128-byte header followed by 128-byte records
+//! (ADR-018 Appendix A, with the shape bytes of ARCHITECTURE.md section 7 and the
+//! additions documented in `docs/formats/store.md`). Little-endian throughout; every
+//! offset is derived from the one before it.
+
+use std::mem::size_of;
+
+/// Size of the header and of every record.
+pub const RECORD_LEN: usize = 128;
+/// Bytes covered by a record's CRC32C: `0..CRC_OFFSET`.
+pub const CRC_OFFSET: usize = 120;
+/// Zero padding after the CRC.
+pub const PAD_OFFSET: usize = CRC_OFFSET + size_of::<u32>();
+
+// ---- header (first 128 bytes of the file) ----
+
+/// File magic: "TVMETLOG".
+pub const MAGIC: [u8; 8] = *b"TVMETLOG";
+/// Current format version.
+pub const VERSION: u32 = 1;
+/// Magic offset.
+pub const H_MAGIC: usize = 0;
+/// u32 format version.
+pub const H_VERSION: usize = H_MAGIC + MAGIC.len();
+/// u32 record length (must be 128).
+pub const H_RECORD_LEN: usize = H_VERSION + size_of::<u32>();
+/// u32 block_elems.
+pub const H_BLOCK_ELEMS: usize = H_RECORD_LEN + size_of::<u32>();
+/// u8 tier0_elem_bytes.
+pub const H_TIER0_ELEM_BYTES: usize = H_BLOCK_ELEMS + size_of::<u32>();
+/// 3 x u8 bits of tiers 1..=3.
+pub const H_TIER_BITS: usize = H_TIER0_ELEM_BYTES + size_of::<u8>();
+/// 3 x u32 group sizes of tiers 1..=3.
+pub const H_GROUP_SIZE: usize = H_TIER_BITS + 3;
+/// u32 slot alignment.
+pub const H_SLOT_ALIGN: usize = H_GROUP_SIZE + 3 * size_of::<u32>();
+/// u64 generation: incremented by every compaction (snapshot + truncate).
+pub const H_GENERATION: usize = H_SLOT_ALIGN + size_of::<u32>();
+/// First reserved (zero) header byte; reserved up to [`CRC_OFFSET`].
+pub const H_RESERVED: usize = H_GENERATION + size_of::<u64>();
+
+// ---- common record prefix ----
+
+/// u8 record type ([`RecordType`]).
+pub const R_TYPE: usize = 0;
+/// u128 tensor id.
+pub const R_TENSOR_ID: usize = R_TYPE + size_of::<u8>();
+/// u32 block index.
+pub const R_BLOCK_INDEX: usize = R_TENSOR_ID + size_of::<u128>();
+/// First type-specific byte (21).
+pub const R_BODY: usize = R_BLOCK_INDEX + size_of::<u32>();
+
+/// Record type tags.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum RecordType {
+    /// A block was created (or replaced).
+    Create = 0,
+    /// A block's access statistics.
+    Access = 1,
+    /// A block moved to another tier.
+    Migrate = 2,
+    /// A block was deleted.
+    Delete = 3,
+}
+
+// ---- Create (type 0) ----
+
+/// u8 dtype.
+pub const C_DTYPE: usize = R_BODY;
+/// u8 tier.
+pub const C_TIER: usize = C_DTYPE + 1;
+/// u8 bits.
+pub const C_BITS: usize = C_TIER + 1;
+/// f32 scale.
+pub const C_SCALE: usize = C_BITS + 1;
+/// i16 zero point.
+pub const C_ZERO_POINT: usize = C_SCALE + size_of::<f32>();
+/// u64 created_at.
+pub const C_CREATED_AT: usize = C_ZERO_POINT + size_of::<i16>();
+/// u64 data offset.
+pub const C_DATA_OFFSET: usize = C_CREATED_AT + size_of::<u64>();
+/// u32 data length.
+pub const C_DATA_LEN: usize = C_DATA_OFFSET + size_of::<u64>();
+/// u32 payload CRC32C.
+pub const C_CHECKSUM: usize = C_DATA_LEN + size_of::<u32>();
+/// u128 lineage parent.
+pub const C_LINEAGE: usize = C_CHECKSUM + size_of::<u32>();
+/// u8 reconstruct policy.
+pub const C_RECONSTRUCT: usize = C_LINEAGE + size_of::<u128>();
+/// u8 ndim (ARCHITECTURE.md: byte 71).
+pub const C_NDIM: usize = C_RECONSTRUCT + 1;
+/// 8 x u32 shape (ARCHITECTURE.md: bytes 72..104).
+pub const C_SHAPE: usize = C_NDIM + 1;
+/// u64 tier_since (ours, in ARCHITECTURE.md's reserved 104..120).
+pub const C_TIER_SINCE: usize = C_SHAPE + 8 * size_of::<u32>();
+/// First reserved (zero) byte of a Create record.
+pub const C_RESERVED: usize = C_TIER_SINCE + size_of::<u64>();
+
+// ---- Access (type 1) ----
+
+/// u64 last_access_at.
+pub const A_LAST_ACCESS: usize = R_BODY;
+/// u32 access_count.
+pub const A_COUNT: usize = A_LAST_ACCESS + size_of::<u64>();
+/// f32 EMA access rate.
+pub const A_EMA: usize = A_COUNT + size_of::<u32>();
+/// u64 access window.
+pub const A_WINDOW: usize = A_EMA + size_of::<f32>();
+/// First reserved (zero) byte of an Access record.
+pub const A_RESERVED: usize = A_WINDOW + size_of::<u64>();
+
+// ---- Migrate (type 2) ----
+
+/// u8 old tier.
+pub const M_OLD_TIER: usize = R_BODY;
+/// u8 new tier.
+pub const M_NEW_TIER: usize = M_OLD_TIER + 1;
+/// u8 new bits.
+pub const M_NEW_BITS: usize = M_NEW_TIER + 1;
+/// f32 new scale.
+pub const M_NEW_SCALE: usize = M_NEW_BITS + 1;
+/// u32 new checksum.
+pub const M_NEW_CHECKSUM: usize = M_NEW_SCALE + size_of::<f32>();
+/// u64 new data offset.
+pub const M_NEW_OFFSET: usize = M_NEW_CHECKSUM + size_of::<u32>();
+/// u32 new data length.
+pub const M_NEW_LEN: usize = M_NEW_OFFSET + size_of::<u64>();
+/// u64 tick of the migration (ours; becomes `tier_since`).
+pub const M_AT: usize = M_NEW_LEN + size_of::<u32>();
+/// First reserved (zero) byte of a Migrate record.
+pub const M_RESERVED: usize = M_AT + size_of::<u64>();
+
+// ---- Delete (type 3): nothing after the prefix ----
+
+/// First reserved (zero) byte of a Delete record.
+pub const D_RESERVED: usize = R_BODY;
+
+const _: () = {
+    assert!(R_BODY == 21);
+    assert!(C_NDIM == 71 && C_SHAPE == 72 && C_TIER_SINCE == 104);
+    assert!(C_RESERVED <= CRC_OFFSET);
+    assert!(A_RESERVED == 45);
+    assert!(M_NEW_LEN == 40 && M_RESERVED <= CRC_OFFSET);
+    assert!(H_RESERVED <= CRC_OFFSET);
+    assert!(PAD_OFFSET + size_of::<u32>() == RECORD_LEN);
+};

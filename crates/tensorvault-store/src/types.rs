@@ -1,0 +1,410 @@
+//! The ADR-018 vocabulary: block identity, tiers, element types, reconstruction policy
+//! and the per-block metadata with its access tracking.
+
+use std::cmp::Ordering;
+
+/// Maximum number of dimensions a tensor shape may have (ADR-018 section 3.7).
+pub const MAX_NDIM: usize = 8;
+
+/// The EMA smoothing factor of ADR-018 section 3.8.
+pub const EMA_ALPHA: f32 = 0.1;
+
+/// Derive a tensor's stable 128-bit id (ADR-018 section 3.1, option B):
+/// `blake3(tenant || collection || logical_name || lineage_parent)` truncated to its
+/// first 16 bytes, read little-endian.
+///
+/// To keep the concatenation unambiguous ("ab"+"c" vs "a"+"bc"), each string is fed as
+/// its length (u64 LE) followed by its UTF-8 bytes; the parent is 16 bytes (u128 LE,
+/// zero for a tensor without lineage). `docs/formats/store.md` states this byte by byte.
+#[must_use]
+pub fn tensor_id(tenant: &str, collection: &str, logical_name: &str, lineage_parent: u128) -> u128 {
+    let mut h = blake3::Hasher::new();
+    for s in [tenant, collection, logical_name] {
+        h.update(&(s.len() as u64).to_le_bytes());
+        h.update(s.as_bytes());
+    }
+    h.update(&lineage_parent.to_le_bytes());
+    let digest = h.finalize();
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&digest.as_bytes()[..16]);
+    u128::from_le_bytes(first)
+}
+
+/// Unique identifier of one block: the tensor it belongs to and its index in it.
+///
+/// Ordered by `(tensor_id, block_index)`: every scan, the snapshot written by log
+/// compaction and eviction tie-breaks use this order.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct BlockKey {
+    /// 128-bit tensor identity, see [`tensor_id`].
+    pub tensor_id: u128,
+    /// Zero-based index of this block within the tensor's block sequence.
+    pub block_index: u32,
+}
+
+impl BlockKey {
+    /// A key from its parts.
+    #[must_use]
+    pub const fn new(tensor_id: u128, block_index: u32) -> Self {
+        Self {
+            tensor_id,
+            block_index,
+        }
+    }
+
+    /// The total-order key: tensor id first, then block index.
+    #[must_use]
+    pub const fn sort_key(&self) -> (u128, u32) {
+        (self.tensor_id, self.block_index)
+    }
+}
+
+impl Ord for BlockKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.sort_key().cmp(&other.sort_key())
+    }
+}
+
+impl PartialOrd for BlockKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::fmt::Display for BlockKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:032x}/{}", self.tensor_id, self.block_index)
+    }
+}
+
+/// Storage tier: compression level and access latency.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
+#[repr(u8)]
+pub enum Tier {
+    /// Raw f32/f16 (or the block's own dtype), bit-exact. Persisted in `tier0.dat`.
+    Tier0 = 0,
+    /// 8-bit groupwise quantized (hot).
+    Tier1 = 1,
+    /// 5-bit (default) or 7-bit groupwise quantized (warm).
+    Tier2 = 2,
+    /// 3-bit groupwise quantized (cold).
+    Tier3 = 3,
+}
+
+impl Tier {
+    /// Every tier, hottest first.
+    pub const ALL: [Tier; 4] = [Tier::Tier0, Tier::Tier1, Tier::Tier2, Tier::Tier3];
+
+    /// From the on-disk byte; `None` for values above 3.
+    #[must_use]
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(Tier::Tier0),
+            1 => Some(Tier::Tier1),
+            2 => Some(Tier::Tier2),
+            3 => Some(Tier::Tier3),
+            _ => None,
+        }
+    }
+
+    /// Index 0..=3, for per-tier arrays.
+    #[must_use]
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether blocks in this tier are quantized (every tier but Tier0).
+    #[must_use]
+    pub const fn is_quantized(self) -> bool {
+        !matches!(self, Tier::Tier0)
+    }
+
+    /// The tier data file's name inside a collection directory (`tier0.dat` ...).
+    #[must_use]
+    pub const fn file_name(self) -> &'static str {
+        match self {
+            Tier::Tier0 => "tier0.dat",
+            Tier::Tier1 => "tier1.dat",
+            Tier::Tier2 => "tier2.dat",
+            Tier::Tier3 => "tier3.dat",
+        }
+    }
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tier{}", *self as u8)
+    }
+}
+
+/// Element type of the original (unquantized) tensor (ADR-018 section 3.5 tags).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+#[repr(u8)]
+pub enum DType {
+    /// IEEE binary32.
+    F32 = 0,
+    /// IEEE binary16.
+    F16 = 1,
+    /// bfloat16.
+    BF16 = 2,
+    /// Signed 8-bit integer.
+    I8 = 3,
+    /// Unsigned 8-bit integer.
+    U8 = 4,
+}
+
+impl DType {
+    /// From the on-disk byte; `None` for unknown tags.
+    #[must_use]
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(DType::F32),
+            1 => Some(DType::F16),
+            2 => Some(DType::BF16),
+            3 => Some(DType::I8),
+            4 => Some(DType::U8),
+            _ => None,
+        }
+    }
+
+    /// Bytes per element.
+    #[must_use]
+    pub const fn size(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::I8 | DType::U8 => 1,
+        }
+    }
+
+    /// Lower-case name (`f32`, `f16`, `bf16`, `i8`, `u8`).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::I8 => "i8",
+            DType::U8 => "u8",
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a block's full-precision data can be rebuilt if its slot is corrupt.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, Default)]
+#[repr(u8)]
+pub enum ReconstructPolicy {
+    /// Self-contained: a corrupt block is lost (`Corruption`).
+    #[default]
+    None = 0,
+    /// Lineage parent + a stored delta.
+    Delta = 1,
+    /// Low-rank factors U * V.
+    Factor = 2,
+}
+
+impl ReconstructPolicy {
+    /// From the on-disk byte; `None` for unknown values.
+    #[must_use]
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(ReconstructPolicy::None),
+            1 => Some(ReconstructPolicy::Delta),
+            2 => Some(ReconstructPolicy::Factor),
+            _ => None,
+        }
+    }
+}
+
+/// Complete metadata of one block: everything needed to locate, decode, verify and
+/// score it (ADR-018 section 3.7), plus where its payload lives.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct BlockMeta {
+    /// Identity.
+    pub key: BlockKey,
+    /// The whole tensor's shape (`shape[..shape_ndim]`; the rest is 0).
+    pub shape: [u32; MAX_NDIM],
+    /// Number of valid entries in `shape`.
+    pub shape_ndim: u8,
+    /// Element type of the original tensor.
+    pub dtype: DType,
+    /// Current tier.
+    pub tier: Tier,
+    /// Bit width of the stored payload (3/5/7/8, or 8 x dtype size for Tier0).
+    pub bits: u8,
+    /// Largest group scale of the payload (0 for Tier0).
+    pub scale: f32,
+    /// Zero point (always 0: the codec is symmetric).
+    pub zero_point: i16,
+    /// Tick at which the block was created.
+    pub created_at: u64,
+    /// Tick of the most recent access.
+    pub last_access_at: u64,
+    /// Accesses since creation.
+    pub access_count: u32,
+    /// EMA of the access rate (accesses per tick).
+    pub ema_access_rate: f32,
+    /// Bit i set: accessed at tick `last_access_at - i`.
+    pub access_window: u64,
+    /// CRC32C of the stored payload bytes (`data_len` bytes at `data_offset`).
+    pub checksum: u32,
+    /// Tensor id of the lineage parent (0: none).
+    pub lineage_parent: u128,
+    /// Reconstruction policy.
+    pub reconstruct: ReconstructPolicy,
+    /// Tick at which the block entered its current tier (`tier_age = now - tier_since`).
+    pub tier_since: u64,
+    /// Byte offset of the payload's slot in the tier file.
+    pub data_offset: u64,
+    /// Payload length in bytes (<= the tier's slot length).
+    pub data_len: u32,
+}
+
+impl BlockMeta {
+    /// The valid part of the shape.
+    #[must_use]
+    pub fn shape(&self) -> &[u32] {
+        &self.shape[..usize::from(self.shape_ndim).min(MAX_NDIM)]
+    }
+
+    /// Ticks spent in the current tier at `now` (saturating).
+    #[must_use]
+    pub fn tier_age(&self, now: u64) -> u64 {
+        now.saturating_sub(self.tier_since)
+    }
+
+    /// Shift the window by the elapsed ticks, set bit 0, count the access and update the
+    /// EMA, exactly as ADR-018 section 3.8 defines it.
+    pub fn record_access(&mut self, now: u64) {
+        let elapsed = now.saturating_sub(self.last_access_at);
+        if elapsed > 0 {
+            if elapsed >= 64 {
+                self.access_window = 1;
+            } else {
+                self.access_window = (self.access_window >> elapsed) | 1;
+            }
+        } else {
+            self.access_window |= 1;
+        }
+        self.last_access_at = now;
+        self.access_count = self.access_count.saturating_add(1);
+        let dt = elapsed.max(1) as f32;
+        let instantaneous = 1.0 / dt;
+        self.ema_access_rate = EMA_ALPHA * instantaneous + (1.0 - EMA_ALPHA) * self.ema_access_rate;
+    }
+
+    /// Number of ticks (of the last 64) in which the block was accessed.
+    #[must_use]
+    pub fn recent_access_density(&self) -> u32 {
+        self.access_window.count_ones()
+    }
+
+    /// ADR-018's migration score: higher is hotter.
+    /// `0.7 * ema * 1000 + 0.3 * (density / 64) * 1000 / sqrt(max(now - created_at, 1))`.
+    #[must_use]
+    pub fn migration_score(&self, now: u64) -> f32 {
+        let age = (now.saturating_sub(self.created_at)).max(1) as f32;
+        let density = self.recent_access_density() as f32 / 64.0;
+        0.7 * self.ema_access_rate * 1000.0 + 0.3 * density * 1000.0 / age.sqrt()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> BlockMeta {
+        BlockMeta {
+            key: BlockKey::new(1, 0),
+            shape: [0; MAX_NDIM],
+            shape_ndim: 0,
+            dtype: DType::F32,
+            tier: Tier::Tier1,
+            bits: 8,
+            scale: 0.0,
+            zero_point: 0,
+            created_at: 0,
+            last_access_at: 0,
+            access_count: 0,
+            ema_access_rate: 0.0,
+            access_window: 1,
+            checksum: 0,
+            lineage_parent: 0,
+            reconstruct: ReconstructPolicy::None,
+            tier_since: 0,
+            data_offset: 0,
+            data_len: 0,
+        }
+    }
+
+    #[test]
+    fn key_order_is_tensor_then_block() {
+        let mut v = [
+            BlockKey::new(2, 0),
+            BlockKey::new(1, 5),
+            BlockKey::new(1, 2),
+            BlockKey::new(u128::MAX, 0),
+        ];
+        v.sort();
+        assert_eq!(
+            v,
+            [
+                BlockKey::new(1, 2),
+                BlockKey::new(1, 5),
+                BlockKey::new(2, 0),
+                BlockKey::new(u128::MAX, 0)
+            ]
+        );
+    }
+
+    #[test]
+    fn tensor_id_is_stable_and_unambiguous() {
+        let a = tensor_id("t", "c", "name", 0);
+        assert_eq!(a, tensor_id("t", "c", "name", 0));
+        assert_ne!(a, tensor_id("t", "cn", "ame", 0));
+        assert_ne!(a, tensor_id("t", "c", "name", 1));
+        // Pinned value: changing the derivation silently would orphan every stored block.
+        let mut h = blake3::Hasher::new();
+        for s in ["t", "c", "name"] {
+            h.update(&(s.len() as u64).to_le_bytes());
+            h.update(s.as_bytes());
+        }
+        h.update(&[0u8; 16]);
+        let d = h.finalize();
+        assert_eq!(a.to_le_bytes(), d.as_bytes()[..16]);
+    }
+
+    #[test]
+    fn record_access_follows_the_adr() {
+        let mut m = meta();
+        m.record_access(0); // same tick
+        assert_eq!(m.access_window, 1);
+        assert_eq!(m.access_count, 1);
+        assert!((m.ema_access_rate - 0.1).abs() < 1e-7);
+        m.record_access(3);
+        assert_eq!(m.access_window, 0b1001);
+        assert!((m.ema_access_rate - (0.1 / 3.0 + 0.9 * 0.1)).abs() < 1e-6);
+        assert_eq!(m.recent_access_density(), 2);
+        m.record_access(3 + 64);
+        assert_eq!(m.access_window, 1);
+        assert_eq!(m.access_count, 3);
+    }
+
+    #[test]
+    fn migration_score_matches_formula() {
+        let mut m = meta();
+        m.ema_access_rate = 5.0;
+        m.access_window = u64::MAX >> 32; // 32 of 64
+        let s = m.migration_score(100);
+        let want = 0.7 * 5.0 * 1000.0 + 0.3 * 0.5 * 1000.0 / 10.0;
+        assert!((s - want).abs() < 1e-2, "{s} vs {want}");
+        // Age never divides by zero.
+        assert!(m.migration_score(0).is_finite());
+    }
+}
