@@ -17,8 +17,8 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use sha2::Digest;
 
-use crate::error::{RegistryError, Result};
-use crate::strategy::{sample, InitializationStrategy, KaimingMode, Nonlinearity};
+use crate::error::Result;
+use crate::strategy::{sample_tensor, InitializationStrategy, KaimingMode, Nonlinearity};
 use crate::version::{now_rfc3339, WeightVersion};
 use crate::weights::{
     names, ExpertWeights, FusionConfig, GatingNetworkWeights, LoadedWeights, WeightTensor,
@@ -73,7 +73,9 @@ impl WeightInitializer {
         ChaCha8Rng::from_seed(h.finalize().into())
     }
 
-    /// Initializes one tensor named `name` with `strategy` from its own stream.
+    /// Initializes one tensor named `name` with `strategy` from its own stream (uniform,
+    /// zeros and ones into huge-page-backed [`tensorvault_core::AlignedBuf`] storage, see
+    /// [`crate::strategy::sample_tensor`]).
     ///
     /// # Errors
     /// See [`crate::strategy::sample`].
@@ -83,12 +85,7 @@ impl WeightInitializer {
         shape: &[usize],
         strategy: &InitializationStrategy,
     ) -> Result<WeightTensor> {
-        let data = sample(name, shape, strategy, &mut self.stream(name))?;
-        WeightTensor::new(shape.to_vec(), data).ok_or_else(|| RegistryError::LengthMismatch {
-            name: name.to_owned(),
-            shape: shape.to_vec(),
-            found: 0,
-        })
+        sample_tensor(name, shape, strategy, &mut self.stream(name))
     }
 
     fn strategy_for(&self, name: &str) -> &InitializationStrategy {
