@@ -1,0 +1,69 @@
+"""tensorvault: embeddings and model weights on disk, small, fast to load and verifiable.
+
+numpy in, numpy out. Decoding and I/O run in Rust with the GIL released, and returned
+arrays own their Rust-allocated memory (no copy after decoding) or are read-only views
+of a memory map kept alive by the array.
+
+* CVC compressed vector collections, a drop-in for ``decompressed`` 2.1.1:
+  :func:`pack_cvc`, :func:`pack_cvc_sections`, :func:`load_cvc` (plus ``rows=(a, b)``),
+  :func:`load_cvc_chunked`, :func:`load_cvc_range`, :func:`get_cvc_info`,
+  :func:`validate_cvc`, :func:`validate_cvc_integrity`, :class:`CvcWriter` (streaming).
+
+Errors are :class:`TensorvaultError` subclasses carrying the Rust error's message.
+"""
+
+from __future__ import annotations
+
+from . import _tensorvault
+from ._cvc import (
+    CvcFile,
+    CvcWriter,
+    detect_version,
+    get_cvc_info,
+    load_cvc,
+    load_cvc_chunked,
+    load_cvc_range,
+    pack_cvc,
+    pack_cvc_sections,
+    validate_cvc,
+    validate_cvc_integrity,
+)
+from ._errors import (
+    CorruptedChunkError,
+    CorruptionError,
+    FrameworkNotAvailableError,
+    InvalidArgumentError,
+    InvalidFormatError,
+    NotFoundError,
+    StorageError,
+    TensorvaultError,
+    UnsupportedError,
+    UnsupportedFormatError,
+)
+
+__version__: str = _tensorvault.__version__
+
+__all__ = [
+    "pack_cvc",
+    "pack_cvc_sections",
+    "load_cvc",
+    "load_cvc_chunked",
+    "load_cvc_range",
+    "get_cvc_info",
+    "detect_version",
+    "validate_cvc",
+    "validate_cvc_integrity",
+    "CvcWriter",
+    "CvcFile",
+    "TensorvaultError",
+    "NotFoundError",
+    "InvalidFormatError",
+    "UnsupportedFormatError",
+    "CorruptionError",
+    "CorruptedChunkError",
+    "InvalidArgumentError",
+    "StorageError",
+    "UnsupportedError",
+    "FrameworkNotAvailableError",
+    "__version__",
+]

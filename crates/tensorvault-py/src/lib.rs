@@ -1,0 +1,30 @@
+//! Python bindings of tensorvault: the native module `tensorvault._tensorvault`.
+//!
+//! The public Python API lives in the pure-Python package `tensorvault` (under
+//! `python/`), which gives the native functions the reference packages' names and
+//! signatures, handles `framework=`/`device=` and documents everything; this crate does
+//! the work with the GIL released and returns numpy arrays over Rust-owned memory
+//! (see [`array`]). Build it with maturin (`pip install ./crates/tensorvault-py`).
+
+#[allow(dead_code)] // reason: temporary while bindings land
+mod array;
+mod cvc;
+#[allow(dead_code)] // reason: temporary while bindings land
+mod errors;
+mod json;
+
+use pyo3::prelude::*;
+
+/// The native module.
+#[pymodule]
+fn _tensorvault(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<array::RustBuffer>()?;
+    m.add_class::<cvc::CvcFile>()?;
+    m.add_class::<cvc::CvcWriter>()?;
+    m.add_function(wrap_pyfunction!(cvc::cvc_pack, m)?)?;
+    m.add_function(wrap_pyfunction!(cvc::cvc_pack_sections, m)?)?;
+    m.add_function(wrap_pyfunction!(cvc::cvc_load_all, m)?)?;
+    m.add_function(wrap_pyfunction!(cvc::cvc_validate, m)?)?;
+    Ok(())
+}
