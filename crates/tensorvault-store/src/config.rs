@@ -121,22 +121,35 @@ impl CollectionConfig {
     /// # Errors
     /// [`StoreErr::InvalidArgument`] naming the first bad field.
     pub fn validate(&self) -> Result<()> {
-        let bad = |field: &'static str, reason: String| Err(StoreErr::InvalidArgument { field, reason });
+        let bad =
+            |field: &'static str, reason: String| Err(StoreErr::InvalidArgument { field, reason });
         if self.block_elems == 0 || self.block_elems > MAX_BLOCK_ELEMS {
-            return bad("block_elems", format!("{} not in 1..={MAX_BLOCK_ELEMS}", self.block_elems));
+            return bad(
+                "block_elems",
+                format!("{} not in 1..={MAX_BLOCK_ELEMS}", self.block_elems),
+            );
         }
         if !matches!(self.tier0_elem_bytes, 1 | 2 | 4) {
-            return bad("tier0_elem_bytes", format!("{} not 1, 2 or 4", self.tier0_elem_bytes));
+            return bad(
+                "tier0_elem_bytes",
+                format!("{} not 1, 2 or 4", self.tier0_elem_bytes),
+            );
         }
         if !self.slot_align.is_power_of_two() || self.slot_align < 8 || self.slot_align > 1 << 20 {
-            return bad("slot_align", format!("{} is not a power of two in 8..=2^20", self.slot_align));
+            return bad(
+                "slot_align",
+                format!("{} is not a power of two in 8..=2^20", self.slot_align),
+            );
         }
         for i in 0..3 {
-            tensorvault_quant::groupwise::QuantParams::new(self.tier_bits[i], self.group_size[i] as usize)
-                .map_err(|e| StoreErr::InvalidArgument {
-                    field: "tier_bits/group_size",
-                    reason: format!("tier{}: {e}", i + 1),
-                })?;
+            tensorvault_quant::groupwise::QuantParams::new(
+                self.tier_bits[i],
+                self.group_size[i] as usize,
+            )
+            .map_err(|e| StoreErr::InvalidArgument {
+                field: "tier_bits/group_size",
+                reason: format!("tier{}: {e}", i + 1),
+            })?;
         }
         Ok(())
     }
@@ -232,8 +245,10 @@ mod tests {
 
     #[test]
     fn validate_names_the_field() {
-        let mut c = CollectionConfig::default();
-        c.slot_align = 48;
+        let c = CollectionConfig {
+            slot_align: 48,
+            ..CollectionConfig::default()
+        };
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("slot_align"), "{e}");
     }

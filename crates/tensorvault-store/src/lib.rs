@@ -13,17 +13,31 @@
 //! The on-disk format is specified byte by byte in `docs/formats/store.md`.
 
 pub mod block_io;
+pub mod catalog;
 pub mod clock;
+mod codec;
 pub mod config;
 mod error;
+#[cfg(feature = "mmap")]
+pub mod fs;
+mod index;
 pub mod meta_log;
+mod store;
+mod tensor;
+mod time;
 pub mod types;
 
-pub use block_io::{BlockIO, BufferBlockIO};
 #[cfg(feature = "mmap")]
 pub use block_io::MmapBlockIO;
+pub use block_io::{BlockIO, BufferBlockIO};
+pub use catalog::Catalog;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{CollectionConfig, Durability, RecoveryMode, StoreConfig};
 pub use error::{Result, StoreErr};
+#[cfg(feature = "mmap")]
+pub use fs::DirStore;
+pub use index::BlockIndex;
 pub use meta_log::{FileMetaLog, MemMetaLog, MetaLog, MetaRecord, ReplayStats};
+pub use store::{BlockInfo, TensorStore};
+pub use tensor::{BlockProblem, StoreStats, StoredTensor, TensorInfo, VerifyReport};
 pub use types::{tensor_id, BlockKey, BlockMeta, DType, ReconstructPolicy, Tier};

@@ -279,15 +279,21 @@ impl BlockMeta {
         now.saturating_sub(self.tier_since)
     }
 
-    /// Shift the window by the elapsed ticks, set bit 0, count the access and update the
-    /// EMA, exactly as ADR-018 section 3.8 defines it.
+    /// Age the window by the elapsed ticks, set bit 0, count the access and update the
+    /// EMA as ADR-018 section 3.8 defines it.
+    ///
+    /// One deliberate difference: the ADR's code shifts the window *right*
+    /// (`window >> elapsed`), which contradicts its own definition ("bit i set if
+    /// accessed at tick now - i", the diagram with bit 0 = now, bit 1 = now-1) and would
+    /// keep the density at 1 forever, making Appendix B's "60/64" impossible. We shift
+    /// left, which is what the definition says.
     pub fn record_access(&mut self, now: u64) {
         let elapsed = now.saturating_sub(self.last_access_at);
         if elapsed > 0 {
             if elapsed >= 64 {
                 self.access_window = 1;
             } else {
-                self.access_window = (self.access_window >> elapsed) | 1;
+                self.access_window = (self.access_window << elapsed) | 1;
             }
         } else {
             self.access_window |= 1;

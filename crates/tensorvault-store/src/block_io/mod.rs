@@ -11,6 +11,7 @@
 mod buffer;
 #[cfg(feature = "mmap")]
 mod mmap;
+mod slots;
 
 pub use buffer::{BufferBlockIO, PersistHook};
 #[cfg(feature = "mmap")]
@@ -73,7 +74,14 @@ pub trait BlockIO: Send + Sync {
     ///
     /// # Errors
     /// As [`BlockIO::with_block`]; [`crate::StoreErr::InvalidArgument`] if `dst` is short.
-    fn read_block(&self, tier: Tier, key: BlockKey, offset: u64, len: u32, dst: &mut [u8]) -> Result<usize> {
+    fn read_block(
+        &self,
+        tier: Tier,
+        key: BlockKey,
+        offset: u64,
+        len: u32,
+        dst: &mut [u8],
+    ) -> Result<usize> {
         let n = len as usize;
         if dst.len() < n {
             return Err(crate::StoreErr::InvalidArgument {

@@ -93,7 +93,7 @@ pub const C_NDIM: usize = C_RECONSTRUCT + 1;
 /// 8 x u32 shape (ARCHITECTURE.md: bytes 72..104).
 pub const C_SHAPE: usize = C_NDIM + 1;
 /// u64 tier_since (ours, in ARCHITECTURE.md's reserved 104..120).
-pub const C_TIER_SINCE: usize = C_SHAPE + 8 * size_of::<u32>();
+pub const C_TIER_SINCE: usize = C_SHAPE + size_of::<[u32; 8]>();
 /// First reserved (zero) byte of a Create record.
 pub const C_RESERVED: usize = C_TIER_SINCE + size_of::<u64>();
 

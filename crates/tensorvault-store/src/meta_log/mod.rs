@@ -71,9 +71,9 @@ impl MetaRecord {
     pub fn key(&self) -> BlockKey {
         match self {
             MetaRecord::Create { meta } => meta.key,
-            MetaRecord::Access { key, .. } | MetaRecord::Migrate { key, .. } | MetaRecord::Delete { key } => {
-                *key
-            }
+            MetaRecord::Access { key, .. }
+            | MetaRecord::Migrate { key, .. }
+            | MetaRecord::Delete { key } => *key,
         }
     }
 }

@@ -1,0 +1,172 @@
+//! Block payload encoding per tier: Tier0 keeps the caller's element bytes; quantized
+//! tiers hold one single-frame TQTC segment (docs/formats/quant.md) of the values
+//! converted to f32.
+
+use tensorvault_quant::groupwise::QuantParams;
+use tensorvault_quant::layout as q;
+use tensorvault_quant::segment::{self, Segment};
+use tensorvault_quant::QuantError;
+
+use crate::error::{Result, StoreErr};
+use crate::types::DType;
+
+/// Convert little-endian element bytes of `dtype` to f32.
+///
+/// # Errors
+/// [`StoreErr::InvalidArgument`] if `src` is not a whole number of elements.
+pub fn to_f32(dtype: DType, src: &[u8], dst: &mut Vec<f32>) -> Result<()> {
+    let size = dtype.size();
+    if src.len() % size != 0 {
+        return Err(StoreErr::InvalidArgument {
+            field: "data",
+            reason: format!(
+                "{} bytes is not a whole number of {dtype} elements",
+                src.len()
+            ),
+        });
+    }
+    dst.clear();
+    dst.reserve(src.len() / size);
+    match dtype {
+        DType::F32 => dst.extend(
+            src.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        ),
+        DType::F16 => dst.extend(
+            src.chunks_exact(2)
+                .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()),
+        ),
+        DType::BF16 => dst.extend(
+            src.chunks_exact(2)
+                .map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()),
+        ),
+        DType::I8 => dst.extend(src.iter().map(|&b| f32::from(b as i8))),
+        DType::U8 => dst.extend(src.iter().map(|&b| f32::from(b))),
+    }
+    Ok(())
+}
+
+/// Convert f32 values to little-endian element bytes of `dtype` (appended to `dst`):
+/// floats round to nearest even, integers round half away from zero and saturate.
+pub fn from_f32(dtype: DType, src: &[f32], dst: &mut Vec<u8>) {
+    dst.reserve(src.len() * dtype.size());
+    match dtype {
+        DType::F32 => src
+            .iter()
+            .for_each(|v| dst.extend_from_slice(&v.to_le_bytes())),
+        DType::F16 => src
+            .iter()
+            .for_each(|v| dst.extend_from_slice(&half::f16::from_f32(*v).to_bits().to_le_bytes())),
+        DType::BF16 => src
+            .iter()
+            .for_each(|v| dst.extend_from_slice(&half::bf16::from_f32(*v).to_bits().to_le_bytes())),
+        // `as` saturates and maps NaN to 0.
+        DType::I8 => dst.extend(src.iter().map(|v| (v.round() as i8) as u8)),
+        DType::U8 => dst.extend(src.iter().map(|v| v.round() as u8)),
+    }
+}
+
+/// One encoded payload and the metadata the index keeps about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Encoded {
+    /// The payload bytes written to the slot.
+    pub bytes: Vec<u8>,
+    /// Bit width recorded in BlockMeta.
+    pub bits: u8,
+    /// Largest group scale (0 for raw payloads).
+    pub scale: f32,
+}
+
+/// Quantize f32 values into a one-frame segment with `p`.
+///
+/// # Errors
+/// [`StoreErr::Quant`] (non-finite values, scale overflow).
+pub fn encode_quantized(p: &QuantParams, values: &[f32]) -> Result<Encoded> {
+    let (bytes, _clamp) = segment::encode_tensor(p, values)?;
+    let scale = max_scale(&bytes, p.groups(values.len()));
+    Ok(Encoded {
+        bytes,
+        bits: p.bits(),
+        scale,
+    })
+}
+
+/// Largest f16 group scale of a freshly encoded one-frame segment.
+fn max_scale(seg: &[u8], groups: usize) -> f32 {
+    let start = q::BITMAP_OFFSET + 1; // one frame: a one-byte bitmap
+    seg.get(start..start + groups * q::SCALE_BYTES)
+        .map(|s| {
+            s.chunks_exact(2)
+                .map(|c| {
+                    half::f16::from_bits(u16::from_le_bytes([c[0], c[1]]))
+                        .to_f32()
+                        .abs()
+                })
+                .fold(0.0f32, f32::max)
+        })
+        .unwrap_or(0.0)
+}
+
+/// Decode a quantized payload into f32 values (`dst` is resized to the segment's length).
+///
+/// # Errors
+/// The codec's error if the payload is not one valid single-frame segment or holds more
+/// than `max_elems` values.
+pub fn decode_quantized(
+    payload: &[u8],
+    max_elems: usize,
+    dst: &mut Vec<f32>,
+) -> Result<(), QuantError> {
+    let seg = Segment::parse(payload)?;
+    let n = seg.values_per_frame();
+    if seg.frame_count() != 1 || n > max_elems {
+        return Err(QuantError::LengthMismatch {
+            what: "block segment (must be one frame of at most block_elems values)",
+            input: seg.frame_count().saturating_mul(n),
+            output: max_elems,
+        });
+    }
+    dst.clear();
+    dst.resize(n, 0.0);
+    seg.decode_all(dst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtype_conversions_round_trip() {
+        for dt in [DType::F32, DType::F16, DType::BF16, DType::I8, DType::U8] {
+            let vals: Vec<f32> = (0..50).map(|i| (i as f32) - 10.0).collect();
+            let mut bytes = Vec::new();
+            from_f32(dt, &vals, &mut bytes);
+            assert_eq!(bytes.len(), vals.len() * dt.size());
+            let mut back = Vec::new();
+            to_f32(dt, &bytes, &mut back).unwrap();
+            for (a, b) in vals.iter().zip(&back) {
+                let want = if dt == DType::U8 { a.max(0.0) } else { *a };
+                assert_eq!(*b, want, "{dt}");
+            }
+        }
+        assert!(to_f32(DType::F32, &[0; 3], &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn quantized_round_trip_reports_scale() {
+        let p = QuantParams::for_bits(3).unwrap();
+        let vals: Vec<f32> = (0..4096).map(|i| ((i as f32) * 0.01).sin()).collect();
+        let e = encode_quantized(&p, &vals).unwrap();
+        assert_eq!(e.bits, 3);
+        assert_eq!(e.bytes.len(), 1577);
+        // max |x| ~ 1.0 over 3 levels: scale ~ 1/3.
+        assert!((e.scale - 1.0 / 3.0).abs() < 0.01, "{}", e.scale);
+        let mut out = Vec::new();
+        decode_quantized(&e.bytes, 4096, &mut out).unwrap();
+        assert_eq!(out.len(), 4096);
+        for (a, b) in vals.iter().zip(&out) {
+            assert!((a - b).abs() <= e.scale / 2.0 + 1e-6);
+        }
+        assert!(decode_quantized(&e.bytes, 100, &mut out).is_err());
+    }
+}

@@ -1,0 +1,218 @@
+//! Stores on a local file system: `<root>/<tenant>/<collection>/` holding `meta.log`,
+//! `names.log`, `tier0.dat` .. `tier3.dat` and a `LOCK` file, with names validated so no
+//! tenant or collection can point outside the root.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use crate::block_io::MmapBlockIO;
+use crate::catalog::Catalog;
+use crate::clock::{Clock, SystemClock};
+use crate::config::StoreConfig;
+use crate::error::{Result, StoreErr};
+use crate::meta_log::FileMetaLog;
+use crate::store::TensorStore;
+
+/// A store over a collection directory.
+pub type DirStore<C = SystemClock> = TensorStore<C, MmapBlockIO, FileMetaLog>;
+
+/// MetaLog file name.
+pub const META_LOG: &str = "meta.log";
+/// Name catalog file name.
+pub const NAMES_LOG: &str = "names.log";
+/// Lock file name.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Check a tenant or collection name: 1..=128 bytes of `[A-Za-z0-9._-]`, not starting
+/// with `.` (so never `.`, `..` or a hidden file) — a single, portable path component.
+///
+/// # Errors
+/// [`StoreErr::InvalidName`] naming the field and the reason.
+pub fn validate_component(field: &'static str, name: &str) -> Result<()> {
+    let bad = |reason| {
+        Err(StoreErr::InvalidName {
+            field,
+            name: name.to_owned(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return bad("empty");
+    }
+    if name.len() > 128 {
+        return bad("longer than 128 bytes");
+    }
+    if name.starts_with('.') {
+        return bad("starts with '.'");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return bad("only ASCII letters, digits, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+/// `<root>/<tenant>/<collection>` after validating both names.
+///
+/// # Errors
+/// [`StoreErr::InvalidName`].
+pub fn collection_dir(root: &Path, tenant: &str, collection: &str) -> Result<PathBuf> {
+    validate_component("tenant", tenant)?;
+    validate_component("collection", collection)?;
+    Ok(root.join(tenant).join(collection))
+}
+
+/// Every `(tenant, collection)` under `root` that holds a `meta.log`, sorted.
+///
+/// # Errors
+/// [`StoreErr::Io`] if `root` cannot be read.
+pub fn list_collections(root: &Path) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let rd = std::fs::read_dir(root).map_err(|e| StoreErr::io("read dir", root, e))?;
+    for t in rd.flatten() {
+        let Ok(tenant) = t.file_name().into_string() else {
+            continue;
+        };
+        if validate_component("tenant", &tenant).is_err() || !t.path().is_dir() {
+            continue;
+        }
+        let Ok(rd2) = std::fs::read_dir(t.path()) else {
+            continue;
+        };
+        for c in rd2.flatten() {
+            let Ok(coll) = c.file_name().into_string() else {
+                continue;
+            };
+            if validate_component("collection", &coll).is_ok() && c.path().join(META_LOG).is_file()
+            {
+                out.push((tenant.clone(), coll));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Take the collection's exclusive lock (one process at a time).
+fn lock(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| StoreErr::io("open", &path, e))?;
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a file descriptor we own for the duration of the call; no
+        // memory is passed.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(if e.kind() == std::io::ErrorKind::WouldBlock {
+                StoreErr::InvalidArgument {
+                    field: "collection",
+                    reason: format!("{} is open in another process", dir.display()),
+                }
+            } else {
+                StoreErr::io("lock", &path, e)
+            });
+        }
+    }
+    Ok(f)
+}
+
+impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
+    /// Open the collection `<root>/<tenant>/<collection>`, creating it (with
+    /// `cfg.collection` as its geometry) if `create` and it does not exist.
+    ///
+    /// # Errors
+    /// [`StoreErr::InvalidName`]; [`StoreErr::TensorNotFound`]-free: a missing collection
+    /// without `create` is [`StoreErr::Io`] (not found); the log's and backend's errors;
+    /// [`StoreErr::InvalidArgument`] if another process holds the collection.
+    pub fn open_dir(
+        root: &Path,
+        tenant: &str,
+        collection: &str,
+        clock: C,
+        cfg: StoreConfig,
+        create: bool,
+    ) -> Result<Self> {
+        let dir = collection_dir(root, tenant, collection)?;
+        let log_path = dir.join(META_LOG);
+        if !log_path.exists() {
+            if !create {
+                return Err(StoreErr::io(
+                    "open",
+                    &log_path,
+                    std::io::Error::new(std::io::ErrorKind::NotFound, "no such collection"),
+                ));
+            }
+            cfg.collection.validate()?;
+            std::fs::create_dir_all(&dir).map_err(|e| StoreErr::io("create dir", &dir, e))?;
+        }
+        let lock = lock(&dir)?;
+        let log = if log_path.exists() {
+            FileMetaLog::open(&log_path)?
+        } else {
+            let log = FileMetaLog::create(&log_path, &cfg.collection)?;
+            if let Some(parent) = dir.parent() {
+                // Make the new tenant/collection directories themselves durable.
+                let _ = tensorvault_core::atomic::sync_dir(parent);
+            }
+            log
+        };
+        let geo = crate::meta_log::MetaLog::collection(&log);
+        let io = MmapBlockIO::open(&dir, &geo)?;
+        let catalog = Catalog::open(&dir.join(NAMES_LOG))?;
+        let mut store = TensorStore::open(tenant, collection, clock, io, log, catalog, cfg)?;
+        store._lock = Some(lock);
+        Ok(store)
+    }
+}
+
+impl DirStore<SystemClock> {
+    /// [`TensorStore::open_dir`] with the system clock.
+    ///
+    /// # Errors
+    /// As [`TensorStore::open_dir`].
+    pub fn open_path(
+        root: &Path,
+        tenant: &str,
+        collection: &str,
+        cfg: StoreConfig,
+        create: bool,
+    ) -> Result<Self> {
+        Self::open_dir(root, tenant, collection, SystemClock::new(), cfg, create)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_cannot_escape_the_root() {
+        for bad in [
+            "",
+            "..",
+            ".",
+            ".hidden",
+            "a/b",
+            "a\\b",
+            "x\0",
+            "../../etc",
+            "é",
+        ] {
+            assert!(validate_component("tenant", bad).is_err(), "{bad:?}");
+        }
+        for good in ["acme", "kv-cache_01", "v1.2"] {
+            validate_component("collection", good).unwrap();
+        }
+        assert!(collection_dir(Path::new("/r"), "t", "../x").is_err());
+    }
+}

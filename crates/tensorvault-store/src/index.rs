@@ -1,0 +1,166 @@
+//! The in-memory index (ADR-018 section 3.11): BlockKey -> BlockMeta, per-tier counts and
+//! the set of blocks whose access statistics are not yet in the log. Rebuilt by replay.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::config::CollectionConfig;
+use crate::meta_log::MetaRecord;
+use crate::types::{BlockKey, BlockMeta, Tier};
+
+/// The index. Every field is derived from the MetaLog except `dirty`.
+#[derive(Debug, Default, Clone)]
+pub struct BlockIndex {
+    pub(crate) map: HashMap<BlockKey, BlockMeta>,
+    tier_counts: [usize; 4],
+    /// Blocks read since their last Access record.
+    pub(crate) dirty: HashSet<BlockKey>,
+}
+
+/// Why replay ignored a structurally valid record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ignored {
+    /// Access / Migrate / Delete for a block that is not live.
+    UnknownBlock,
+    /// Migrate whose old tier is not the block's tier.
+    StaleMigrate,
+    /// A slot offset or length that does not fit the collection geometry.
+    BadSlot(String),
+}
+
+impl BlockIndex {
+    /// Number of live blocks.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether the index is empty.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Live blocks in `tier`.
+    #[must_use]
+    pub fn tier_count(&self, tier: Tier) -> usize {
+        self.tier_counts[tier.index()]
+    }
+
+    /// Metadata of `key`.
+    #[must_use]
+    pub fn get(&self, key: &BlockKey) -> Option<&BlockMeta> {
+        self.map.get(key)
+    }
+
+    /// Insert or replace; returns the replaced block's metadata.
+    pub fn upsert(&mut self, meta: BlockMeta) -> Option<BlockMeta> {
+        self.tier_counts[meta.tier.index()] += 1;
+        let old = self.map.insert(meta.key, meta);
+        if let Some(o) = &old {
+            self.tier_counts[o.tier.index()] -= 1;
+        }
+        old
+    }
+
+    /// Remove `key`; returns its metadata.
+    pub fn remove(&mut self, key: &BlockKey) -> Option<BlockMeta> {
+        let old = self.map.remove(key)?;
+        self.tier_counts[old.tier.index()] -= 1;
+        self.dirty.remove(key);
+        Some(old)
+    }
+
+    /// Move `key` to another slot in `new_tier`.
+    pub fn set_tier(&mut self, key: &BlockKey, new_tier: Tier, f: impl FnOnce(&mut BlockMeta)) {
+        if let Some(m) = self.map.get_mut(key) {
+            self.tier_counts[m.tier.index()] -= 1;
+            self.tier_counts[new_tier.index()] += 1;
+            m.tier = new_tier;
+            f(m);
+        }
+    }
+
+    /// Every live block sorted by key.
+    #[must_use]
+    pub fn sorted(&self) -> Vec<BlockMeta> {
+        let mut v: Vec<BlockMeta> = self.map.values().copied().collect();
+        v.sort_by_key(|m| m.key);
+        v
+    }
+
+    /// Apply one replayed record.
+    ///
+    /// # Errors
+    /// [`Ignored`] when the record does not apply; the caller logs and counts it.
+    pub fn apply(&mut self, rec: MetaRecord, geo: &CollectionConfig) -> Result<(), Ignored> {
+        match rec {
+            MetaRecord::Create { meta } => {
+                check_slot(geo, meta.tier, meta.data_offset, meta.data_len)?;
+                self.upsert(meta);
+            }
+            MetaRecord::Access {
+                key,
+                last_access_at,
+                access_count,
+                ema_access_rate,
+                access_window,
+            } => {
+                let m = self.map.get_mut(&key).ok_or(Ignored::UnknownBlock)?;
+                m.last_access_at = last_access_at;
+                m.access_count = access_count;
+                m.ema_access_rate = ema_access_rate;
+                m.access_window = access_window;
+            }
+            MetaRecord::Migrate {
+                key,
+                old_tier,
+                new_tier,
+                new_bits,
+                new_scale,
+                new_checksum,
+                new_data_offset,
+                new_data_len,
+                at,
+            } => {
+                let m = self.map.get(&key).ok_or(Ignored::UnknownBlock)?;
+                if m.tier != old_tier {
+                    return Err(Ignored::StaleMigrate);
+                }
+                check_slot(geo, new_tier, new_data_offset, new_data_len)?;
+                self.set_tier(&key, new_tier, |m| {
+                    m.bits = new_bits;
+                    m.scale = new_scale;
+                    m.checksum = new_checksum;
+                    m.data_offset = new_data_offset;
+                    m.data_len = new_data_len;
+                    m.tier_since = at;
+                });
+            }
+            MetaRecord::Delete { key } => {
+                self.remove(&key).ok_or(Ignored::UnknownBlock)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Check that `(offset, len)` is a whole slot start with a payload that fits.
+pub(crate) fn check_slot(
+    geo: &CollectionConfig,
+    tier: Tier,
+    offset: u64,
+    len: u32,
+) -> Result<(), Ignored> {
+    let slot = u64::from(geo.slot_len(tier));
+    if len == 0 || u64::from(len) > slot {
+        return Err(Ignored::BadSlot(format!(
+            "data_len {len} not in 1..={slot} for {tier}"
+        )));
+    }
+    if offset % slot != 0 {
+        return Err(Ignored::BadSlot(format!(
+            "data_offset {offset} is not a multiple of {tier}'s slot length {slot}"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,882 @@
+//! The engine (ADR-018 section 3.15): replay on open, the write path (data slot, then
+//! log record, then index), the read path (index, slot, CRC32C, decode, access
+//! tracking), migration between tiers, deletion and log compaction.
+//!
+//! Concurrency: the index sits behind a `RwLock`; readers hold the read lock from lookup
+//! until their bytes are checksummed, so a slot can never be freed and reused under a
+//! reader. Writers are serialized by one `Mutex` and take the index write lock only to
+//! publish. A slot freed by a delete, migration or replacement is reused only after the
+//! log record that freed it is durable (or immediately under `Durability::Os`, where the
+//! page cache keeps write order for kill -9).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use tensorvault_core::checksum::crc32c;
+
+use crate::block_io::BlockIO;
+use crate::catalog::Catalog;
+use crate::clock::Clock;
+use crate::codec;
+use crate::config::{CollectionConfig, Durability, StoreConfig};
+use crate::error::{Result, StoreErr};
+use crate::index::{BlockIndex, Ignored};
+use crate::meta_log::{MetaLog, MetaRecord, ReplayStats};
+use crate::types::{BlockKey, BlockMeta, DType, ReconstructPolicy, Tier, MAX_NDIM};
+
+/// What a block is, besides its values.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockInfo<'a> {
+    /// Element type of the values.
+    pub dtype: DType,
+    /// The whole tensor's shape (at most 8 dimensions).
+    pub shape: &'a [u32],
+    /// Lineage parent tensor id (0: none).
+    pub lineage_parent: u128,
+    /// Reconstruction policy.
+    pub reconstruct: ReconstructPolicy,
+}
+
+impl<'a> BlockInfo<'a> {
+    /// A self-contained block of `dtype` belonging to a tensor of `shape`.
+    #[must_use]
+    pub fn new(dtype: DType, shape: &'a [u32]) -> Self {
+        Self {
+            dtype,
+            shape,
+            lineage_parent: 0,
+            reconstruct: ReconstructPolicy::None,
+        }
+    }
+}
+
+/// Monotonic counters since open.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub migrations: AtomicU64,
+    pub deletes: AtomicU64,
+    pub checksum_failures: AtomicU64,
+}
+
+/// Writer-side state, behind the writer mutex.
+pub(crate) struct Writer<M> {
+    pub log: M,
+    pub catalog: Catalog,
+    /// Slots freed by records that are not yet durable.
+    pending_free: Vec<(Tier, u64)>,
+    /// Writes since the last sync (for `Durability::EveryN`).
+    unsynced: u32,
+    /// Set after a failed log append: the log may end in a torn record, so no further
+    /// write is accepted until the store is reopened (replay cuts the tail).
+    poisoned: Option<String>,
+}
+
+/// A block payload ready to be written.
+pub(crate) struct Prepared {
+    pub key: BlockKey,
+    pub tier: Tier,
+    pub enc: codec::Encoded,
+    pub dtype: DType,
+    pub shape: [u32; MAX_NDIM],
+    pub ndim: u8,
+    pub lineage_parent: u128,
+    pub reconstruct: ReconstructPolicy,
+}
+
+/// The temporal tensor store over one collection.
+pub struct TensorStore<C: Clock, B: BlockIO, M: MetaLog> {
+    pub(crate) tenant: String,
+    pub(crate) collection: String,
+    pub(crate) clock: C,
+    pub(crate) io: B,
+    pub(crate) geo: CollectionConfig,
+    pub(crate) cfg: StoreConfig,
+    pub(crate) index: RwLock<BlockIndex>,
+    pub(crate) writer: Mutex<Writer<M>>,
+    reads_since_flush: AtomicU32,
+    pub(crate) counters: Counters,
+    pub(crate) replay: ReplayStats,
+    pub(crate) replay_nanos: u64,
+    pub(crate) replay_ignored: u64,
+    /// The collection's `LOCK` file, held while open (directory stores only).
+    pub(crate) _lock: Option<std::fs::File>,
+}
+
+fn poisoned<T>(_: T) -> StoreErr {
+    StoreErr::InvalidArgument {
+        field: "store",
+        reason: "a thread panicked while holding the store lock".into(),
+    }
+}
+
+impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
+    /// Open a collection: replay `log` into the index (applying `cfg.recovery`), rebuild
+    /// the free slot lists of `io`. `io` must have been built with `log.collection()`.
+    ///
+    /// # Errors
+    /// Replay and I/O errors of the log and block backends.
+    pub fn open(
+        tenant: &str,
+        collection: &str,
+        clock: C,
+        io: B,
+        mut log: M,
+        catalog: Catalog,
+        cfg: StoreConfig,
+    ) -> Result<Self> {
+        let geo = log.collection();
+        geo.validate()?;
+        let started = crate::time::Stopwatch::start();
+        let mut index = BlockIndex::default();
+        let mut ignored = 0u64;
+        let replay = log.replay(cfg.recovery, &mut |rec| {
+            if let Err(why) = index.apply(rec, &geo) {
+                if let Ignored::BadSlot(reason) = &why {
+                    tracing::warn!(key = %rec.key(), reason, "ignoring metalog record with an impossible slot");
+                }
+                ignored += 1;
+            }
+            Ok(())
+        })?;
+        // A block whose slot lies beyond its tier's end never reached the medium (only
+        // possible after power loss under a relaxed durability policy, or a crafted log):
+        // drop it rather than let the backend allocate up to a forged offset.
+        let lost: Vec<BlockKey> = index
+            .map
+            .values()
+            .filter(|m| {
+                let u = io.usage(m.tier);
+                m.data_offset.saturating_add(u64::from(m.data_len)) > u.bytes
+            })
+            .map(|m| m.key)
+            .collect();
+        for k in &lost {
+            tracing::warn!(key = %k, "block's slot lies beyond its tier file: dropped as lost");
+            index.remove(k);
+            ignored += 1;
+        }
+        io.reset_allocation(&mut index.map.values().map(|m| (m.tier, m.data_offset)))?;
+        if replay.skipped_total > 0 {
+            tracing::warn!(
+                skipped = replay.skipped_total,
+                "metalog replay skipped corrupt records"
+            );
+        }
+        Ok(Self {
+            tenant: tenant.to_owned(),
+            collection: collection.to_owned(),
+            clock,
+            io,
+            geo,
+            cfg,
+            index: RwLock::new(index),
+            writer: Mutex::new(Writer {
+                log,
+                catalog,
+                pending_free: Vec::new(),
+                unsynced: 0,
+                poisoned: None,
+            }),
+            reads_since_flush: AtomicU32::new(0),
+            counters: Counters::default(),
+            replay,
+            replay_nanos: started.elapsed_nanos(),
+            replay_ignored: ignored,
+            _lock: None,
+        })
+    }
+
+    /// The collection geometry (from the log header).
+    #[must_use]
+    pub fn geometry(&self) -> &CollectionConfig {
+        &self.geo
+    }
+
+    /// The tenant and collection names this store was opened with.
+    #[must_use]
+    pub fn names(&self) -> (&str, &str) {
+        (&self.tenant, &self.collection)
+    }
+
+    /// The clock.
+    #[must_use]
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The block backend.
+    #[must_use]
+    pub fn block_io(&self) -> &B {
+        &self.io
+    }
+
+    /// What replay found on open, and how many records it ignored as not applicable.
+    #[must_use]
+    pub fn replay_stats(&self) -> (&ReplayStats, u64) {
+        (&self.replay, self.replay_ignored)
+    }
+
+    pub(crate) fn read_index(&self) -> Result<RwLockReadGuard<'_, BlockIndex>> {
+        self.index.read().map_err(poisoned)
+    }
+
+    pub(crate) fn write_index(&self) -> Result<RwLockWriteGuard<'_, BlockIndex>> {
+        self.index.write().map_err(poisoned)
+    }
+
+    pub(crate) fn lock_writer(&self) -> Result<MutexGuard<'_, Writer<M>>> {
+        let w = self.writer.lock().map_err(poisoned)?;
+        if let Some(why) = &w.poisoned {
+            return Err(StoreErr::InvalidArgument {
+                field: "store",
+                reason: format!("an earlier write failed ({why}); reopen the store"),
+            });
+        }
+        Ok(w)
+    }
+
+    /// Metadata of one block.
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding the index lock.
+    pub fn meta(&self, key: &BlockKey) -> Result<Option<BlockMeta>> {
+        Ok(self.read_index()?.get(key).copied())
+    }
+
+    /// Every live block's metadata, sorted by key.
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding the index lock.
+    pub fn blocks(&self) -> Result<Vec<BlockMeta>> {
+        Ok(self.read_index()?.sorted())
+    }
+
+    /// Number of live blocks per tier.
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding the index lock.
+    pub fn tier_counts(&self) -> Result<[usize; 4]> {
+        let idx = self.read_index()?;
+        Ok(Tier::ALL.map(|t| idx.tier_count(t)))
+    }
+
+    // ---------------------------------------------------------------- write path
+
+    /// Encode `data` (little-endian elements of `info.dtype`, at most `block_elems` of
+    /// them) for `tier`.
+    pub(crate) fn prepare(
+        &self,
+        key: BlockKey,
+        tier: Tier,
+        info: &BlockInfo<'_>,
+        data: &[u8],
+    ) -> Result<Prepared> {
+        let size = info.dtype.size();
+        if data.is_empty() || data.len() % size != 0 {
+            return Err(StoreErr::InvalidArgument {
+                field: "data",
+                reason: format!(
+                    "{} bytes is not a non-empty whole number of {} elements",
+                    data.len(),
+                    info.dtype
+                ),
+            });
+        }
+        let n = data.len() / size;
+        if n > self.geo.block_elems as usize {
+            return Err(StoreErr::InvalidArgument {
+                field: "data",
+                reason: format!(
+                    "{n} elements exceed the collection's block of {}",
+                    self.geo.block_elems
+                ),
+            });
+        }
+        if info.shape.len() > MAX_NDIM {
+            return Err(StoreErr::InvalidArgument {
+                field: "shape",
+                reason: format!("{} dimensions, at most {MAX_NDIM}", info.shape.len()),
+            });
+        }
+        let mut shape = [0u32; MAX_NDIM];
+        shape[..info.shape.len()].copy_from_slice(info.shape);
+        let enc = match self.geo.params(tier)? {
+            None => {
+                if size > usize::from(self.geo.tier0_elem_bytes) {
+                    return Err(StoreErr::InvalidArgument {
+                        field: "dtype",
+                        reason: format!(
+                            "{} elements do not fit this collection's {}-byte Tier0 slots",
+                            info.dtype, self.geo.tier0_elem_bytes
+                        ),
+                    });
+                }
+                codec::Encoded {
+                    bytes: data.to_vec(),
+                    bits: (size * 8) as u8,
+                    scale: 0.0,
+                }
+            }
+            Some(p) => {
+                let mut vals = Vec::new();
+                codec::to_f32(info.dtype, data, &mut vals)?;
+                codec::encode_quantized(&p, &vals)?
+            }
+        };
+        Ok(Prepared {
+            key,
+            tier,
+            enc,
+            dtype: info.dtype,
+            shape,
+            ndim: info.shape.len() as u8,
+            lineage_parent: info.lineage_parent,
+            reconstruct: info.reconstruct,
+        })
+    }
+
+    /// Write one block (replacing any block with the same key). `data` holds the
+    /// block's elements as little-endian `info.dtype` values (at most `block_elems`);
+    /// quantized tiers convert them to f32 and quantize.
+    ///
+    /// Returns once the block is as durable as the durability policy promises.
+    ///
+    /// # Errors
+    /// [`StoreErr::InvalidArgument`] for bad data/shape/dtype; [`StoreErr::Quant`] for
+    /// non-finite values in a quantized tier; [`StoreErr::CapacityExceeded`];
+    /// [`StoreErr::Io`].
+    pub fn put_block(
+        &self,
+        key: BlockKey,
+        tier: Tier,
+        info: &BlockInfo<'_>,
+        data: &[u8],
+    ) -> Result<()> {
+        let p = self.prepare(key, tier, info, data)?;
+        self.write_prepared(vec![p])
+    }
+
+    /// Write prepared payloads as one batch: data slots, one data sync, one log append,
+    /// one log sync (per the durability policy), then publish to the index.
+    pub(crate) fn write_prepared(&self, batch: Vec<Prepared>) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut w = self.lock_writer()?;
+        self.check_capacity(&batch)?;
+        let now = self.clock.now_ticks();
+        let mut metas = Vec::with_capacity(batch.len());
+        for p in &batch {
+            let written = self.io.write_block(p.tier, p.key, &p.enc.bytes);
+            let (data_offset, data_len) = match written {
+                Ok(v) => v,
+                Err(e) => {
+                    for m in &metas {
+                        let m: &BlockMeta = m;
+                        let _ = self.io.free_block(m.tier, m.data_offset);
+                    }
+                    return Err(e);
+                }
+            };
+            metas.push(BlockMeta {
+                key: p.key,
+                shape: p.shape,
+                shape_ndim: p.ndim,
+                dtype: p.dtype,
+                tier: p.tier,
+                bits: p.enc.bits,
+                scale: p.enc.scale,
+                zero_point: 0,
+                created_at: now,
+                last_access_at: now,
+                access_count: 0,
+                ema_access_rate: 0.0,
+                access_window: 1,
+                checksum: crc32c(&p.enc.bytes),
+                lineage_parent: p.lineage_parent,
+                reconstruct: p.reconstruct,
+                tier_since: now,
+                data_offset,
+                data_len,
+            });
+        }
+        let recs: Vec<MetaRecord> = metas
+            .iter()
+            .map(|m| MetaRecord::Create { meta: *m })
+            .collect();
+        let new_slots: Vec<(Tier, u64)> = metas.iter().map(|m| (m.tier, m.data_offset)).collect();
+        self.log_and_sync(&mut w, &recs, batch.len() as u32, &new_slots)?;
+        {
+            let mut idx = self.write_index()?;
+            for m in metas {
+                if let Some(old) = idx.upsert(m) {
+                    w.pending_free.push((old.tier, old.data_offset));
+                }
+                idx.dirty.remove(&m.key);
+            }
+        }
+        let bytes: usize = batch.iter().map(|p| p.enc.bytes.len()).sum();
+        self.counters
+            .writes
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.counters
+            .bytes_written
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+        self.release_frees(&mut w)
+    }
+
+    fn check_capacity(&self, batch: &[Prepared]) -> Result<()> {
+        let limits = self.cfg.max_blocks_per_tier;
+        if limits.iter().all(|&l| l == usize::MAX) {
+            return Ok(());
+        }
+        let idx = self.read_index()?;
+        let mut counts = Tier::ALL.map(|t| idx.tier_count(t));
+        for p in batch {
+            if let Some(old) = idx.get(&p.key) {
+                counts[old.tier.index()] -= 1;
+            }
+            counts[p.tier.index()] += 1;
+            if counts[p.tier.index()] > limits[p.tier.index()] {
+                return Err(StoreErr::CapacityExceeded {
+                    tier: p.tier,
+                    reason: format!("max_blocks_per_tier is {}", limits[p.tier.index()]),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Make freshly written data durable (per policy), append `recs`, make them durable
+    /// (per policy). On failure the new slots are freed and, if the append itself failed,
+    /// the writer is poisoned.
+    pub(crate) fn log_and_sync(
+        &self,
+        w: &mut Writer<M>,
+        recs: &[MetaRecord],
+        writes: u32,
+        new_slots: &[(Tier, u64)],
+    ) -> Result<()> {
+        let undo = |io: &B| {
+            for (t, off) in new_slots {
+                let _ = io.free_block(*t, *off);
+            }
+        };
+        if self.cfg.durability == Durability::EveryWrite && !new_slots.is_empty() {
+            if let Err(e) = self.io.sync() {
+                undo(&self.io);
+                return Err(e);
+            }
+        }
+        if let Err(e) = w.log.append(recs) {
+            undo(&self.io);
+            w.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        w.unsynced = w.unsynced.saturating_add(writes);
+        let sync_now = match self.cfg.durability {
+            Durability::EveryWrite => true,
+            Durability::EveryN(n) => w.unsynced >= n.max(1),
+            Durability::Os => false,
+        };
+        if sync_now {
+            if self.cfg.durability != Durability::EveryWrite {
+                self.io.sync()?;
+            }
+            if let Err(e) = w.log.sync() {
+                w.poisoned = Some(e.to_string());
+                return Err(e);
+            }
+            w.unsynced = 0;
+        }
+        Ok(())
+    }
+
+    /// Hand freed slots back to the backend once the records freeing them are durable.
+    pub(crate) fn release_frees(&self, w: &mut Writer<M>) -> Result<()> {
+        if w.unsynced == 0 || self.cfg.durability == Durability::Os {
+            for (t, off) in std::mem::take(&mut w.pending_free) {
+                self.io.free_block(t, off)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Delete one block. Returns whether it existed.
+    ///
+    /// # Errors
+    /// [`StoreErr::Io`] from the log.
+    pub fn delete_block(&self, key: &BlockKey) -> Result<bool> {
+        self.delete_blocks(std::slice::from_ref(key))
+            .map(|n| n == 1)
+    }
+
+    /// Delete several blocks with one log append; returns how many existed.
+    ///
+    /// # Errors
+    /// [`StoreErr::Io`] from the log.
+    pub fn delete_blocks(&self, keys: &[BlockKey]) -> Result<usize> {
+        let mut w = self.lock_writer()?;
+        let live: Vec<BlockKey> = {
+            let idx = self.read_index()?;
+            keys.iter()
+                .filter(|k| idx.get(k).is_some())
+                .copied()
+                .collect()
+        };
+        if live.is_empty() {
+            return Ok(0);
+        }
+        let recs: Vec<MetaRecord> = live.iter().map(|&key| MetaRecord::Delete { key }).collect();
+        self.log_and_sync(&mut w, &recs, live.len() as u32, &[])?;
+        {
+            let mut idx = self.write_index()?;
+            for k in &live {
+                if let Some(old) = idx.remove(k) {
+                    w.pending_free.push((old.tier, old.data_offset));
+                }
+            }
+        }
+        self.counters
+            .deletes
+            .fetch_add(live.len() as u64, Ordering::Relaxed);
+        self.release_frees(&mut w)?;
+        Ok(live.len())
+    }
+
+    /// Re-encode one block for `new_tier` (from its current payload, checksum verified),
+    /// write it, log the move, free the old slot. Moving to a lower-precision tier loses
+    /// precision for good: a later promotion re-encodes what is stored, it cannot restore
+    /// what was rounded away.
+    ///
+    /// # Errors
+    /// [`StoreErr::NotFound`]; [`StoreErr::Corruption`] if the current payload is
+    /// corrupt; [`StoreErr::CapacityExceeded`]; [`StoreErr::Io`].
+    pub fn migrate_block(&self, key: &BlockKey, new_tier: Tier) -> Result<()> {
+        let mut w = self.lock_writer()?;
+        let meta = self
+            .read_index()?
+            .get(key)
+            .copied()
+            .ok_or(StoreErr::NotFound {
+                key: *key,
+                tier: None,
+            })?;
+        if meta.tier == new_tier {
+            return Ok(());
+        }
+        // Decode the current payload to element bytes of the block's dtype, then prepare.
+        let mut elems = Vec::new();
+        self.read_elements(&meta, &mut elems)?;
+        let shape = meta.shape;
+        let info = BlockInfo {
+            dtype: meta.dtype,
+            shape: &shape[..usize::from(meta.shape_ndim)],
+            lineage_parent: meta.lineage_parent,
+            reconstruct: meta.reconstruct,
+        };
+        let p = self.prepare(*key, new_tier, &info, &elems)?;
+        {
+            let idx = self.read_index()?;
+            let limit = self.cfg.max_blocks_per_tier[new_tier.index()];
+            if idx.tier_count(new_tier) >= limit {
+                return Err(StoreErr::CapacityExceeded {
+                    tier: new_tier,
+                    reason: format!("max_blocks_per_tier is {limit}"),
+                });
+            }
+        }
+        let (off, len) = self.io.write_block(new_tier, *key, &p.enc.bytes)?;
+        let checksum = crc32c(&p.enc.bytes);
+        let at = self.clock.now_ticks();
+        let rec = MetaRecord::Migrate {
+            key: *key,
+            old_tier: meta.tier,
+            new_tier,
+            new_bits: p.enc.bits,
+            new_scale: p.enc.scale,
+            new_checksum: checksum,
+            new_data_offset: off,
+            new_data_len: len,
+            at,
+        };
+        self.log_and_sync(&mut w, &[rec], 1, &[(new_tier, off)])?;
+        self.write_index()?.set_tier(key, new_tier, |m| {
+            m.bits = p.enc.bits;
+            m.scale = p.enc.scale;
+            m.checksum = checksum;
+            m.data_offset = off;
+            m.data_len = len;
+            m.tier_since = at;
+        });
+        w.pending_free.push((meta.tier, meta.data_offset));
+        self.counters.migrations.fetch_add(1, Ordering::Relaxed);
+        self.release_frees(&mut w)
+    }
+
+    // ---------------------------------------------------------------- read path
+
+    /// Read and verify the stored payload of `meta`, then call `f` with it.
+    fn with_verified<R>(&self, meta: &BlockMeta, f: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
+        let mut f = Some(f);
+        let mut out: Option<Result<R>> = None;
+        self.io.with_block(
+            meta.tier,
+            meta.key,
+            meta.data_offset,
+            meta.data_len,
+            &mut |b| {
+                let actual = crc32c(b);
+                out = Some(if actual != meta.checksum {
+                    Err(StoreErr::Corruption {
+                        key: meta.key,
+                        tier: meta.tier,
+                        offset: meta.data_offset,
+                        expected: meta.checksum,
+                        actual,
+                    })
+                } else if let Some(f) = f.take() {
+                    f(b)
+                } else {
+                    Err(StoreErr::InvalidArgument {
+                        field: "block_io",
+                        reason: "with_block called its callback twice".into(),
+                    })
+                });
+            },
+        )?;
+        let r = out.unwrap_or_else(|| {
+            Err(StoreErr::InvalidArgument {
+                field: "block_io",
+                reason: "with_block never called its callback".into(),
+            })
+        });
+        if matches!(r, Err(StoreErr::Corruption { .. })) {
+            self.counters
+                .checksum_failures
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(key = %meta.key, tier = %meta.tier, offset = meta.data_offset, "CHECKSUM_MISMATCH");
+        }
+        r
+    }
+
+    /// Decode a verified payload into little-endian element bytes of the block's dtype.
+    fn decode_payload(&self, meta: &BlockMeta, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        out.clear();
+        if meta.tier.is_quantized() {
+            let mut vals = Vec::new();
+            codec::decode_quantized(payload, self.geo.block_elems as usize, &mut vals).map_err(
+                |source| StoreErr::Decode {
+                    key: meta.key,
+                    tier: meta.tier,
+                    source,
+                },
+            )?;
+            codec::from_f32(meta.dtype, &vals, out);
+        } else {
+            if payload.len() % meta.dtype.size() != 0 {
+                return Err(StoreErr::Decode {
+                    key: meta.key,
+                    tier: meta.tier,
+                    source: tensorvault_quant::QuantError::LengthMismatch {
+                        what: "raw block (not a whole number of elements)",
+                        input: payload.len(),
+                        output: payload.len() / meta.dtype.size() * meta.dtype.size(),
+                    },
+                });
+            }
+            out.extend_from_slice(payload);
+        }
+        Ok(())
+    }
+
+    /// Verified, decoded element bytes of a block, without access tracking.
+    pub(crate) fn read_elements(&self, meta: &BlockMeta, out: &mut Vec<u8>) -> Result<()> {
+        self.with_verified(meta, |b| self.decode_payload(meta, b, out))
+    }
+
+    /// Read one block: verify its CRC32C, decode it to little-endian elements of its
+    /// dtype (dequantizing quantized tiers) into `out` (replaced), record the access.
+    /// Returns the block's metadata as of the read.
+    ///
+    /// # Errors
+    /// [`StoreErr::NotFound`]; [`StoreErr::Corruption`] (checksum mismatch);
+    /// [`StoreErr::Decode`]; [`StoreErr::Io`].
+    pub fn get_block(&self, key: &BlockKey, out: &mut Vec<u8>) -> Result<BlockMeta> {
+        let meta = {
+            let idx = self.read_index()?;
+            let meta = *idx.get(key).ok_or(StoreErr::NotFound {
+                key: *key,
+                tier: None,
+            })?;
+            self.read_elements(&meta, out)?;
+            meta
+        };
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_read
+            .fetch_add(u64::from(meta.data_len), Ordering::Relaxed);
+        self.note_access(key)?;
+        Ok(meta)
+    }
+
+    /// Read one block's stored payload (the raw slot bytes, checksum verified) without
+    /// decoding it; records the access.
+    ///
+    /// # Errors
+    /// As [`TensorStore::get_block`].
+    pub fn get_payload(&self, key: &BlockKey, out: &mut Vec<u8>) -> Result<BlockMeta> {
+        let meta = {
+            let idx = self.read_index()?;
+            let meta = *idx.get(key).ok_or(StoreErr::NotFound {
+                key: *key,
+                tier: None,
+            })?;
+            self.with_verified(&meta, |b| {
+                out.clear();
+                out.extend_from_slice(b);
+                Ok(())
+            })?;
+            meta
+        };
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        self.note_access(key)?;
+        Ok(meta)
+    }
+
+    /// Record one access; every `access_flush_every` reads, log the accumulated Access
+    /// records.
+    fn note_access(&self, key: &BlockKey) -> Result<()> {
+        let now = self.clock.now_ticks();
+        {
+            let mut idx = self.write_index()?;
+            let Some(m) = idx.map.get_mut(key) else {
+                return Ok(()); // deleted meanwhile
+            };
+            m.record_access(now);
+            idx.dirty.insert(*key);
+        }
+        let every = self.cfg.access_flush_every;
+        if every > 0 && (self.reads_since_flush.fetch_add(1, Ordering::Relaxed) + 1) % every == 0 {
+            self.flush_access()?;
+        }
+        Ok(())
+    }
+
+    /// Append Access records for every block read since its last one (sorted by key).
+    ///
+    /// # Errors
+    /// [`StoreErr::Io`] from the log.
+    pub fn flush_access(&self) -> Result<()> {
+        let mut w = self.lock_writer()?;
+        let recs = {
+            let mut idx = self.write_index()?;
+            let mut keys: Vec<BlockKey> = idx.dirty.drain().collect();
+            keys.sort();
+            keys.iter()
+                .filter_map(|k| idx.get(k))
+                .map(|m| MetaRecord::Access {
+                    key: m.key,
+                    last_access_at: m.last_access_at,
+                    access_count: m.access_count,
+                    ema_access_rate: m.ema_access_rate,
+                    access_window: m.access_window,
+                })
+                .collect::<Vec<_>>()
+        };
+        if recs.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = w.log.append(&recs) {
+            w.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Log pending access statistics and make everything durable (data, log, names).
+    ///
+    /// # Errors
+    /// [`StoreErr::Io`].
+    pub fn flush(&self) -> Result<()> {
+        self.flush_access()?;
+        let mut w = self.lock_writer()?;
+        self.io.sync()?;
+        w.log.sync()?;
+        w.catalog.sync()?;
+        w.unsynced = 0;
+        self.release_frees(&mut w)
+    }
+
+    /// Flush and close.
+    ///
+    /// # Errors
+    /// As [`TensorStore::flush`].
+    pub fn close(self) -> Result<()> {
+        self.flush()
+    }
+
+    /// Rewrite the log as a snapshot of the live index (Create + Access per block, in key
+    /// order) and drop names of tensors without blocks. Crash-safe: the log is replaced
+    /// atomically.
+    ///
+    /// # Errors
+    /// [`StoreErr::Io`]; on error the old log is intact.
+    pub fn compact(&self) -> Result<()> {
+        let mut w = self.lock_writer()?;
+        self.io.sync()?;
+        let (snapshot, live_ids) = {
+            let mut idx = self.write_index()?;
+            idx.dirty.clear();
+            let metas = idx.sorted();
+            let ids: std::collections::HashSet<u128> =
+                metas.iter().map(|m| m.key.tensor_id).collect();
+            (metas, ids)
+        };
+        let mut it = snapshot.iter().flat_map(|m| {
+            let create = MetaRecord::Create { meta: *m };
+            let fresh =
+                m.access_count == 0 && m.access_window == 1 && m.last_access_at == m.created_at;
+            let access = (!fresh).then_some(MetaRecord::Access {
+                key: m.key,
+                last_access_at: m.last_access_at,
+                access_count: m.access_count,
+                ema_access_rate: m.ema_access_rate,
+                access_window: m.access_window,
+            });
+            std::iter::once(create).chain(access)
+        });
+        w.log.compact(&mut it)?;
+        w.catalog.compact(&|id| live_ids.contains(&id))?;
+        w.unsynced = 0;
+        self.release_frees(&mut w)
+    }
+
+    /// Call `f` with the MetaLog (e.g. to persist a [`crate::MemMetaLog`]'s bytes).
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding the writer lock.
+    pub fn with_log<R>(&self, f: impl FnOnce(&M) -> R) -> Result<R> {
+        Ok(f(&self.writer.lock().map_err(poisoned)?.log))
+    }
+
+    /// Number of records in the log.
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding the writer lock.
+    pub fn log_records(&self) -> Result<u64> {
+        Ok(self.writer.lock().map_err(poisoned)?.log.record_count())
+    }
+}
+
+impl<C: Clock, B: BlockIO, M: MetaLog> Drop for TensorStore<C, B, M> {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            tracing::warn!(error = %e, "flush on drop failed");
+        }
+    }
+}

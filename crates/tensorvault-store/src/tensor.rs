@@ -1,0 +1,473 @@
+//! Whole tensors over blocks: split on put, join on get, plus listing, verification and
+//! statistics.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use crate::block_io::{BlockIO, TierUsage};
+use crate::catalog::validate_tensor_name;
+use crate::clock::Clock;
+use crate::config::Durability;
+use crate::error::{Result, StoreErr};
+use crate::meta_log::MetaLog;
+use crate::store::{BlockInfo, TensorStore};
+use crate::types::{tensor_id, BlockKey, BlockMeta, DType, Tier};
+
+/// Blocks encoded and written per batch by `put_tensor` (bounds its memory).
+const PUT_BATCH_BLOCKS: usize = 512;
+
+/// Summary of one stored tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorInfo {
+    /// Logical name (`None` if the catalog lost it).
+    pub name: Option<String>,
+    /// The tensor id.
+    pub tensor_id: u128,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape.
+    pub shape: Vec<u32>,
+    /// Blocks present.
+    pub blocks: u64,
+    /// Blocks the shape needs.
+    pub expected_blocks: u64,
+    /// Blocks per tier.
+    pub tier_blocks: [u64; 4],
+    /// Payload bytes stored (sum of block payloads).
+    pub stored_bytes: u64,
+    /// Raw bytes (elements x dtype size).
+    pub raw_bytes: u64,
+}
+
+/// A tensor read back.
+#[derive(Clone, Debug)]
+pub struct StoredTensor {
+    /// What it is.
+    pub info: TensorInfo,
+    /// Little-endian elements of `info.dtype`, row-major.
+    pub data: Vec<u8>,
+}
+
+/// One problem found by [`TensorStore::verify`].
+#[derive(Clone, Debug)]
+pub struct BlockProblem {
+    /// The block.
+    pub key: BlockKey,
+    /// Its tensor's name, if known.
+    pub tensor: Option<String>,
+    /// Its tier.
+    pub tier: Tier,
+    /// Slot offset in the tier file.
+    pub offset: u64,
+    /// The error.
+    pub error: String,
+}
+
+/// Result of a full scan.
+#[derive(Clone, Debug, Default)]
+pub struct VerifyReport {
+    /// Blocks scanned.
+    pub checked: u64,
+    /// Payload bytes scanned.
+    pub bytes: u64,
+    /// Every corrupt block.
+    pub problems: Vec<BlockProblem>,
+}
+
+/// Store-wide numbers.
+#[derive(Clone, Debug, Default)]
+pub struct StoreStats {
+    /// Tensors with at least one block.
+    pub tensors: u64,
+    /// Live blocks per tier.
+    pub blocks: [u64; 4],
+    /// Payload bytes per tier.
+    pub payload_bytes: [u64; 4],
+    /// Raw (decoded) bytes per tier.
+    pub raw_bytes: [u64; 4],
+    /// Tier file occupancy.
+    pub usage: [TierUsage; 4],
+    /// Records in the MetaLog.
+    pub log_records: u64,
+    /// Reads since open.
+    pub reads: u64,
+    /// Block writes since open.
+    pub writes: u64,
+    /// Migrations since open.
+    pub migrations: u64,
+    /// Deletions since open.
+    pub deletes: u64,
+    /// Checksum failures seen since open.
+    pub checksum_failures: u64,
+    /// Replay time on open, nanoseconds.
+    pub replay_nanos: u64,
+    /// Corrupt records skipped by replay.
+    pub replay_skipped: u64,
+    /// Valid records replay ignored (stale or pointing at impossible slots).
+    pub replay_ignored: u64,
+}
+
+fn numel(shape: &[u32]) -> Option<u64> {
+    shape
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(u64::from(d)))
+}
+
+impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
+    /// The id of the tensor called `name` in this collection (no lineage parent).
+    #[must_use]
+    pub fn tensor_id_of(&self, name: &str) -> u128 {
+        tensor_id(&self.tenant, &self.collection, name, 0)
+    }
+
+    /// Blocks a tensor of `shape` occupies.
+    fn blocks_for(&self, shape: &[u32]) -> Result<u64> {
+        let n = numel(shape).ok_or_else(|| StoreErr::InvalidArgument {
+            field: "shape",
+            reason: format!("{shape:?} has more than 2^64 elements"),
+        })?;
+        Ok(n.div_ceil(u64::from(self.geo.block_elems)))
+    }
+
+    /// Store a whole tensor: `data` holds its elements (little-endian `dtype`, row-major),
+    /// split into blocks of `block_elems` elements, all written to `tier`. Blocks of an
+    /// earlier, longer version of the tensor are deleted. Each block is atomic; the tensor
+    /// as a whole is not (a crash mid-put can leave a mix of old and new blocks, which
+    /// `get_tensor` reports as inconsistent).
+    ///
+    /// # Errors
+    /// [`StoreErr::InvalidName`]; [`StoreErr::InvalidArgument`] if `data` does not match
+    /// `shape`; the errors of [`TensorStore::put_block`].
+    pub fn put_tensor(
+        &self,
+        name: &str,
+        dtype: DType,
+        shape: &[u32],
+        data: &[u8],
+        tier: Tier,
+    ) -> Result<TensorInfo> {
+        self.put_tensor_with(name, &BlockInfo::new(dtype, shape), data, tier)
+    }
+
+    /// [`TensorStore::put_tensor`] with lineage and reconstruction policy.
+    ///
+    /// # Errors
+    /// As [`TensorStore::put_tensor`].
+    pub fn put_tensor_with(
+        &self,
+        name: &str,
+        info: &BlockInfo<'_>,
+        data: &[u8],
+        tier: Tier,
+    ) -> Result<TensorInfo> {
+        validate_tensor_name(name)?;
+        let n = numel(info.shape).unwrap_or(u64::MAX);
+        let want = n.saturating_mul(info.dtype.size() as u64);
+        if n == 0 || want != data.len() as u64 {
+            return Err(StoreErr::InvalidArgument {
+                field: "data",
+                reason: format!(
+                    "{} bytes for a {} tensor of shape {:?} (needs {want}, non-empty)",
+                    data.len(),
+                    info.dtype,
+                    info.shape
+                ),
+            });
+        }
+        let id = tensor_id(&self.tenant, &self.collection, name, info.lineage_parent);
+        let nblocks = self.blocks_for(info.shape)?;
+        if nblocks > u64::from(u32::MAX) {
+            return Err(StoreErr::InvalidArgument {
+                field: "shape",
+                reason: format!("{nblocks} blocks exceed the 2^32 block indices of a tensor"),
+            });
+        }
+        let old_blocks = match self.meta(&BlockKey::new(id, 0))? {
+            Some(m) => self.blocks_for(m.shape())?,
+            None => 0,
+        };
+        {
+            let mut w = self.lock_writer()?;
+            w.catalog
+                .insert(id, name, self.cfg.durability == Durability::EveryWrite)?;
+        }
+        let step = self.geo.block_elems as usize * info.dtype.size();
+        let mut batch = Vec::with_capacity(PUT_BATCH_BLOCKS);
+        for (i, chunk) in data.chunks(step).enumerate() {
+            batch.push(self.prepare(BlockKey::new(id, i as u32), tier, info, chunk)?);
+            if batch.len() == PUT_BATCH_BLOCKS {
+                self.write_prepared(std::mem::take(&mut batch))?;
+            }
+        }
+        self.write_prepared(batch)?;
+        if old_blocks > nblocks {
+            let stale: Vec<BlockKey> = (nblocks..old_blocks)
+                .map(|i| BlockKey::new(id, i as u32))
+                .collect();
+            self.delete_blocks(&stale)?;
+        }
+        self.tensor_info(id)?.ok_or(StoreErr::TensorNotFound {
+            name: name.to_owned(),
+        })
+    }
+
+    /// Read a whole tensor by name (no lineage parent).
+    ///
+    /// # Errors
+    /// [`StoreErr::TensorNotFound`]; [`StoreErr::NotFound`] for a missing block;
+    /// [`StoreErr::InvalidArgument`] if blocks disagree on dtype/shape; the errors of
+    /// [`TensorStore::get_block`].
+    pub fn get_tensor(&self, name: &str) -> Result<StoredTensor> {
+        let id = self.tensor_id_of(name);
+        self.get_tensor_by_id(id).map_err(|e| match e {
+            StoreErr::TensorNotFound { .. } => StoreErr::TensorNotFound {
+                name: name.to_owned(),
+            },
+            other => other,
+        })
+    }
+
+    /// Read a whole tensor by id.
+    ///
+    /// # Errors
+    /// As [`TensorStore::get_tensor`].
+    pub fn get_tensor_by_id(&self, id: u128) -> Result<StoredTensor> {
+        let first = self
+            .meta(&BlockKey::new(id, 0))?
+            .ok_or_else(|| StoreErr::TensorNotFound {
+                name: format!("{id:032x}"),
+            })?;
+        let shape = first.shape().to_vec();
+        let n = numel(&shape).unwrap_or(u64::MAX);
+        let nblocks = self.blocks_for(&shape)?;
+        let size = first.dtype.size();
+        let total = usize::try_from(n.saturating_mul(size as u64)).map_err(|_| {
+            StoreErr::InvalidArgument {
+                field: "shape",
+                reason: format!("{shape:?} does not fit in memory"),
+            }
+        })?;
+        let mut data = Vec::with_capacity(total);
+        let mut buf = Vec::new();
+        let block_bytes = self.geo.block_elems as usize * size;
+        for i in 0..nblocks {
+            let key = BlockKey::new(id, i as u32);
+            let m = self.get_block(&key, &mut buf)?;
+            let want = block_bytes.min(total - data.len());
+            if m.dtype != first.dtype || m.shape() != shape.as_slice() || buf.len() != want {
+                return Err(StoreErr::InvalidArgument {
+                    field: "tensor",
+                    reason: format!(
+                        "block {key} ({} {:?}, {} bytes) disagrees with block 0 ({} {shape:?}, expected {want} bytes): \
+                         a put was interrupted",
+                        m.dtype,
+                        m.shape(),
+                        buf.len(),
+                        first.dtype
+                    ),
+                });
+            }
+            data.extend_from_slice(&buf);
+        }
+        let info = self.tensor_info(id)?.ok_or(StoreErr::TensorNotFound {
+            name: format!("{id:032x}"),
+        })?;
+        Ok(StoredTensor { info, data })
+    }
+
+    /// Delete every block of the tensor `name`; returns how many blocks existed.
+    ///
+    /// # Errors
+    /// [`StoreErr::Io`].
+    pub fn delete_tensor(&self, name: &str) -> Result<usize> {
+        let keys = self.keys_of(self.tensor_id_of(name))?;
+        self.delete_blocks(&keys)
+    }
+
+    /// Move every block of the tensor `name` to `tier`; returns how many moved.
+    ///
+    /// # Errors
+    /// [`StoreErr::TensorNotFound`]; the errors of [`TensorStore::migrate_block`].
+    pub fn migrate_tensor(&self, name: &str, tier: Tier) -> Result<usize> {
+        let keys = self.keys_of(self.tensor_id_of(name))?;
+        if keys.is_empty() {
+            return Err(StoreErr::TensorNotFound {
+                name: name.to_owned(),
+            });
+        }
+        let mut moved = 0;
+        for k in &keys {
+            if self.meta(k)?.is_some_and(|m| m.tier != tier) {
+                self.migrate_block(k, tier)?;
+                moved += 1;
+            }
+        }
+        Ok(moved)
+    }
+
+    fn keys_of(&self, id: u128) -> Result<Vec<BlockKey>> {
+        let idx = self.read_index()?;
+        let mut keys: Vec<BlockKey> = idx
+            .map
+            .keys()
+            .filter(|k| k.tensor_id == id)
+            .copied()
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    fn summarize(&self, id: u128, metas: &[BlockMeta], name: Option<String>) -> TensorInfo {
+        let first = metas
+            .iter()
+            .find(|m| m.key.block_index == 0)
+            .unwrap_or(&metas[0]);
+        let shape = first.shape().to_vec();
+        let mut tier_blocks = [0u64; 4];
+        let mut stored = 0;
+        for m in metas {
+            tier_blocks[m.tier.index()] += 1;
+            stored += u64::from(m.data_len);
+        }
+        TensorInfo {
+            name,
+            tensor_id: id,
+            dtype: first.dtype,
+            expected_blocks: self.blocks_for(&shape).unwrap_or(u64::MAX),
+            raw_bytes: numel(&shape)
+                .unwrap_or(u64::MAX)
+                .saturating_mul(first.dtype.size() as u64),
+            shape,
+            blocks: metas.len() as u64,
+            tier_blocks,
+            stored_bytes: stored,
+        }
+    }
+
+    fn tensor_info(&self, id: u128) -> Result<Option<TensorInfo>> {
+        let metas: Vec<BlockMeta> = {
+            let idx = self.read_index()?;
+            idx.map
+                .values()
+                .filter(|m| m.key.tensor_id == id)
+                .copied()
+                .collect()
+        };
+        if metas.is_empty() {
+            return Ok(None);
+        }
+        let name = self.lock_writer()?.catalog.name(id).map(str::to_owned);
+        Ok(Some(self.summarize(id, &metas, name)))
+    }
+
+    /// Every tensor with at least one block, sorted by name (unnamed ones last, by id).
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding a store lock.
+    pub fn tensors(&self) -> Result<Vec<TensorInfo>> {
+        let mut by_id: BTreeMap<u128, Vec<BlockMeta>> = BTreeMap::new();
+        for m in self.read_index()?.map.values() {
+            by_id.entry(m.key.tensor_id).or_default().push(*m);
+        }
+        let w = self.writer.lock().map_err(|_| StoreErr::InvalidArgument {
+            field: "store",
+            reason: "a thread panicked while holding the store lock".into(),
+        })?;
+        let mut out: Vec<TensorInfo> = by_id
+            .iter()
+            .map(|(id, metas)| self.summarize(*id, metas, w.catalog.name(*id).map(str::to_owned)))
+            .collect();
+        drop(w);
+        out.sort_by(|a, b| match (&a.name, &b.name) {
+            (Some(x), Some(y)) => x.cmp(y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => a.tensor_id.cmp(&b.tensor_id),
+        });
+        Ok(out)
+    }
+
+    /// Read, checksum and decode every live block (without counting accesses) and report
+    /// each one that fails.
+    ///
+    /// # Errors
+    /// Only for store-level failures; corrupt blocks are reported, not returned.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let metas = self.blocks()?;
+        let mut report = VerifyReport::default();
+        let mut buf = Vec::new();
+        for m in &metas {
+            report.checked += 1;
+            report.bytes += u64::from(m.data_len);
+            let r = {
+                let idx = self.read_index()?;
+                match idx.get(&m.key) {
+                    Some(cur) => {
+                        let cur = *cur;
+                        self.read_elements(&cur, &mut buf).map(|()| cur)
+                    }
+                    None => continue, // deleted meanwhile
+                }
+            };
+            if let Err(e) = r {
+                let tensor = self
+                    .writer
+                    .lock()
+                    .ok()
+                    .and_then(|w| w.catalog.name(m.key.tensor_id).map(str::to_owned));
+                report.problems.push(BlockProblem {
+                    key: m.key,
+                    tensor,
+                    tier: m.tier,
+                    offset: m.data_offset,
+                    error: e.to_string(),
+                });
+            }
+        }
+        Ok(report)
+    }
+
+    /// Store-wide statistics.
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding a store lock.
+    pub fn stats(&self) -> Result<StoreStats> {
+        let mut s = StoreStats::default();
+        {
+            let idx = self.read_index()?;
+            let mut ids = std::collections::HashSet::new();
+            for m in idx.map.values() {
+                let t = m.tier.index();
+                s.blocks[t] += 1;
+                s.payload_bytes[t] += u64::from(m.data_len);
+                ids.insert(m.key.tensor_id);
+            }
+            s.tensors = ids.len() as u64;
+        }
+        let metas = self.blocks()?;
+        for m in &metas {
+            let elems = if m.tier.is_quantized() {
+                // values_per_frame lives in the segment header; the raw size is the block's
+                // share of the tensor.
+                let n = numel(m.shape()).unwrap_or(0);
+                let start = u64::from(m.key.block_index) * u64::from(self.geo.block_elems);
+                n.saturating_sub(start).min(u64::from(self.geo.block_elems))
+            } else {
+                u64::from(m.data_len) / m.dtype.size() as u64
+            };
+            s.raw_bytes[m.tier.index()] += elems * m.dtype.size() as u64;
+        }
+        s.usage = Tier::ALL.map(|t| self.io.usage(t));
+        s.log_records = self.log_records()?;
+        let c = &self.counters;
+        s.reads = c.reads.load(Ordering::Relaxed);
+        s.writes = c.writes.load(Ordering::Relaxed);
+        s.migrations = c.migrations.load(Ordering::Relaxed);
+        s.deletes = c.deletes.load(Ordering::Relaxed);
+        s.checksum_failures = c.checksum_failures.load(Ordering::Relaxed);
+        s.replay_nanos = self.replay_nanos;
+        s.replay_skipped = self.replay.skipped_total;
+        s.replay_ignored = self.replay_ignored;
+        Ok(s)
+    }
+}
