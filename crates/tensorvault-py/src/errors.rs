@@ -100,14 +100,13 @@ fn core_kind(e: &CoreError, dir: Dir) -> Kind {
 
 fn cgeb_kind(e: &CgebError, dir: Dir) -> Kind {
     match e {
-        CgebError::HashMismatch { .. } | CgebError::AuxCorrupt { .. } => Kind::Corruption,
+        _ if dir == Dir::Write => Kind::InvalidArgument,
+        CgebError::HashMismatch { .. }
+        | CgebError::AuxCorrupt { .. }
+        | CgebError::DataFileHashMismatch { .. } => Kind::Corruption,
+        CgebError::IndexOutOfRange { .. } => Kind::InvalidArgument,
         CgebError::UnsupportedVersion { .. } | CgebError::UnsupportedCompression { .. } => {
             Kind::UnsupportedFormat
-        }
-        CgebError::BufferTooSmall { .. } | CgebError::InvalidDimension { .. }
-            if dir == Dir::Write =>
-        {
-            Kind::InvalidArgument
         }
         _ => Kind::InvalidFormat,
     }

@@ -8,6 +8,7 @@
 
 #[allow(dead_code)] // reason: temporary while bindings land
 mod array;
+mod cgeb;
 mod cvc;
 #[allow(dead_code)] // reason: temporary while bindings land
 mod errors;
@@ -26,5 +27,9 @@ fn _tensorvault(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cvc::cvc_pack_sections, m)?)?;
     m.add_function(wrap_pyfunction!(cvc::cvc_load_all, m)?)?;
     m.add_function(wrap_pyfunction!(cvc::cvc_validate, m)?)?;
+    m.add_class::<cgeb::BatchReader>()?;
+    m.add_function(wrap_pyfunction!(cgeb::cgeb_encode, m)?)?;
+    m.add_function(wrap_pyfunction!(cgeb::cgeb_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(cgeb::cgeb_write_batch, m)?)?;
     Ok(())
 }

@@ -9,12 +9,16 @@ of a memory map kept alive by the array.
   :func:`load_cvc_chunked`, :func:`load_cvc_range`, :func:`get_cvc_info`,
   :func:`validate_cvc`, :func:`validate_cvc_integrity`, :class:`CvcWriter` (streaming).
 
+* CGEB fused-embedding records: :func:`encode_embedding`, :func:`decode_embedding`,
+  :func:`write_batch` and :class:`BatchReader` (read-only numpy views into the map).
+
 Errors are :class:`TensorvaultError` subclasses carrying the Rust error's message.
 """
 
 from __future__ import annotations
 
 from . import _tensorvault
+from ._cgeb import BatchReader, Embedding, decode_embedding, encode_embedding, write_batch
 from ._cvc import (
     CvcFile,
     CvcWriter,
@@ -55,6 +59,11 @@ __all__ = [
     "validate_cvc_integrity",
     "CvcWriter",
     "CvcFile",
+    "Embedding",
+    "encode_embedding",
+    "decode_embedding",
+    "write_batch",
+    "BatchReader",
     "TensorvaultError",
     "NotFoundError",
     "InvalidFormatError",
