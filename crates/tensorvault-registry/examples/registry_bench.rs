@@ -2,6 +2,11 @@
 //! rayon), atomic save, load (mmap + validation, with and without checksum, and touching
 //! every value) and a single-expert load. Prints one `name seconds GB/s` line per figure
 //! (median of `REPS` runs). Usage: `registry_bench DIR [REPS]`; DIR must be empty scratch.
+//!
+//! `registry_bench --once OP CKPT` times one operation once on an existing checkpoint
+//! directory and prints one line, for cold-cache runs (the caller evicts the file from the
+//! page cache first, see `bench/registry/run.sh`). OP: `load` (mmap + validation),
+//! `load-touch` (and read every value), `expert-touch` (expert 3's three tensors, read).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -22,15 +27,80 @@ fn touch(w: &LoadedWeights) -> f64 {
         .sum()
 }
 
+const EXPERT: [&str; 3] = [
+    "experts.3.input_proj.weight",
+    "experts.3.hidden.weight",
+    "experts.3.output_proj.weight",
+];
+
+fn expert_bytes(cfg: &FusionConfig) -> f64 {
+    let (i, h, o) = (cfg.input_dim, cfg.expert_hidden_dim, cfg.expert_output_dim);
+    (4 * (i * h + h * h + h * o)) as f64 / 1e9
+}
+
+fn load_full(ck: &std::path::Path, cfg: &FusionConfig, verify: bool) -> LoadedWeights {
+    load_checkpoint_dir(
+        ck,
+        cfg,
+        LoadOptions {
+            strict: true,
+            verify_checksum: verify,
+            fallback: None,
+        },
+    )
+    .unwrap()
+}
+
+fn load_expert_touch(ck: &std::path::Path) -> f64 {
+    load_tensors(ck, &EXPERT)
+        .unwrap()
+        .iter()
+        .map(|t| t.data().iter().map(|&v| f64::from(v)).sum::<f64>())
+        .sum()
+}
+
+fn report(name: &str, s: f64, gb: f64) {
+    println!("{name:28} {s:10.6} s {:8.2} GB/s", gb / s);
+}
+
+/// `--once OP CKPT`: one timed operation (for cold-cache runs).
+fn once(op: &str, ck: &std::path::Path) {
+    let cfg = FusionConfig::default();
+    let gb = cfg.total_bytes() as f64 / 1e9;
+    let t = Instant::now();
+    let (name, bytes) = match op {
+        "load" => {
+            std::hint::black_box(load_full(ck, &cfg, false));
+            ("load mmap+validate", gb)
+        }
+        "load-touch" => {
+            std::hint::black_box(touch(&load_full(ck, &cfg, false)));
+            ("load +touch all values", gb)
+        }
+        "expert-touch" => {
+            std::hint::black_box(load_expert_touch(ck));
+            ("single expert +touch", expert_bytes(&cfg))
+        }
+        other => panic!("unknown OP {other:?}: load | load-touch | expert-touch"),
+    };
+    report(name, t.elapsed().as_secs_f64(), bytes);
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
-    let dir = PathBuf::from(args.next().expect("usage: registry_bench DIR [REPS]"));
+    let first = args
+        .next()
+        .expect("usage: registry_bench DIR [REPS] | registry_bench --once OP CKPT");
+    if first == "--once" {
+        let op = args.next().expect("--once OP CKPT");
+        let ck = PathBuf::from(args.next().expect("--once OP CKPT"));
+        return once(&op, &ck);
+    }
+    let dir = PathBuf::from(first);
     let reps: usize = args.next().map_or(5, |s| s.parse().expect("REPS"));
     let cfg = FusionConfig::default();
     let gb = cfg.total_bytes() as f64 / 1e9;
     let init = WeightInitializer::new(42);
-    let report =
-        |name: &str, s: f64, bytes: f64| println!("{name:28} {s:8.4} s {:7.2} GB/s", bytes / s);
 
     for (name, par) in [("init serial", false), ("init rayon", true)] {
         let s = median(
@@ -67,16 +137,7 @@ fn main() {
         let s = median(
             || {
                 let t = Instant::now();
-                let w = load_checkpoint_dir(
-                    &ck,
-                    &cfg,
-                    LoadOptions {
-                        strict: true,
-                        verify_checksum: verify,
-                        fallback: None,
-                    },
-                )
-                .unwrap();
+                let w = load_full(&ck, &cfg, verify);
                 if touch_all {
                     std::hint::black_box(touch(&w));
                 }
@@ -86,24 +147,13 @@ fn main() {
         );
         report(name, s, gb);
     }
-    let names = [
-        "experts.3.input_proj.weight",
-        "experts.3.hidden.weight",
-        "experts.3.output_proj.weight",
-    ];
-    let ebytes = 4.0 * (8320.0 * 1024.0 + 1024.0 * 1024.0 + 1024.0 * 192.0) / 1e9;
     let s = median(
         || {
             let t = Instant::now();
-            let ts = load_tensors(&ck, &names).unwrap();
-            std::hint::black_box(
-                ts.iter()
-                    .map(|t| t.data().iter().map(|&v| f64::from(v)).sum::<f64>())
-                    .sum::<f64>(),
-            );
+            std::hint::black_box(load_expert_touch(&ck));
             t.elapsed().as_secs_f64()
         },
         reps,
     );
-    report("single expert +touch", s, ebytes);
+    report("single expert +touch", s, expert_bytes(&cfg));
 }
