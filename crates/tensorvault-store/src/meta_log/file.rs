@@ -1,5 +1,369 @@
-//! File MetaLog (owned by the MetaLog work).
+//! File-backed MetaLog (`meta.log`): a 128-byte header, then 128-byte records appended
+//! with one positioned write per batch. Replay streams the file in large chunks and cuts
+//! a torn tail; compaction writes `meta.log.compact` and renames it over the log.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use tensorvault_core::atomic::sync_dir;
+
+use super::layout::RECORD_LEN;
+use super::record::{decode_header, encode_checked, encode_header, Replayer};
+use super::{MetaLog, MetaRecord, ReplayStats};
+use crate::config::{CollectionConfig, RecoveryMode};
+use crate::error::{Result, StoreErr};
+
+/// Replay reads this many bytes at a time (a multiple of the record length).
+const CHUNK: usize = 512 * RECORD_LEN;
+/// Compaction writes in batches of this many bytes.
+const WRITE_BATCH: usize = 8192 * RECORD_LEN;
 
 /// File-backed log.
 #[derive(Debug)]
-pub struct FileMetaLog {}
+pub struct FileMetaLog {
+    file: File,
+    path: PathBuf,
+    config: CollectionConfig,
+    generation: u64,
+    /// Current file length: where the next append goes once `replayed`.
+    len: u64,
+    /// Appends are allowed: the log was just created or compacted, or replay has cut
+    /// any torn tail.
+    replayed: bool,
+    /// A write failed; the file may end in a partial batch. Reopen to recover.
+    poisoned: bool,
+    /// Reused encode buffer for appends.
+    scratch: Vec<u8>,
+}
+
+fn parent_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// `<path>.compact`: the compaction (and creation) temp file next to the log.
+fn temp_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".compact");
+    PathBuf::from(s)
+}
+
+fn fsync_dir(path: &Path) -> Result<()> {
+    let dir = parent_of(path);
+    sync_dir(&dir).map_err(|e| StoreErr::io("fsync directory", dir, e))
+}
+
+#[cfg(unix)]
+fn write_at(file: &mut File, bytes: &[u8], offset: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(bytes, offset)
+}
+
+#[cfg(not(unix))]
+fn write_at(file: &mut File, bytes: &[u8], offset: u64) -> io::Result<()> {
+    file.seek(SeekFrom::Start(offset))?;
+    file.write_all(bytes)
+}
+
+/// Remove a leftover temp file (a compaction or creation that never got renamed in).
+fn remove_leftover_temp(path: &Path) -> Result<()> {
+    let tmp = temp_path(path);
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {
+            tracing::warn!(path = %tmp.display(), "metalog: removed a leftover compaction file");
+            fsync_dir(path)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StoreErr::io("remove", tmp, e)),
+    }
+}
+
+impl FileMetaLog {
+    /// Create a new log at `path` holding only the header for `config` (generation 0),
+    /// durably: the header is written to `<path>.compact`, fsynced and linked in as
+    /// `path` (which must not exist), then the directory is fsynced. A crash leaves
+    /// either no log or a complete header.
+    ///
+    /// # Errors
+    /// [`StoreErr::InvalidArgument`] for an invalid geometry; [`StoreErr::Io`] if `path`
+    /// exists (kind `AlreadyExists`) or any file operation fails.
+    pub fn create(path: impl AsRef<Path>, config: &CollectionConfig) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        config.validate()?;
+        if path.exists() {
+            return Err(StoreErr::io(
+                "create",
+                path,
+                io::Error::new(io::ErrorKind::AlreadyExists, "the MetaLog already exists"),
+            ));
+        }
+        remove_leftover_temp(&path)?;
+        let tmp = temp_path(&path);
+        let header = encode_header(config, 0);
+        let result = (|| {
+            let mut f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .map_err(|e| StoreErr::io("create", &tmp, e))?;
+            f.write_all(&header)
+                .map_err(|e| StoreErr::io("write", &tmp, e))?;
+            f.sync_all().map_err(|e| StoreErr::io("fsync", &tmp, e))?;
+            // A hard link fails if `path` appeared meanwhile: never clobber a log.
+            match std::fs::hard_link(&tmp, &path) {
+                Ok(()) => {
+                    std::fs::remove_file(&tmp).map_err(|e| StoreErr::io("remove", &tmp, e))?
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    return Err(StoreErr::io("create", &path, e));
+                }
+                // Filesystems without hard links: rename (the existence check above
+                // already ran).
+                Err(_) => {
+                    std::fs::rename(&tmp, &path).map_err(|e| StoreErr::io("rename", &path, e))?
+                }
+            }
+            Ok(f)
+        })();
+        let file = match result {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
+        fsync_dir(&path)?;
+        Ok(Self {
+            file,
+            path,
+            config: *config,
+            generation: 0,
+            len: RECORD_LEN as u64,
+            replayed: true,
+            poisoned: false,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Open an existing log: remove a leftover `<path>.compact` (a compaction that never
+    /// got renamed in), read and check the header. Records are read by
+    /// [`MetaLog::replay`], which must run before the first append.
+    ///
+    /// # Errors
+    /// [`StoreErr::BadHeader`] if the header is missing or invalid; [`StoreErr::Io`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        remove_leftover_temp(&path)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| StoreErr::io("open", &path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| StoreErr::io("stat", &path, e))?
+            .len();
+        let mut header = Vec::with_capacity(RECORD_LEN);
+        (&mut file)
+            .take(RECORD_LEN as u64)
+            .read_to_end(&mut header)
+            .map_err(|e| StoreErr::io("read", &path, e))?;
+        let (config, generation) = decode_header(&header)?;
+        Ok(Self {
+            file,
+            path,
+            config,
+            generation,
+            len,
+            replayed: false,
+            poisoned: false,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// [`FileMetaLog::open`] if `path` exists, [`FileMetaLog::create`] with `config`
+    /// otherwise. An existing log keeps its own geometry: compare
+    /// [`MetaLog::collection`] with `config` if it matters.
+    ///
+    /// # Errors
+    /// As [`FileMetaLog::open`] and [`FileMetaLog::create`].
+    pub fn open_or_create(path: impl AsRef<Path>, config: &CollectionConfig) -> Result<Self> {
+        let path = path.as_ref();
+        if path.exists() {
+            Self::open(path)
+        } else {
+            Self::create(path, config)
+        }
+    }
+
+    /// The log file's path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Generation of the header: the number of compactions this log went through.
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Current length of the file in bytes.
+    #[must_use]
+    pub fn len_bytes(&self) -> u64 {
+        self.len
+    }
+
+    fn write_compacted(
+        &self,
+        tmp: &Path,
+        snapshot: &mut dyn Iterator<Item = MetaRecord>,
+    ) -> Result<(File, u64)> {
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(tmp)
+            .map_err(|e| StoreErr::io("create", tmp, e))?;
+        let mut buf = Vec::with_capacity(WRITE_BATCH + RECORD_LEN);
+        buf.extend_from_slice(&encode_header(&self.config, self.generation + 1));
+        let mut len = 0u64;
+        for r in snapshot {
+            encode_checked(std::slice::from_ref(&r), len + buf.len() as u64, &mut buf)?;
+            if buf.len() >= WRITE_BATCH {
+                f.write_all(&buf)
+                    .map_err(|e| StoreErr::io("write", tmp, e))?;
+                len += buf.len() as u64;
+                buf.clear();
+            }
+        }
+        f.write_all(&buf)
+            .map_err(|e| StoreErr::io("write", tmp, e))?;
+        len += buf.len() as u64;
+        f.sync_all().map_err(|e| StoreErr::io("fsync", tmp, e))?;
+        Ok((f, len))
+    }
+}
+
+impl MetaLog for FileMetaLog {
+    fn collection(&self) -> CollectionConfig {
+        self.config
+    }
+
+    fn append(&mut self, recs: &[MetaRecord]) -> Result<()> {
+        if self.poisoned {
+            return Err(StoreErr::io(
+                "append",
+                &self.path,
+                io::Error::other("an earlier write failed; reopen the log to recover"),
+            ));
+        }
+        if !self.replayed {
+            return Err(StoreErr::InvalidArgument {
+                field: "append",
+                reason: "the log must be replayed (torn tail cut) before the first append".into(),
+            });
+        }
+        if recs.is_empty() {
+            return Ok(());
+        }
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let res = encode_checked(recs, self.len, &mut buf).and_then(|()| {
+            write_at(&mut self.file, &buf, self.len).map_err(|e| {
+                self.poisoned = true;
+                StoreErr::io("write", &self.path, e)
+            })
+        });
+        if res.is_ok() {
+            self.len += buf.len() as u64;
+        }
+        self.scratch = buf;
+        res
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        if self.poisoned {
+            return Err(StoreErr::io(
+                "fsync",
+                &self.path,
+                io::Error::other("an earlier write failed; reopen the log to recover"),
+            ));
+        }
+        self.file
+            .sync_data()
+            .map_err(|e| StoreErr::io("fsync", &self.path, e))
+    }
+
+    fn replay(
+        &mut self,
+        mode: RecoveryMode,
+        visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
+    ) -> Result<ReplayStats> {
+        let len = self
+            .file
+            .metadata()
+            .map_err(|e| StoreErr::io("stat", &self.path, e))?
+            .len();
+        self.file
+            .seek(SeekFrom::Start(RECORD_LEN as u64))
+            .map_err(|e| StoreErr::io("seek", &self.path, e))?;
+        let mut r = Replayer::new(mode);
+        let mut buf = vec![0u8; CHUNK];
+        let mut pos = RECORD_LEN as u64;
+        while pos < len && !r.stopped() {
+            // Bounded by CHUNK, so the cast is lossless.
+            let n = (len - pos).min(CHUNK as u64) as usize;
+            let chunk = &mut buf[..n];
+            self.file
+                .read_exact(chunk)
+                .map_err(|e| StoreErr::io("read", &self.path, e))?;
+            r.feed(chunk, pos, visit)?;
+            pos += n as u64;
+        }
+        let (stats, cut) = r.finish(len);
+        if cut < len {
+            self.file
+                .set_len(cut)
+                .map_err(|e| StoreErr::io("truncate", &self.path, e))?;
+            self.file
+                .sync_data()
+                .map_err(|e| StoreErr::io("fsync", &self.path, e))?;
+        }
+        self.len = cut;
+        self.replayed = true;
+        self.poisoned = false;
+        Ok(stats)
+    }
+
+    fn compact(&mut self, snapshot: &mut dyn Iterator<Item = MetaRecord>) -> Result<()> {
+        let tmp = temp_path(&self.path);
+        let (file, len) = match self.write_compacted(&tmp, snapshot).and_then(|fl| {
+            std::fs::rename(&tmp, &self.path)
+                .map(|()| fl)
+                .map_err(|e| StoreErr::io("rename", &self.path, e))
+        }) {
+            Ok(fl) => fl,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
+        // Renamed in: the open handle is now the log (whatever the directory fsync says).
+        self.file = file;
+        self.len = len;
+        self.generation += 1;
+        self.replayed = true;
+        self.poisoned = false;
+        fsync_dir(&self.path)
+    }
+
+    fn record_count(&self) -> u64 {
+        self.len.saturating_sub(RECORD_LEN as u64) / RECORD_LEN as u64
+    }
+}

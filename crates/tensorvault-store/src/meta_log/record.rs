@@ -1,37 +1,530 @@
-//! Encoding and decoding of the header and records (owned by the MetaLog work).
+//! Encoding and decoding of the `meta.log` header and records (offsets in
+//! [`super::layout`], spec in `docs/formats/store.md`), and the replay state machine
+//! shared by [`super::FileMetaLog`] and [`super::MemMetaLog`].
+//!
+//! Decoding is strict and never panics: the CRC is checked first, then the padding, the
+//! record type, every enumerated byte, every float and every reserved byte. A record
+//! that decodes is exactly one that [`encode_record`] can produce.
 
-use super::MetaRecord;
-use crate::config::CollectionConfig;
-use crate::error::Result;
+use super::layout::{
+    RecordType, A_COUNT, A_EMA, A_LAST_ACCESS, A_RESERVED, A_WINDOW, CRC_OFFSET, C_BITS,
+    C_CHECKSUM, C_CREATED_AT, C_DATA_LEN, C_DATA_OFFSET, C_DTYPE, C_LINEAGE, C_NDIM, C_RECONSTRUCT,
+    C_RESERVED, C_SCALE, C_SHAPE, C_TIER, C_TIER_SINCE, C_ZERO_POINT, D_RESERVED, H_BLOCK_ELEMS,
+    H_GENERATION, H_GROUP_SIZE, H_MAGIC, H_RECORD_LEN, H_RESERVED, H_SLOT_ALIGN,
+    H_TIER0_ELEM_BYTES, H_TIER_BITS, H_VERSION, MAGIC, M_AT, M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN,
+    M_NEW_OFFSET, M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER, M_RESERVED, PAD_OFFSET, RECORD_LEN,
+    R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE, VERSION,
+};
+use super::{MetaRecord, ReplayStats};
+use crate::config::{CollectionConfig, RecoveryMode};
+use crate::error::{Result, StoreErr};
+use crate::types::{BlockKey, BlockMeta, DType, ReconstructPolicy, Tier, MAX_NDIM};
+
+use tensorvault_core::checksum::crc32c;
+
+/// File name used in header errors.
+const FILE: &str = "meta.log";
+/// Most skipped-record entries kept in [`ReplayStats::skipped`].
+pub(crate) const MAX_SKIPPED_ENTRIES: usize = 1024;
+
+type Rec = [u8; RECORD_LEN];
+
+fn get<const N: usize>(b: &Rec, at: usize) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[at..at + N]);
+    a
+}
+fn u16_at(b: &Rec, at: usize) -> u16 {
+    u16::from_le_bytes(get(b, at))
+}
+fn u32_at(b: &Rec, at: usize) -> u32 {
+    u32::from_le_bytes(get(b, at))
+}
+fn u64_at(b: &Rec, at: usize) -> u64 {
+    u64::from_le_bytes(get(b, at))
+}
+fn u128_at(b: &Rec, at: usize) -> u128 {
+    u128::from_le_bytes(get(b, at))
+}
+fn f32_at(b: &Rec, at: usize) -> f32 {
+    f32::from_bits(u32_at(b, at))
+}
+fn put(b: &mut Rec, at: usize, v: &[u8]) {
+    b[at..at + v.len()].copy_from_slice(v);
+}
+
+/// Seal a record or header: CRC32C of bytes `0..120` at `120..124`, zero padding after.
+fn seal(b: &mut Rec) {
+    let crc = crc32c(&b[..CRC_OFFSET]);
+    put(b, CRC_OFFSET, &crc.to_le_bytes());
+    put(b, PAD_OFFSET, &[0; 4]);
+}
+
+/// Index of the first nonzero byte in `b[from..to]`.
+fn first_nonzero(b: &Rec, from: usize, to: usize) -> Option<usize> {
+    b[from..to].iter().position(|&x| x != 0).map(|i| from + i)
+}
 
 /// Encode the 128-byte header for `c` at `generation`.
 #[must_use]
-pub fn encode_header(c: &CollectionConfig, generation: u64) -> [u8; super::layout::RECORD_LEN] {
-    let _ = (c, generation);
-    todo!("metalog helper")
+pub fn encode_header(c: &CollectionConfig, generation: u64) -> [u8; RECORD_LEN] {
+    let mut b = [0u8; RECORD_LEN];
+    put(&mut b, H_MAGIC, &MAGIC);
+    put(&mut b, H_VERSION, &VERSION.to_le_bytes());
+    put(&mut b, H_RECORD_LEN, &(RECORD_LEN as u32).to_le_bytes());
+    put(&mut b, H_BLOCK_ELEMS, &c.block_elems.to_le_bytes());
+    b[H_TIER0_ELEM_BYTES] = c.tier0_elem_bytes;
+    put(&mut b, H_TIER_BITS, &c.tier_bits);
+    for (i, g) in c.group_size.iter().enumerate() {
+        put(&mut b, H_GROUP_SIZE + 4 * i, &g.to_le_bytes());
+    }
+    put(&mut b, H_SLOT_ALIGN, &c.slot_align.to_le_bytes());
+    put(&mut b, H_GENERATION, &generation.to_le_bytes());
+    seal(&mut b);
+    b
 }
 
-/// Decode and validate a header: returns the geometry and generation.
+fn bad_header(field: &'static str, offset: usize, reason: String) -> StoreErr {
+    StoreErr::BadHeader {
+        file: FILE.to_owned(),
+        field,
+        offset: offset as u64,
+        reason,
+    }
+}
+
+/// Decode and validate a header: returns the geometry and generation. Only the first
+/// 128 bytes of `b` are read.
+///
+/// Checks, in order: length, magic, version, record length, CRC32C, padding, reserved
+/// bytes, then the geometry ([`CollectionConfig::validate`]). Magic and version come
+/// before the CRC so that a foreign file or a newer format is reported as such.
 ///
 /// # Errors
 /// [`crate::StoreErr::BadHeader`] naming the field and offset.
 pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
-    let _ = b;
-    todo!("metalog helper")
+    let Some(h) = b.get(..RECORD_LEN) else {
+        return Err(bad_header(
+            "length",
+            0,
+            format!(
+                "file is {} bytes, shorter than the {RECORD_LEN}-byte header",
+                b.len()
+            ),
+        ));
+    };
+    let mut r = [0u8; RECORD_LEN];
+    r.copy_from_slice(h);
+    if r[H_MAGIC..H_MAGIC + MAGIC.len()] != MAGIC {
+        return Err(bad_header(
+            "magic",
+            H_MAGIC,
+            "not a tensorvault MetaLog (magic is not \"TVMETLOG\")".into(),
+        ));
+    }
+    let version = u32_at(&r, H_VERSION);
+    if version != VERSION {
+        return Err(bad_header(
+            "version",
+            H_VERSION,
+            format!("unsupported version {version} (this build reads {VERSION})"),
+        ));
+    }
+    let record_len = u32_at(&r, H_RECORD_LEN);
+    if record_len != RECORD_LEN as u32 {
+        return Err(bad_header(
+            "record_len",
+            H_RECORD_LEN,
+            format!("{record_len}, expected {RECORD_LEN}"),
+        ));
+    }
+    let stored = u32_at(&r, CRC_OFFSET);
+    let computed = crc32c(&r[..CRC_OFFSET]);
+    if stored != computed {
+        return Err(bad_header(
+            "crc32c",
+            CRC_OFFSET,
+            format!("stored {stored:#010x}, computed {computed:#010x}"),
+        ));
+    }
+    if let Some(i) = first_nonzero(&r, PAD_OFFSET, RECORD_LEN) {
+        return Err(bad_header("padding", i, "padding byte is not zero".into()));
+    }
+    if let Some(i) = first_nonzero(&r, H_RESERVED, CRC_OFFSET) {
+        return Err(bad_header(
+            "reserved",
+            i,
+            "reserved byte is not zero".into(),
+        ));
+    }
+    let c = CollectionConfig {
+        block_elems: u32_at(&r, H_BLOCK_ELEMS),
+        tier0_elem_bytes: r[H_TIER0_ELEM_BYTES],
+        tier_bits: get(&r, H_TIER_BITS),
+        group_size: [0, 1, 2].map(|i| u32_at(&r, H_GROUP_SIZE + 4 * i)),
+        slot_align: u32_at(&r, H_SLOT_ALIGN),
+    };
+    c.validate().map_err(|e| match e {
+        StoreErr::InvalidArgument { field, reason } => {
+            let offset = match field {
+                "block_elems" => H_BLOCK_ELEMS,
+                "tier0_elem_bytes" => H_TIER0_ELEM_BYTES,
+                "slot_align" => H_SLOT_ALIGN,
+                _ => H_TIER_BITS,
+            };
+            bad_header(field, offset, reason)
+        }
+        other => bad_header("geometry", H_BLOCK_ELEMS, other.to_string()),
+    })?;
+    Ok((c, u64_at(&r, H_GENERATION)))
 }
 
-/// Encode one record.
+fn put_prefix(b: &mut Rec, t: RecordType, key: BlockKey) {
+    b[R_TYPE] = t as u8;
+    put(b, R_TENSOR_ID, &key.tensor_id.to_le_bytes());
+    put(b, R_BLOCK_INDEX, &key.block_index.to_le_bytes());
+}
+
+/// Encode one record. A Create record carries every field of its [`BlockMeta`] except
+/// the access statistics (`last_access_at`, `access_count`, `ema_access_rate`,
+/// `access_window`), which are not stored.
+///
+/// Encoding never fails; a record with a field that [`decode_record`] refuses (a
+/// non-finite float, `bits` outside 1..=32, `shape_ndim > 8` or a nonzero shape entry
+/// beyond it) encodes to bytes that do not decode. The logs check this before writing.
 #[must_use]
-pub fn encode_record(r: &MetaRecord) -> [u8; super::layout::RECORD_LEN] {
-    let _ = r;
-    todo!("metalog helper")
+pub fn encode_record(r: &MetaRecord) -> [u8; RECORD_LEN] {
+    let mut b = [0u8; RECORD_LEN];
+    match r {
+        MetaRecord::Create { meta: m } => {
+            put_prefix(&mut b, RecordType::Create, m.key);
+            b[C_DTYPE] = m.dtype as u8;
+            b[C_TIER] = m.tier as u8;
+            b[C_BITS] = m.bits;
+            put(&mut b, C_SCALE, &m.scale.to_bits().to_le_bytes());
+            put(&mut b, C_ZERO_POINT, &m.zero_point.to_le_bytes());
+            put(&mut b, C_CREATED_AT, &m.created_at.to_le_bytes());
+            put(&mut b, C_DATA_OFFSET, &m.data_offset.to_le_bytes());
+            put(&mut b, C_DATA_LEN, &m.data_len.to_le_bytes());
+            put(&mut b, C_CHECKSUM, &m.checksum.to_le_bytes());
+            put(&mut b, C_LINEAGE, &m.lineage_parent.to_le_bytes());
+            b[C_RECONSTRUCT] = m.reconstruct as u8;
+            b[C_NDIM] = m.shape_ndim;
+            for (i, d) in m.shape.iter().enumerate() {
+                put(&mut b, C_SHAPE + 4 * i, &d.to_le_bytes());
+            }
+            put(&mut b, C_TIER_SINCE, &m.tier_since.to_le_bytes());
+        }
+        MetaRecord::Access {
+            key,
+            last_access_at,
+            access_count,
+            ema_access_rate,
+            access_window,
+        } => {
+            put_prefix(&mut b, RecordType::Access, *key);
+            put(&mut b, A_LAST_ACCESS, &last_access_at.to_le_bytes());
+            put(&mut b, A_COUNT, &access_count.to_le_bytes());
+            put(&mut b, A_EMA, &ema_access_rate.to_bits().to_le_bytes());
+            put(&mut b, A_WINDOW, &access_window.to_le_bytes());
+        }
+        MetaRecord::Migrate {
+            key,
+            old_tier,
+            new_tier,
+            new_bits,
+            new_scale,
+            new_checksum,
+            new_data_offset,
+            new_data_len,
+            at,
+        } => {
+            put_prefix(&mut b, RecordType::Migrate, *key);
+            b[M_OLD_TIER] = *old_tier as u8;
+            b[M_NEW_TIER] = *new_tier as u8;
+            b[M_NEW_BITS] = *new_bits;
+            put(&mut b, M_NEW_SCALE, &new_scale.to_bits().to_le_bytes());
+            put(&mut b, M_NEW_CHECKSUM, &new_checksum.to_le_bytes());
+            put(&mut b, M_NEW_OFFSET, &new_data_offset.to_le_bytes());
+            put(&mut b, M_NEW_LEN, &new_data_len.to_le_bytes());
+            put(&mut b, M_AT, &at.to_le_bytes());
+        }
+        MetaRecord::Delete { key } => put_prefix(&mut b, RecordType::Delete, *key),
+    }
+    seal(&mut b);
+    b
 }
 
 /// Decode one record found at byte `offset` of the log.
 ///
 /// # Errors
-/// [`crate::StoreErr::InvalidRecord`] with the offset and the reason.
-pub fn decode_record(b: &[u8; super::layout::RECORD_LEN], offset: u64) -> Result<MetaRecord> {
-    let _ = (b, offset);
-    todo!("metalog helper")
+/// [`crate::StoreErr::InvalidRecord`] with the offset and a reason naming the field:
+/// CRC mismatch, nonzero padding, unknown record type, unknown tier / dtype /
+/// reconstruct byte, `bits` outside 1..=32, `ndim > 8`, a nonzero shape entry beyond
+/// `ndim`, a non-finite scale or EMA, or a nonzero reserved byte.
+pub fn decode_record(b: &[u8; RECORD_LEN], offset: u64) -> Result<MetaRecord> {
+    let bad = |reason: String| StoreErr::InvalidRecord { offset, reason };
+    let stored = u32_at(b, CRC_OFFSET);
+    let computed = crc32c(&b[..CRC_OFFSET]);
+    if stored != computed {
+        return Err(bad(format!(
+            "crc32c mismatch: stored {stored:#010x}, computed {computed:#010x}"
+        )));
+    }
+    if let Some(i) = first_nonzero(b, PAD_OFFSET, RECORD_LEN) {
+        return Err(bad(format!("padding byte {i} is not zero")));
+    }
+    let key = BlockKey::new(u128_at(b, R_TENSOR_ID), u32_at(b, R_BLOCK_INDEX));
+    let tier = |at: usize, name: &str| {
+        Tier::from_u8(b[at]).ok_or_else(|| {
+            bad(format!(
+                "{name} {} at byte {at} is not a tier (0..=3)",
+                b[at]
+            ))
+        })
+    };
+    let bits = |at: usize, name: &str| match b[at] {
+        v @ 1..=32 => Ok(v),
+        v => Err(bad(format!("{name} {v} at byte {at} is not in 1..=32"))),
+    };
+    let finite = |at: usize, name: &str| {
+        let v = f32_at(b, at);
+        if v.is_finite() {
+            Ok(v)
+        } else {
+            Err(bad(format!("{name} at byte {at} is not finite ({v})")))
+        }
+    };
+    let reserved = |from: usize, kind: &str| match first_nonzero(b, from, CRC_OFFSET) {
+        Some(i) => Err(bad(format!("{kind} reserved byte {i} is not zero"))),
+        None => Ok(()),
+    };
+    match b[R_TYPE] {
+        t if t == RecordType::Create as u8 => {
+            let dtype = DType::from_u8(b[C_DTYPE]).ok_or_else(|| {
+                bad(format!(
+                    "create.dtype {} at byte {C_DTYPE} is unknown",
+                    b[C_DTYPE]
+                ))
+            })?;
+            let tier = tier(C_TIER, "create.tier")?;
+            let bits = bits(C_BITS, "create.bits")?;
+            let scale = finite(C_SCALE, "create.scale")?;
+            let reconstruct = ReconstructPolicy::from_u8(b[C_RECONSTRUCT]).ok_or_else(|| {
+                bad(format!(
+                    "create.reconstruct {} at byte {C_RECONSTRUCT} is unknown",
+                    b[C_RECONSTRUCT]
+                ))
+            })?;
+            let ndim = b[C_NDIM];
+            if usize::from(ndim) > MAX_NDIM {
+                return Err(bad(format!(
+                    "create.ndim {ndim} at byte {C_NDIM} exceeds {MAX_NDIM}"
+                )));
+            }
+            let shape: [u32; MAX_NDIM] = std::array::from_fn(|i| u32_at(b, C_SHAPE + 4 * i));
+            if let Some(i) = (usize::from(ndim)..MAX_NDIM).find(|&i| shape[i] != 0) {
+                return Err(bad(format!(
+                    "create.shape[{i}] = {} at byte {} is nonzero beyond ndim {ndim}",
+                    shape[i],
+                    C_SHAPE + 4 * i
+                )));
+            }
+            reserved(C_RESERVED, "create")?;
+            let created_at = u64_at(b, C_CREATED_AT);
+            Ok(MetaRecord::Create {
+                meta: BlockMeta {
+                    key,
+                    shape,
+                    shape_ndim: ndim,
+                    dtype,
+                    tier,
+                    bits,
+                    scale,
+                    zero_point: u16_at(b, C_ZERO_POINT) as i16,
+                    created_at,
+                    last_access_at: created_at,
+                    access_count: 0,
+                    ema_access_rate: 0.0,
+                    access_window: 1,
+                    checksum: u32_at(b, C_CHECKSUM),
+                    lineage_parent: u128_at(b, C_LINEAGE),
+                    reconstruct,
+                    tier_since: u64_at(b, C_TIER_SINCE),
+                    data_offset: u64_at(b, C_DATA_OFFSET),
+                    data_len: u32_at(b, C_DATA_LEN),
+                },
+            })
+        }
+        t if t == RecordType::Access as u8 => {
+            let ema_access_rate = finite(A_EMA, "access.ema_access_rate")?;
+            reserved(A_RESERVED, "access")?;
+            Ok(MetaRecord::Access {
+                key,
+                last_access_at: u64_at(b, A_LAST_ACCESS),
+                access_count: u32_at(b, A_COUNT),
+                ema_access_rate,
+                access_window: u64_at(b, A_WINDOW),
+            })
+        }
+        t if t == RecordType::Migrate as u8 => {
+            let old_tier = tier(M_OLD_TIER, "migrate.old_tier")?;
+            let new_tier = tier(M_NEW_TIER, "migrate.new_tier")?;
+            let new_bits = bits(M_NEW_BITS, "migrate.new_bits")?;
+            let new_scale = finite(M_NEW_SCALE, "migrate.new_scale")?;
+            reserved(M_RESERVED, "migrate")?;
+            Ok(MetaRecord::Migrate {
+                key,
+                old_tier,
+                new_tier,
+                new_bits,
+                new_scale,
+                new_checksum: u32_at(b, M_NEW_CHECKSUM),
+                new_data_offset: u64_at(b, M_NEW_OFFSET),
+                new_data_len: u32_at(b, M_NEW_LEN),
+                at: u64_at(b, M_AT),
+            })
+        }
+        t if t == RecordType::Delete as u8 => {
+            reserved(D_RESERVED, "delete")?;
+            Ok(MetaRecord::Delete { key })
+        }
+        t => Err(bad(format!("record_type {t} at byte {R_TYPE} is unknown"))),
+    }
+}
+
+/// Encode `recs` for appending at byte `offset`, appending the bytes to `out`; every
+/// record is decoded back first so that nothing replay would refuse reaches the log
+/// ([`StoreErr::InvalidArgument`] with field `record` otherwise).
+pub(crate) fn encode_checked(recs: &[MetaRecord], offset: u64, out: &mut Vec<u8>) -> Result<()> {
+    out.reserve(recs.len().saturating_mul(RECORD_LEN));
+    let mut at = offset;
+    for r in recs {
+        let b = encode_record(r);
+        decode_record(&b, at).map_err(|e| match e {
+            StoreErr::InvalidRecord { reason, .. } => StoreErr::InvalidArgument {
+                field: "record",
+                reason: format!("block {} would not replay: {reason}", r.key()),
+            },
+            other => other,
+        })?;
+        out.extend_from_slice(&b);
+        at += RECORD_LEN as u64;
+    }
+    Ok(())
+}
+
+/// The replay state machine: fed every whole record in file order, it applies the
+/// recovery mode and finally says where the log must be cut.
+pub(crate) struct Replayer {
+    mode: RecoveryMode,
+    stats: ReplayStats,
+    /// End of the last valid record (the cut point if nothing valid follows).
+    good_end: u64,
+    /// Invalid records after the last valid one: skipped if a valid record follows,
+    /// cut as a torn tail otherwise.
+    pending: Vec<(u64, String)>,
+    pending_total: u64,
+    stopped: bool,
+}
+
+impl Replayer {
+    pub(crate) fn new(mode: RecoveryMode) -> Self {
+        Self {
+            mode,
+            stats: ReplayStats::default(),
+            good_end: RECORD_LEN as u64,
+            pending: Vec::new(),
+            pending_total: 0,
+            stopped: false,
+        }
+    }
+
+    /// Whether replay stopped (point-in-time mode hit a corrupt record).
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Process every whole record of `chunk`, which starts at byte `offset` of the log.
+    /// A trailing partial record is ignored (the final length passed to
+    /// [`Replayer::finish`] accounts for it).
+    pub(crate) fn feed(
+        &mut self,
+        chunk: &[u8],
+        offset: u64,
+        visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
+    ) -> Result<()> {
+        let mut at = offset;
+        for rec in chunk.chunks_exact(RECORD_LEN) {
+            if self.stopped {
+                return Ok(());
+            }
+            let mut b = [0u8; RECORD_LEN];
+            b.copy_from_slice(rec);
+            match decode_record(&b, at) {
+                Ok(r) => {
+                    self.flush_pending();
+                    visit(r)?;
+                    self.stats.applied += 1;
+                    self.good_end = at + RECORD_LEN as u64;
+                }
+                Err(e) => {
+                    let reason = match e {
+                        StoreErr::InvalidRecord { reason, .. } => reason,
+                        other => other.to_string(),
+                    };
+                    match self.mode {
+                        RecoveryMode::PointInTime => {
+                            tracing::warn!(offset = at, %reason, "metalog: corrupt record, point-in-time replay stops here");
+                            self.stats.stopped_at = Some(at);
+                            self.stopped = true;
+                        }
+                        RecoveryMode::SkipAnyCorruptedRecords => {
+                            if self.stats.skipped.len() + self.pending.len() < MAX_SKIPPED_ENTRIES {
+                                self.pending.push((at, reason));
+                            }
+                            self.pending_total += 1;
+                        }
+                    }
+                }
+            }
+            at += RECORD_LEN as u64;
+        }
+        Ok(())
+    }
+
+    /// A valid record follows the pending invalid ones: they were corrupt records in the
+    /// middle of the log, skipped.
+    fn flush_pending(&mut self) {
+        if self.pending_total == 0 {
+            return;
+        }
+        for (offset, reason) in self.pending.drain(..) {
+            tracing::warn!(offset, %reason, "metalog: skipping corrupt record");
+            self.stats.skipped.push((offset, reason));
+        }
+        self.stats.skipped_total += self.pending_total;
+        self.pending_total = 0;
+    }
+
+    /// The stats and the length the log must be cut to, given its length `len`.
+    pub(crate) fn finish(mut self, len: u64) -> (ReplayStats, u64) {
+        let cut = self.good_end.min(len);
+        self.stats.truncated_bytes = len - cut;
+        if self.stats.skipped_total > MAX_SKIPPED_ENTRIES as u64 {
+            tracing::warn!(
+                total = self.stats.skipped_total,
+                "metalog: corrupt records skipped in total"
+            );
+        }
+        if self.stats.truncated_bytes > 0 {
+            tracing::warn!(
+                offset = cut,
+                bytes = self.stats.truncated_bytes,
+                invalid_records = self.pending_total,
+                "metalog: cutting the log after the last good record"
+            );
+        }
+        (self.stats, cut)
+    }
 }
