@@ -13,6 +13,7 @@ mod cvc;
 #[allow(dead_code)] // reason: temporary while bindings land
 mod errors;
 mod json;
+mod registry;
 
 use pyo3::prelude::*;
 
@@ -31,5 +32,8 @@ fn _tensorvault(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cgeb::cgeb_encode, m)?)?;
     m.add_function(wrap_pyfunction!(cgeb::cgeb_decode, m)?)?;
     m.add_function(wrap_pyfunction!(cgeb::cgeb_write_batch, m)?)?;
+    m.add_class::<registry::Registry>()?;
+    m.add_class::<registry::LoadedWeightsOwner>()?;
+    m.add_function(wrap_pyfunction!(registry::registry_load_checkpoint, m)?)?;
     Ok(())
 }

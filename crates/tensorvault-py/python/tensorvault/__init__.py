@@ -12,6 +12,10 @@ of a memory map kept alive by the array.
 * CGEB fused-embedding records: :func:`encode_embedding`, :func:`decode_embedding`,
   :func:`write_batch` and :class:`BatchReader` (read-only numpy views into the map).
 
+* The weight registry: :class:`Registry` (versions, checkpoints as dicts of numpy
+  views into the mapped safetensors file, save, rollback, deterministic init) and
+  :func:`load_checkpoint` for one checkpoint directory.
+
 Errors are :class:`TensorvaultError` subclasses carrying the Rust error's message.
 """
 
@@ -32,6 +36,7 @@ from ._cvc import (
     validate_cvc,
     validate_cvc_integrity,
 )
+from ._registry import Registry, Weights, load_checkpoint
 from ._errors import (
     CorruptedChunkError,
     CorruptionError,
@@ -64,6 +69,9 @@ __all__ = [
     "decode_embedding",
     "write_batch",
     "BatchReader",
+    "Registry",
+    "Weights",
+    "load_checkpoint",
     "TensorvaultError",
     "NotFoundError",
     "InvalidFormatError",

@@ -1,0 +1,397 @@
+//! The weight registry: versions, checkpoints as dicts of numpy arrays (read-only views
+//! into the mapped safetensors file, no copy), save, rollback, deterministic init.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use numpy::{PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tensorvault_registry::checkpoint::{load_checkpoint_dir, read_metadata, LoadOptions};
+use tensorvault_registry::weights::names;
+use tensorvault_registry::{
+    Device, ExpertWeights, FusionConfig, GatingNetworkWeights, InitializationConfig,
+    InitializationStrategy, KaimingMode, LoadedWeights, Nonlinearity, TrainingMetrics,
+    WeightInitializer, WeightRegistry, WeightTensor, WeightVersion,
+};
+
+use crate::array::readonly_view;
+use crate::errors::{arg_err, registry_err};
+use crate::json;
+
+/// Owner of loaded weights: the `base` of every array a load returns.
+#[pyclass(module = "tensorvault._tensorvault", frozen)]
+pub struct LoadedWeightsOwner {
+    weights: Arc<LoadedWeights>,
+}
+
+#[pymethods]
+impl LoadedWeightsOwner {
+    /// Whether every tensor is a zero-copy view of the mapped checkpoint file.
+    #[getter]
+    fn all_mapped(&self) -> bool {
+        self.weights
+            .named_tensors()
+            .iter()
+            .all(|(_, t)| t.is_mapped())
+    }
+}
+
+/// `{name: read-only ndarray}` over `weights`, plus the version dict.
+fn weights_dict<'py>(
+    py: Python<'py>,
+    weights: Arc<LoadedWeights>,
+) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+    let owner = Bound::new(py, LoadedWeightsOwner { weights })?;
+    let w = &owner.get().weights;
+    let d = PyDict::new(py);
+    for (name, t) in w.named_tensors() {
+        // SAFETY: `t.data()` is either a range of the read-only map or an immutable
+        // buffer, both owned by the `LoadedWeights` inside `owner` (behind an `Arc` that
+        // nothing else mutates), and `owner` becomes the array's base.
+        let arr = unsafe { readonly_view(owner.clone().into_any(), t.data(), t.shape())? };
+        d.set_item(name, arr)?;
+    }
+    Ok((d, version_dict(py, &w.version)?))
+}
+
+fn version_dict<'py>(py: Python<'py>, v: &WeightVersion) -> PyResult<Bound<'py, PyDict>> {
+    let value = serde_json::to_value(v).map_err(|e| arg_err(e.to_string()))?;
+    Ok(json::to_py(py, &value)?.cast_into::<PyDict>()?)
+}
+
+/// The FuseMoE shapes from a Python spec: None/"default", "tiny" or a dict of fields.
+fn fusion_config(spec: Option<&Bound<'_, PyAny>>) -> PyResult<Option<FusionConfig>> {
+    let Some(spec) = spec else { return Ok(None) };
+    if let Ok(s) = spec.extract::<String>() {
+        return match s.as_str() {
+            "default" => Ok(Some(FusionConfig::default())),
+            "tiny" => Ok(Some(FusionConfig::tiny())),
+            other => Err(arg_err(format!(
+                "unknown config {other:?}: use \"default\", \"tiny\" or a dict of {}",
+                "input_dim, num_experts, expert_hidden_dim, expert_output_dim, output_dim"
+            ))),
+        };
+    }
+    let v = json::to_value(spec, "config")?;
+    serde_json::from_value(v)
+        .map(Some)
+        .map_err(|e| arg_err(format!("config: {e}")))
+}
+
+fn config_dict<'py>(py: Python<'py>, c: &FusionConfig) -> PyResult<Bound<'py, PyDict>> {
+    let value = serde_json::to_value(c).map_err(|e| arg_err(e.to_string()))?;
+    Ok(json::to_py(py, &value)?.cast_into::<PyDict>()?)
+}
+
+/// Parse a strategy name and its parameters.
+fn strategy(
+    name: &str,
+    mode: &str,
+    nonlinearity: &str,
+    gain: f32,
+) -> PyResult<InitializationStrategy> {
+    let mode = match mode {
+        "fan_in" => KaimingMode::FanIn,
+        "fan_out" => KaimingMode::FanOut,
+        "fan_avg" => KaimingMode::FanAvg,
+        other => {
+            return Err(arg_err(format!(
+                "unknown mode {other:?}: fan_in, fan_out or fan_avg"
+            )))
+        }
+    };
+    let nl = match nonlinearity {
+        "linear" => Nonlinearity::Linear,
+        "relu" => Nonlinearity::ReLU,
+        "tanh" => Nonlinearity::Tanh,
+        "sigmoid" => Nonlinearity::Sigmoid,
+        "gelu" => Nonlinearity::GELU,
+        "silu" => Nonlinearity::SiLU,
+        "leaky_relu" => Nonlinearity::LeakyReLU(0.01),
+        other => return Err(arg_err(format!("unknown nonlinearity {other:?}"))),
+    };
+    Ok(match name.replace('-', "_").as_str() {
+        "kaiming_uniform" => InitializationStrategy::KaimingUniform {
+            mode,
+            nonlinearity: nl,
+        },
+        "kaiming_normal" => InitializationStrategy::KaimingNormal {
+            mode,
+            nonlinearity: nl,
+        },
+        "xavier_uniform" => InitializationStrategy::XavierUniform,
+        "xavier_normal" => InitializationStrategy::XavierNormal,
+        "orthogonal" => InitializationStrategy::Orthogonal { gain },
+        "zeros" => InitializationStrategy::Zeros,
+        "ones" => InitializationStrategy::Ones,
+        other => {
+            return Err(arg_err(format!(
+                "unknown strategy {other:?}: kaiming_uniform, kaiming_normal, xavier_uniform, \
+                 xavier_normal, orthogonal, zeros or ones"
+            )))
+        }
+    })
+}
+
+/// Build `LoadedWeights` from `{name: array}` (every tensor of `config`, exact shapes).
+fn weights_from_dict(
+    config: &FusionConfig,
+    tensors: &HashMap<String, PyReadonlyArrayDyn<'_, f32>>,
+    version: WeightVersion,
+) -> PyResult<LoadedWeights> {
+    let specs = config.tensor_specs();
+    if let Some(extra) = tensors.keys().find(|k| !specs.iter().any(|(n, _)| n == *k)) {
+        return Err(arg_err(format!(
+            "unexpected tensor {extra:?} (not part of the registry's FuseMoE layout)"
+        )));
+    }
+    let take = |name: &str| -> PyResult<WeightTensor> {
+        let shape = specs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_default();
+        let arr = tensors
+            .get(name)
+            .ok_or_else(|| arg_err(format!("tensor {name:?} missing from weights")))?;
+        if arr.shape() != shape.as_slice() {
+            return Err(arg_err(format!(
+                "tensor {name:?}: shape {:?}, expected {shape:?}",
+                arr.shape()
+            )));
+        }
+        let data = arr.as_array().iter().copied().collect::<Vec<f32>>();
+        WeightTensor::new(shape, data)
+            .ok_or_else(|| arg_err(format!("tensor {name:?}: bad length")))
+    };
+    let experts = (0..config.num_experts)
+        .map(|id| {
+            Ok(ExpertWeights {
+                expert_id: id,
+                input_proj: take(&names::expert(id, names::INPUT_PROJ))?,
+                hidden: take(&names::expert(id, names::HIDDEN))?,
+                output_proj: take(&names::expert(id, names::OUTPUT_PROJ))?,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(LoadedWeights {
+        gating: GatingNetworkWeights {
+            linear_weight: take(names::GATING_WEIGHT)?,
+            linear_bias: take(names::GATING_BIAS)?,
+            temperature: take(names::GATING_TEMPERATURE)?,
+        },
+        experts,
+        output: take(names::OUTPUT_PROJECTION)?,
+        version,
+        filled_by_fallback: Vec::new(),
+    })
+}
+
+/// Load one checkpoint directory (shapes from its own `metadata.json`).
+#[pyfunction]
+#[pyo3(signature = (path, verify=true))]
+pub fn registry_load_checkpoint<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    verify: bool,
+) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+    let w = py
+        .detach(|| {
+            let meta = read_metadata(&path)?;
+            load_checkpoint_dir(
+                &path,
+                &meta.config,
+                LoadOptions {
+                    strict: true,
+                    verify_checksum: verify,
+                    fallback: None,
+                },
+            )
+        })
+        .map_err(registry_err)?;
+    weights_dict(py, Arc::new(w))
+}
+
+/// A versioned weight registry rooted at a directory.
+#[pyclass(module = "tensorvault._tensorvault", name = "Registry", frozen)]
+pub struct Registry {
+    inner: WeightRegistry,
+    seed: u64,
+}
+
+fn newest_config(root: &Path) -> Option<FusionConfig> {
+    let probe = WeightRegistry::new(root, Device::Cpu).ok()?;
+    let last = probe.list_versions().pop()?;
+    let dir = probe.version_dir(&last.version).ok()?;
+    read_metadata(&dir).ok().map(|m| m.config)
+}
+
+#[pymethods]
+impl Registry {
+    /// Open (or create) the registry at `root`.
+    #[new]
+    #[pyo3(signature = (root, config=None, seed=42, verify_checksum=true, device="cpu"))]
+    fn new(
+        py: Python<'_>,
+        root: PathBuf,
+        config: Option<&Bound<'_, PyAny>>,
+        seed: u64,
+        verify_checksum: bool,
+        device: &str,
+    ) -> PyResult<Self> {
+        let device = match device {
+            "cpu" => Device::Cpu,
+            d if d.starts_with("cuda") => Device::Cuda(0),
+            other => return Err(arg_err(format!("unknown device {other:?}: use \"cpu\""))),
+        };
+        let explicit = fusion_config(config)?;
+        let inner = py
+            .detach(|| {
+                let fusion = explicit
+                    .or_else(|| newest_config(&root))
+                    .unwrap_or_default();
+                let init = InitializationConfig {
+                    seed,
+                    verify_checksum,
+                    ..InitializationConfig::default()
+                };
+                WeightRegistry::with_config(&root, device, init, fusion)
+            })
+            .map_err(registry_err)?;
+        Ok(Registry { inner, seed })
+    }
+
+    /// The FuseMoE shapes this registry expects.
+    #[getter]
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        config_dict(py, self.inner.fusion_config())
+    }
+
+    /// Version history, oldest first (one dict per version).
+    fn list_versions<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.inner
+            .list_versions()
+            .iter()
+            .map(|v| version_dict(py, v))
+            .collect()
+    }
+
+    /// The golden version, if marked.
+    #[getter]
+    fn golden(&self) -> Option<String> {
+        self.inner.golden()
+    }
+
+    /// The current-version pointer recorded on disk.
+    #[getter]
+    fn current_version(&self) -> Option<String> {
+        self.inner
+            .current_version()
+            .map(|v| v.version)
+            .or_else(|| self.inner.current_pointer())
+    }
+
+    /// Mark `version` golden (verified first).
+    fn set_golden(&self, py: Python<'_>, version: &str) -> PyResult<()> {
+        py.detach(|| self.inner.set_golden(version))
+            .map_err(registry_err)
+    }
+
+    /// Verify `version`'s checksum and safetensors header; returns its metadata.
+    fn verify<'py>(&self, py: Python<'py>, version: &str) -> PyResult<Bound<'py, PyDict>> {
+        let meta = py
+            .detach(|| self.inner.verify_version(version))
+            .map_err(registry_err)?;
+        version_dict(py, &meta.version)
+    }
+
+    /// Load `version`, make it current; returns `(tensors, version dict)`.
+    fn load_checkpoint<'py>(
+        &self,
+        py: Python<'py>,
+        version: &str,
+    ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+        let w = py
+            .detach(|| self.inner.load_checkpoint(version))
+            .map_err(registry_err)?;
+        weights_dict(py, w)
+    }
+
+    /// Roll back to `version` (load it and make it current).
+    fn rollback<'py>(
+        &self,
+        py: Python<'py>,
+        version: &str,
+    ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+        let w = py
+            .detach(|| self.inner.rollback(version))
+            .map_err(registry_err)?;
+        weights_dict(py, w)
+    }
+
+    /// Save `{name: float32 array}` as a new version; returns its version dict.
+    #[pyo3(signature = (weights, version=None, source_id="python", metrics=None))]
+    fn save_checkpoint<'py>(
+        &self,
+        py: Python<'py>,
+        weights: HashMap<String, PyReadonlyArrayDyn<'py, f32>>,
+        version: Option<String>,
+        source_id: &str,
+        metrics: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let metrics: Option<TrainingMetrics> = metrics
+            .map(|m| {
+                let v = json::to_value(&m, "metrics")?;
+                serde_json::from_value(v).map_err(|e| {
+                    arg_err(format!(
+                        "metrics: {e} (needs epoch, loss, learning_rate; others are kept)"
+                    ))
+                })
+            })
+            .transpose()?;
+        let v = WeightVersion {
+            version: version.unwrap_or_default(),
+            source_id: source_id.to_owned(),
+            created_at: String::new(),
+            checksum: String::new(),
+            metrics: None,
+        };
+        let w = weights_from_dict(self.inner.fusion_config(), &weights, v)?;
+        let saved = py
+            .detach(|| self.inner.save_checkpoint(&w, metrics))
+            .map_err(registry_err)?;
+        version_dict(py, &saved)
+    }
+
+    /// Initialize every tensor with a strategy (deterministic per seed and tensor name).
+    #[pyo3(signature = (strategy="kaiming_uniform", seed=None, mode="fan_in", nonlinearity="relu", gain=1.0))]
+    fn initialize<'py>(
+        &self,
+        py: Python<'py>,
+        strategy: &str,
+        seed: Option<u64>,
+        mode: &str,
+        nonlinearity: &str,
+        gain: f32,
+    ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+        let s = self::strategy(strategy, mode, nonlinearity, gain)?;
+        let init = WeightInitializer::with_strategy(seed.unwrap_or(self.seed), s);
+        let w = py
+            .detach(|| init.init_all(self.inner.fusion_config(), true))
+            .map_err(registry_err)?;
+        weights_dict(py, Arc::new(w))
+    }
+
+    /// Path of `version`'s checkpoint directory.
+    fn version_dir(&self, version: &str) -> PyResult<PathBuf> {
+        self.inner.version_dir(version).map_err(registry_err)
+    }
+
+    /// The registry root.
+    #[getter]
+    fn root(&self) -> PathBuf {
+        self.inner.root().to_owned()
+    }
+}
