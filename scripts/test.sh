@@ -13,8 +13,8 @@ cargo fmt --all -- --check
 echo "== cargo clippy --all-targets (warnings are errors)"
 cargo clippy --workspace --all-targets -q -- -D warnings
 
-echo "== cargo test --workspace"
-if ! cargo test --workspace -q > "$log" 2>&1; then
+echo "== cargo test --workspace (the Python crate is tested from Python below)"
+if ! cargo test --workspace --exclude tensorvault-py -q > "$log" 2>&1; then
   cat "$log"
   echo "cargo test failed" >&2
   exit 1
@@ -41,5 +41,25 @@ ckpt=$(ls -d "$reg_dir"/reg/versions/*/ | head -1)
 "$venv/bin/python" crates/tensorvault-registry/tests/python/check_interop.py "$ckpt" "$reg_dir/rust.json"
 rm -rf "$reg_dir"
 passed=$((passed + 1))
+
+echo "== Python package: pip install ./crates/tensorvault-py (maturin), then its pytest suite"
+# Interop with the real reference packages: decompressed 2.1.1 (CVC) and safetensors.
+pyvenv=target/py-venv
+if [ ! -x "$pyvenv/bin/maturin" ] || ! "$pyvenv/bin/python" -c "import pytest, numpy, safetensors, decompressed" 2>/dev/null; then
+  python3 -m venv "$pyvenv"
+  "$pyvenv/bin/pip" install -q --upgrade pip
+  "$pyvenv/bin/pip" install -q maturin pytest numpy safetensors "decompressed==2.1.1"
+fi
+# --no-build-isolation: build with the venv's maturin (no download per run); the build
+# shares target/ with the rest of the workspace.
+PATH="$PWD/$pyvenv/bin:$PATH" "$pyvenv/bin/pip" install -q --no-build-isolation --no-deps --force-reinstall ./crates/tensorvault-py
+if ! "$pyvenv/bin/python" -m pytest -q -p no:cacheprovider crates/tensorvault-py/tests > "$log" 2>&1; then
+  cat "$log"
+  echo "pytest failed" >&2
+  exit 1
+fi
+tail -1 "$log"
+py_passed=$(grep -Eo "[0-9]+ passed" "$log" | tail -1 | awk '{print $1}')
+passed=$((passed + ${py_passed:-0}))
 
 echo "$passed passed, 0 failed"
