@@ -153,11 +153,6 @@ pub fn write_err(e: FormatError) -> PyErr {
     format_err(e, Dir::Write)
 }
 
-/// A CGEB error as a Python exception.
-pub fn cgeb_err(e: CgebError, dir: Dir) -> PyErr {
-    err(cgeb_kind(&e, dir), e.to_string())
-}
-
 /// A MOBI error as a Python exception.
 pub fn mobi_err(e: MobiError, dir: Dir) -> PyErr {
     err(mobi_kind(&e, dir), e.to_string())

@@ -6,13 +6,12 @@
 //! the work with the GIL released and returns numpy arrays over Rust-owned memory
 //! (see [`array`]). Build it with maturin (`pip install ./crates/tensorvault-py`).
 
-#[allow(dead_code)] // reason: temporary while bindings land
 mod array;
 mod cgeb;
 mod cvc;
-#[allow(dead_code)] // reason: temporary while bindings land
 mod errors;
 mod json;
+mod mobi;
 mod registry;
 
 use pyo3::prelude::*;
@@ -35,5 +34,10 @@ fn _tensorvault(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<registry::Registry>()?;
     m.add_class::<registry::LoadedWeightsOwner>()?;
     m.add_function(wrap_pyfunction!(registry::registry_load_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(mobi::mobi_read, m)?)?;
+    m.add_function(wrap_pyfunction!(mobi::mobi_from_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(mobi::mobi_example, m)?)?;
+    m.add_function(wrap_pyfunction!(mobi::mobi_write, m)?)?;
+    m.add_function(wrap_pyfunction!(mobi::mobi_to_bytes, m)?)?;
     Ok(())
 }

@@ -16,6 +16,9 @@ of a memory map kept alive by the array.
   views into the mapped safetensors file, save, rollback, deterministic init) and
   :func:`load_checkpoint` for one checkpoint directory.
 
+* MOBI model files: :func:`read_mobi` into a :class:`MobiModel` (metadata, I/O specs,
+  tensors as numpy, operators) and :meth:`MobiModel.save` back.
+
 Errors are :class:`TensorvaultError` subclasses carrying the Rust error's message.
 """
 
@@ -36,6 +39,7 @@ from ._cvc import (
     validate_cvc,
     validate_cvc_integrity,
 )
+from ._mobi import IoSpec, MobiModel, Operator, Tensor, example_model, read_mobi
 from ._registry import Registry, Weights, load_checkpoint
 from ._errors import (
     CorruptedChunkError,
@@ -70,6 +74,12 @@ __all__ = [
     "write_batch",
     "BatchReader",
     "Registry",
+    "MobiModel",
+    "IoSpec",
+    "Tensor",
+    "Operator",
+    "read_mobi",
+    "example_model",
     "Weights",
     "load_checkpoint",
     "TensorvaultError",

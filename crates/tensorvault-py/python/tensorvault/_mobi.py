@@ -1,0 +1,135 @@
+"""MOBI compact model files: read a model into Python objects and write one back.
+
+A model is its metadata, input/output specs, constant tensors (numpy float32, already
+dequantized; the stored dtype and quantization are kept as attributes) and operators
+with typed parameters. Every read validates the whole file (CRC32s included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Union
+
+import numpy as np
+
+from . import _tensorvault as _native
+from ._common import PathLike, fspath
+
+
+@dataclass
+class IoSpec:
+    """A graph input or output: name, dtype name (``"f32"``, ``"int8"``, ...), shape."""
+
+    name: str
+    dtype: str
+    shape: List[int]
+
+
+@dataclass
+class Tensor:
+    """A constant tensor. ``values`` is float32 (dequantized); ``dtype``, ``scale``,
+    ``zero_point`` and ``gzip`` describe how it was stored."""
+
+    id: int
+    values: np.ndarray
+    dtype: str = "f32"
+    scale: Optional[float] = None
+    zero_point: Optional[int] = None
+    gzip: bool = False
+
+    @property
+    def shape(self) -> tuple:
+        """The tensor's shape."""
+        return tuple(self.values.shape)
+
+
+@dataclass
+class Operator:
+    """One graph node: operator type name (``"Conv2D"``, ``"Relu"``, ...), input and
+    output tensor ids, and parameters (int, float, str, or lists of ints/floats)."""
+
+    op: str
+    inputs: List[int]
+    outputs: List[int]
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MobiModel:
+    """A MOBI model: metadata, I/O specs, constant tensors and the operator graph."""
+
+    name: str
+    framework_version: int = 1
+    created_unix: int = 0
+    inputs: List[IoSpec] = field(default_factory=list)
+    outputs: List[IoSpec] = field(default_factory=list)
+    tensors: List[Tensor] = field(default_factory=list)
+    operators: List[Operator] = field(default_factory=list)
+    optimized: bool = False
+
+    def tensor(self, id: int) -> Tensor:
+        """The constant tensor with ``id`` (KeyError if absent)."""
+        for t in self.tensors:
+            if t.id == id:
+                return t
+        raise KeyError(id)
+
+    @property
+    def parameter_count(self) -> int:
+        """Values in all constant tensors."""
+        return int(sum(t.values.size for t in self.tensors))
+
+    def _to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["tensors"] = [
+            {"id": t.id, "values": np.require(t.values, dtype=np.float32, requirements="C")}
+            for t in self.tensors
+        ]
+        return d
+
+    def save(self, path: PathLike, quantize: Optional[str] = None, gzip: bool = False) -> int:
+        """Write the model atomically; ``quantize`` every tensor as ``"fp16"``,
+        ``"int8"``, ``"uint8"`` or ``"int16"`` (per-tensor affine), ``gzip`` payloads.
+        Returns the bytes written."""
+        return _native.mobi_write(fspath(path), self._to_dict(), quantize, bool(gzip))
+
+    def to_bytes(self, quantize: Optional[str] = None, gzip: bool = False) -> bytes:
+        """Encode the model as ``.mobi`` bytes (options as :meth:`save`)."""
+        return _native.mobi_to_bytes(self._to_dict(), quantize, bool(gzip))
+
+
+def _model(d: Dict[str, Any]) -> MobiModel:
+    return MobiModel(
+        name=d["name"],
+        framework_version=d["framework_version"],
+        created_unix=d["created_unix"],
+        inputs=[IoSpec(**s) for s in d["inputs"]],
+        outputs=[IoSpec(**s) for s in d["outputs"]],
+        tensors=[
+            Tensor(id=t["id"], values=t["values"], dtype=t["dtype"], scale=t["scale"],
+                   zero_point=t["zero_point"], gzip=t["gzip"])
+            for t in d["tensors"]
+        ],
+        operators=[Operator(**o) for o in d["operators"]],
+        optimized=d["optimized"],
+    )
+
+
+def read_mobi(source: Union[PathLike, bytes, bytearray, memoryview]) -> MobiModel:
+    """Read and validate a ``.mobi`` file (a path) or its bytes.
+
+    Raises:
+        NotFoundError, InvalidFormatError (bad magic, truncation, bad fields),
+        CorruptionError (header or file CRC32), UnsupportedFormatError.
+    """
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return _model(_native.mobi_from_bytes(bytes(source)))
+    return _model(_native.mobi_read(fspath(source)))
+
+
+def example_model(name: str = "lenet5", seed: int = 1) -> MobiModel:
+    """A built-in example: ``"lenet5"`` (61,706 parameters) or ``"cifar10"``."""
+    return _model(_native.mobi_example(name, int(seed)))
+
+
+__all__ = ["MobiModel", "IoSpec", "Tensor", "Operator", "read_mobi", "example_model"]

@@ -1,0 +1,195 @@
+"""Type stubs of the native module (built from crates/tensorvault-py/src). Use the
+documented wrappers in ``tensorvault`` rather than these functions directly."""
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+F32 = npt.NDArray[np.float32]
+CorruptRows = Tuple[int, int, int]
+WeightsPair = Tuple[Dict[str, F32], Dict[str, Any]]
+
+class RustBuffer:
+    """Rust-owned memory behind arrays returned by loads (their ``base``)."""
+    @property
+    def nbytes(self) -> int: ...
+
+# CVC
+def cvc_pack(
+    vectors: F32,
+    output_path: str,
+    compression: str = "fp16",
+    chunk_size: int = 100000,
+    chunk_metadata: Optional[List[Any]] = None,
+    mmap_optimized: bool = False,
+    format: str = "v1",
+    chunk_compression: Optional[List[str]] = None,
+    sync: bool = True,
+) -> Dict[str, int]:
+    """Pack a C-contiguous float32 (n, dim) array into a .cvc file."""
+def cvc_pack_sections(
+    sections: List[Tuple[F32, Any]],
+    output_path: str,
+    compression: str = "fp16",
+    chunk_size: int = 100000,
+    format: str = "v1",
+    sync: bool = True,
+) -> Dict[str, int]:
+    """Pack [(array, metadata), ...] as sections, streaming."""
+def cvc_load_all(path: str) -> F32:
+    """Load a whole file through a memory map, CRCs verified."""
+def cvc_validate(path: str) -> Dict[str, Any]:
+    """The structural validation report (raises NotFoundError for a missing file)."""
+
+class CvcFile:
+    """A CVC file opened for reading (header and chunk table validated)."""
+    def __init__(self, path: str) -> None: ...
+    @property
+    def num_vectors(self) -> int: ...
+    @property
+    def dimension(self) -> int: ...
+    @property
+    def num_chunks(self) -> int: ...
+    @property
+    def version(self) -> Tuple[int, int]: ...
+    def load(
+        self, rows: Optional[Tuple[int, int]] = None, fill_value: Optional[float] = None
+    ) -> Tuple[F32, List[CorruptRows]]:
+        """Rows [a, b) (all if None); corrupt chunks filled with fill_value if given."""
+    def load_chunks(self, indices: Sequence[int]) -> F32:
+        """The given chunks, concatenated in order."""
+    def load_section(self, key: str, value: Any) -> F32:
+        """Rows of every section whose metadata[key] == value."""
+    def chunks_where(self, key: str, value: Any) -> List[int]:
+        """Indices of chunks whose metadata[key] == value."""
+    def info(self) -> Dict[str, Any]:
+        """The get_cvc_info dictionary."""
+    def integrity(self, details: bool = False) -> Dict[str, Any]:
+        """The validate_cvc_integrity dictionary."""
+
+class CvcWriter:
+    """Streaming CVC writer (native)."""
+    def __init__(
+        self,
+        path: str,
+        dimension: int,
+        compression: str = "fp16",
+        chunk_size: int = 100000,
+        chunk_metadata: Optional[List[Any]] = None,
+        mmap_optimized: bool = False,
+        format: str = "v1",
+        sync: bool = True,
+    ) -> None: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def closed(self) -> bool: ...
+    def write(self, rows: F32) -> None:
+        """Append rows."""
+    def write_chunk(
+        self, rows: F32, compression: Optional[str] = None, metadata: Any = None
+    ) -> None:
+        """Write rows as one chunk of their own."""
+    def close(self) -> Dict[str, int]:
+        """Commit the file atomically."""
+    def abort(self) -> None:
+        """Abandon the file."""
+
+# CGEB
+def cgeb_encode(
+    vector: F32,
+    expert_weights: F32,
+    selected_experts: npt.NDArray[np.uint8],
+    pipeline_latency_us: int = 0,
+    aux_data: Optional[bytes] = None,
+    aux_compression: Optional[str] = None,
+    little_endian: bool = False,
+) -> bytes:
+    """Encode one record."""
+def cgeb_decode(data: bytes, verify: bool = True) -> Tuple[F32, F32, npt.NDArray[np.uint8], int, int, Optional[bytes]]:
+    """Decode one record: (vector, expert_weights, selected_experts, latency, hash, aux)."""
+def cgeb_write_batch(
+    path: str,
+    vectors: F32,
+    expert_weights: F32,
+    selected_experts: npt.NDArray[np.uint8],
+    pipeline_latency_us: Optional[List[int]] = None,
+    alignment: int = 4096,
+    little_endian: bool = False,
+) -> Tuple[str, str]:
+    """Write NAME.cgeb + NAME.cgei; returns both paths."""
+
+class BatchReader:
+    """A memory-mapped CGEB batch; items are read-only views into the map."""
+    def __init__(self, path: str, verify_data_hash: bool = True, verify_records: bool = True) -> None: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, i: int) -> npt.NDArray[Any]: ...
+    def record_fields(self, i: int) -> Tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.uint8], int, int, Optional[bytes]]:
+        """Every field of record i (arrays are views into the map)."""
+    def vectors(self) -> F32:
+        """All vectors as one native float32 array (decoded copy)."""
+    def verify(self) -> Dict[str, Any]:
+        """Hash, record and alignment checks."""
+    @property
+    def offsets(self) -> List[int]: ...
+    @property
+    def _data_span(self) -> Tuple[int, int]: ...
+
+# Registry
+class LoadedWeightsOwner:
+    """Owner (array base) of loaded checkpoint tensors."""
+    @property
+    def all_mapped(self) -> bool: ...
+
+def registry_load_checkpoint(path: str, verify: bool = True) -> WeightsPair:
+    """Load one checkpoint directory."""
+
+class Registry:
+    """A versioned weight registry (native)."""
+    def __init__(
+        self, root: str, config: Any = None, seed: int = 42, verify_checksum: bool = True, device: str = "cpu"
+    ) -> None: ...
+    @property
+    def config(self) -> Dict[str, int]: ...
+    @property
+    def root(self) -> str: ...
+    @property
+    def golden(self) -> Optional[str]: ...
+    @property
+    def current_version(self) -> Optional[str]: ...
+    def list_versions(self) -> List[Dict[str, Any]]:
+        """Version history, oldest first."""
+    def set_golden(self, version: str) -> None:
+        """Mark a version golden."""
+    def verify(self, version: str) -> Dict[str, Any]:
+        """Verify a version."""
+    def load_checkpoint(self, version: str) -> WeightsPair:
+        """Load a version and make it current."""
+    def rollback(self, version: str) -> WeightsPair:
+        """Roll back to a version."""
+    def save_checkpoint(
+        self, weights: Dict[str, F32], version: Optional[str] = None, source_id: str = "python", metrics: Any = None
+    ) -> Dict[str, Any]:
+        """Save a new version."""
+    def initialize(
+        self, strategy: str = "kaiming_uniform", seed: Optional[int] = None, mode: str = "fan_in",
+        nonlinearity: str = "relu", gain: float = 1.0,
+    ) -> WeightsPair:
+        """Deterministic initialization."""
+    def version_dir(self, version: str) -> str:
+        """A version's checkpoint directory."""
+
+# MOBI
+def mobi_read(path: str) -> Dict[str, Any]:
+    """Read and validate a .mobi file."""
+def mobi_from_bytes(data: bytes) -> Dict[str, Any]:
+    """Read and validate .mobi bytes."""
+def mobi_example(name: str, seed: int = 1) -> Dict[str, Any]:
+    """A built-in example model."""
+def mobi_write(path: str, model: Dict[str, Any], quantize: Optional[str] = None, gzip: bool = False) -> int:
+    """Write a model structure atomically; returns bytes written."""
+def mobi_to_bytes(model: Dict[str, Any], quantize: Optional[str] = None, gzip: bool = False) -> bytes:
+    """Encode a model structure."""

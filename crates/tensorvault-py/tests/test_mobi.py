@@ -1,0 +1,82 @@
+"""MOBI: read a model into Python objects, write it back, bad input raises."""
+
+import numpy as np
+import pytest
+
+import tensorvault as tv
+
+
+def test_example_round_trip(tmp_path):
+    m = tv.example_model("lenet5", seed=3)
+    assert m.parameter_count == 61706
+    assert m.inputs[0].dtype == "f32" and m.operators[0].op == "Conv2D"
+    p = tmp_path / "lenet.mobi"
+    n = m.save(p)
+    assert n == p.stat().st_size and p.read_bytes()[:4] == b"MOBI"
+    back = tv.read_mobi(p)
+    assert back.name == m.name and back.inputs == m.inputs and back.outputs == m.outputs
+    assert back.operators == m.operators
+    for a, b in zip(m.tensors, back.tensors):
+        assert a.id == b.id
+        np.testing.assert_array_equal(a.values, b.values)
+    assert tv.read_mobi(p.read_bytes()).parameter_count == 61706
+
+
+@pytest.mark.parametrize("q", ["fp16", "int8", "uint8", "int16"])
+def test_quantized_write(tmp_path, q):
+    m = tv.example_model("lenet5")
+    data = m.to_bytes(quantize=q, gzip=(q == "int8"))
+    back = tv.read_mobi(data)
+    t0, b0 = m.tensors[0], back.tensors[0]
+    assert b0.dtype == q and b0.values.dtype == np.float32 and b0.shape == t0.shape
+    if q == "fp16":
+        np.testing.assert_array_equal(b0.values, t0.values.astype(np.float16).astype(np.float32))
+    else:
+        assert np.abs(b0.values - t0.values).max() <= b0.scale * 0.5001
+    assert back.tensors[0].gzip == (q == "int8")
+
+
+def test_build_model_from_python(tmp_path, rng):
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    m = tv.MobiModel(
+        name="tiny-fc",
+        framework_version=2,
+        created_unix=1700000000,
+        inputs=[tv.IoSpec("x", "f32", [1, 4])],
+        outputs=[tv.IoSpec("y", "f32", [1, 3])],
+        tensors=[tv.Tensor(id=2, values=w), tv.Tensor(id=3, values=np.zeros(3, np.float64))],
+        operators=[tv.Operator("FullyConnected", [0, 2, 3], [1],
+                               {"activation": "relu", "units": 3, "alpha": 0.5, "axes": [0, 1], "w": [0.1, 0.2]})],
+    )
+    p = tmp_path / "fc.mobi"
+    m.save(p)
+    back = tv.read_mobi(p)
+    assert back.created_unix == 1700000000 and back.framework_version == 2
+    assert back.operators[0].params == m.operators[0].params
+    np.testing.assert_array_equal(back.tensor(2).values, w)
+    assert back.tensor(3).values.dtype == np.float32
+    with pytest.raises(tv.InvalidArgumentError, match="unknown operator"):
+        tv.MobiModel(name="x", operators=[tv.Operator("Warp", [], [])]).save(tmp_path / "x.mobi")
+
+
+def test_bad_files(tmp_path):
+    data = bytearray(tv.example_model("lenet5").to_bytes())
+    with pytest.raises(tv.InvalidFormatError):
+        tv.read_mobi(b"NOPE" + bytes(data[4:]))
+    flipped = bytearray(data)
+    flipped[len(flipped) // 2] ^= 0x55
+    with pytest.raises(tv.CorruptionError):
+        tv.read_mobi(bytes(flipped))
+    with pytest.raises(tv.InvalidFormatError):
+        tv.read_mobi(bytes(data[:100]))
+    with pytest.raises(tv.NotFoundError):
+        tv.read_mobi(tmp_path / "missing.mobi")
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        b = bytearray(data)
+        for _ in range(4):
+            b[int(rng.integers(0, len(b)))] = int(rng.integers(0, 256))
+        try:
+            tv.read_mobi(bytes(b[: int(rng.integers(1, len(b) + 1))]))
+        except tv.TensorvaultError:
+            pass
