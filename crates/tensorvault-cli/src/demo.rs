@@ -86,13 +86,13 @@ fn synth_embeddings(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
 }
 
 /// Reconstruction error of `got` against `want` (rows of `dim`).
-struct ErrorStats {
-    max_abs: f64,
-    rmse: f64,
-    mean_cos: f64,
+pub(crate) struct ErrorStats {
+    pub(crate) max_abs: f64,
+    pub(crate) rmse: f64,
+    pub(crate) mean_cos: f64,
 }
 
-fn error_stats(want: &[f32], got: &[f32], dim: usize) -> ErrorStats {
+pub(crate) fn error_stats(want: &[f32], got: &[f32], dim: usize) -> ErrorStats {
     let (max_abs, sq, cos) = want
         .par_chunks(dim)
         .zip(got.par_chunks(dim))
@@ -119,7 +119,7 @@ fn error_stats(want: &[f32], got: &[f32], dim: usize) -> ErrorStats {
     }
 }
 
-fn step(quiet: bool, msg: &str) {
+pub(crate) fn step(quiet: bool, msg: &str) {
     if !quiet {
         eprintln!("[demo] {msg}");
     }
@@ -251,12 +251,13 @@ pub fn run(a: &DemoArgs, quiet: bool) -> Result<(), CliError> {
         "weight registry: two versions, hot swap and rollback ...",
     );
     let registry = registry_step(&a.dir)?;
+    let store = crate::demo_store::store_step(&a.dir, &data, dim, quiet)?;
     if a.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({"dir": a.dir.display().to_string(), "rows": rows, "dimension": dim,
                 "f32_bytes": raw_bytes, "chunk_size": a.chunk_size, "threads": rayon::current_num_threads(),
-                "results": results, "cgeb": cgeb, "mobi": mobi, "registry": registry}))
+                "results": results, "cgeb": cgeb, "mobi": mobi, "registry": registry, "store": store}))
             .expect("JSON values serialize")
         );
         return Ok(());
@@ -288,6 +289,7 @@ pub fn run(a: &DemoArgs, quiet: bool) -> Result<(), CliError> {
     print_cgeb(&cgeb);
     print_mobi(&mobi);
     print_registry(&registry);
+    crate::demo_store::print_store(&store);
     Ok(())
 }
 

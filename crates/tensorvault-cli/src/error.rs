@@ -19,6 +19,9 @@ pub enum CliError {
     /// A weight registry error.
     #[error("{0}")]
     Registry(#[from] tensorvault_registry::RegistryError),
+    /// A temporal tensor store error.
+    #[error("{0}")]
+    Store(#[from] tensorvault_store::StoreErr),
     /// A `.npy` file that cannot be used.
     #[error("{path}: {reason}")]
     Npy {

@@ -6,12 +6,14 @@
 mod cgeb_cmd;
 mod cvc_cmd;
 mod demo;
+mod demo_store;
 mod error;
 mod mobi_cmd;
 mod npy;
 mod quant_cmd;
 mod registry_cmd;
 mod report;
+mod store_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -47,6 +49,10 @@ enum Cmd {
     /// Weight registry (safetensors checkpoints): init, ls, verify, rollback, inspect.
     #[command(subcommand)]
     Registry(registry_cmd::RegistryCmd),
+    /// Temporal tensor store: tensors in quantized tiers (raw, 8, 5, 3 bits) with a
+    /// CRC-protected metadata log and crash recovery.
+    #[command(subcommand)]
+    Store(store_cmd::StoreCmd),
 }
 
 fn main() {
@@ -58,6 +64,7 @@ fn main() {
         Cmd::Mobi(c) => mobi_cmd::run(c),
         Cmd::Quant(c) => quant_cmd::run(c),
         Cmd::Registry(c) => registry_cmd::run(c),
+        Cmd::Store(c) => store_cmd::run(c, cli.quiet),
     };
     match result {
         Ok(code) => std::process::exit(code),

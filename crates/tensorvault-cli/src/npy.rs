@@ -228,3 +228,124 @@ pub fn write_f32s<W: Write>(w: &mut W, values: &[f32]) -> std::io::Result<()> {
             .try_for_each(|v| w.write_all(&v.to_le_bytes()))
     }
 }
+
+/// Read a whole C-order array of any shape (up to 8 dimensions) for the store:
+/// float32, float16, int8, uint8 as they are; float64 converted to float32.
+///
+/// # Errors
+/// [`CliError::Npy`] for other dtypes, Fortran order, a truncated file or more than 8
+/// dimensions; I/O errors.
+pub fn read_tensor(path: &Path) -> Result<(tensorvault_store::DType, Vec<u64>, Vec<u8>), CliError> {
+    use std::io::Read;
+    use tensorvault_store::DType as S;
+    let name = path.display().to_string();
+    let bad = |reason: String| CliError::Npy {
+        path: name.clone(),
+        reason,
+    };
+    let mut file = File::open(path).map_err(CliError::io("open", &name))?;
+    let header = npyz::NpyHeader::from_reader(&mut file)
+        .map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
+    let data_offset = file
+        .stream_position()
+        .map_err(CliError::io("seek", &name))?;
+    let descr = match header.dtype() {
+        DType::Plain(t) => t.to_string(),
+        other => other.descr(),
+    };
+    let (dtype, src_size) = match descr.as_str() {
+        "<f4" => (S::F32, 4),
+        "<f8" => (S::F32, 8),
+        "<f2" => (S::F16, 2),
+        "|i1" | "<i1" => (S::I8, 1),
+        "|u1" | "<u1" => (S::U8, 1),
+        other => {
+            return Err(bad(format!(
+                "dtype {other} is not float32/float16/float64/int8/uint8"
+            )))
+        }
+    };
+    if header.order() != Order::C {
+        return Err(bad(
+            "Fortran-order arrays are not supported; save with np.ascontiguousarray".into(),
+        ));
+    }
+    let shape = header.shape().to_vec();
+    if shape.is_empty() || shape.len() > 8 {
+        return Err(bad(format!(
+            "shape {shape:?}: the store takes 1 to 8 dimensions"
+        )));
+    }
+    let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+    let len = n
+        .and_then(|n| n.checked_mul(src_size))
+        .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
+    let file_len = file.metadata().map_err(CliError::io("stat", &name))?.len();
+    if data_offset.checked_add(len) != Some(file_len) {
+        return Err(bad(format!(
+            "shape {shape:?} needs {len} data bytes after offset {data_offset}, file has {file_len} bytes"
+        )));
+    }
+    if len == 0 {
+        return Err(bad("the array is empty".into()));
+    }
+    // The length was checked against the file size above, so this allocation is bounded
+    // by what is really on disk.
+    let mut data = vec![0u8; len as usize];
+    file.read_exact(&mut data)
+        .map_err(CliError::io("read", &name))?;
+    if src_size == 8 {
+        data = data
+            .chunks_exact(8)
+            .flat_map(|c| (f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32).to_le_bytes())
+            .collect();
+    }
+    Ok((dtype, shape, data))
+}
+
+/// Write `data` (little-endian elements of `dtype`) as a C-order .npy file of `shape`,
+/// atomically. bf16 is written as float32 (numpy has no bfloat16).
+///
+/// # Errors
+/// I/O errors.
+pub fn write_tensor(
+    path: &Path,
+    dtype: tensorvault_store::DType,
+    shape: &[u64],
+    data: &[u8],
+) -> Result<(), CliError> {
+    use npyz::WriterBuilder;
+    use tensorvault_store::DType as S;
+    let name = path.display().to_string();
+    fn header<T: npyz::AutoSerialize>(descr: &str, shape: &[u64]) -> std::io::Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        let w = npyz::WriteOptions::<T>::new()
+            .dtype(DType::Plain(descr.parse().expect("valid type string")))
+            .shape(shape)
+            .writer(&mut buf)
+            .begin_nd()?;
+        drop(w);
+        Ok(buf)
+    }
+    let (header, body): (std::io::Result<Vec<u8>>, std::borrow::Cow<'_, [u8]>) = match dtype {
+        S::F32 => (header::<f32>("<f4", shape), data.into()),
+        S::F16 => (header::<half::f16>("<f2", shape), data.into()),
+        S::I8 => (header::<i8>("|i1", shape), data.into()),
+        S::U8 => (header::<u8>("|u1", shape), data.into()),
+        S::BF16 => (
+            header::<f32>("<f4", shape),
+            data.chunks_exact(2)
+                .flat_map(|c| {
+                    half::bf16::from_le_bytes([c[0], c[1]])
+                        .to_f32()
+                        .to_le_bytes()
+                })
+                .collect::<Vec<u8>>()
+                .into(),
+        ),
+    };
+    let mut bytes = header.map_err(CliError::io("encode header", &name))?;
+    bytes.extend_from_slice(&body);
+    tensorvault_core::atomic::write_atomic(path, &bytes)?;
+    Ok(())
+}

@@ -295,14 +295,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 name: name.to_owned(),
             });
         }
-        let mut moved = 0;
-        for k in &keys {
-            if self.meta(k)?.is_some_and(|m| m.tier != tier) {
-                self.migrate_block(k, tier)?;
-                moved += 1;
-            }
-        }
-        Ok(moved)
+        self.migrate_blocks(&keys, tier)
     }
 
     fn keys_of(&self, id: u128) -> Result<Vec<BlockKey>> {

@@ -1,0 +1,263 @@
+//! `tensorvault store ...` end to end on real directories.
+
+mod common;
+
+use std::path::Path;
+
+use common::{s, tv};
+
+fn write_npy<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[u64], vals: &[T]) {
+    use npyz::WriterBuilder;
+    let mut bytes = Vec::new();
+    {
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(shape)
+            .writer(&mut bytes)
+            .begin_nd()
+            .unwrap();
+        w.extend(vals.iter().copied()).unwrap();
+        w.finish().unwrap();
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn read_f32(path: &Path) -> (Vec<u64>, Vec<f32>) {
+    let bytes = std::fs::read(path).unwrap();
+    let f = npyz::NpyFile::new(&bytes[..]).unwrap();
+    let shape = f.shape().to_vec();
+    (shape, f.into_vec::<f32>().unwrap())
+}
+
+fn ok(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn fails(o: &std::process::Output, code: i32, needle: &str) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        err.contains(needle) || out.contains(needle),
+        "{needle:?} not in\n{err}\n{out}"
+    );
+}
+
+#[test]
+fn put_get_ls_migrate_verify_compact() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let input = dir.path().join("a.npy");
+    let vals: Vec<f32> = (0..300 * 40).map(|i| ((i as f32) * 0.013).sin()).collect();
+    write_npy(&input, &[300, 40], &vals);
+    let out = ok(&tv(&[
+        "store",
+        "put",
+        s(&root),
+        "acme",
+        "emb",
+        "w",
+        s(&input),
+        "--tier",
+        "0",
+    ]));
+    assert!(out.contains("3 blocks in tier 0"), "{out}");
+    ok(&tv(&[
+        "store",
+        "put",
+        s(&root),
+        "acme",
+        "emb",
+        "w3",
+        s(&input),
+        "--tier",
+        "3",
+    ]));
+    let back = dir.path().join("back.npy");
+    ok(&tv(&[
+        "store",
+        "get",
+        s(&root),
+        "acme",
+        "emb",
+        "w",
+        s(&back),
+    ]));
+    let (shape, got) = read_f32(&back);
+    assert_eq!(shape, [300, 40]);
+    assert_eq!(got, vals, "tier 0 is bit-exact");
+    ok(&tv(&[
+        "store",
+        "get",
+        s(&root),
+        "acme",
+        "emb",
+        "w3",
+        s(&back),
+    ]));
+    let (_, got3) = read_f32(&back);
+    let max_err = vals
+        .iter()
+        .zip(&got3)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(max_err > 0.0 && max_err < 0.2, "3-bit error {max_err}");
+
+    let ls = ok(&tv(&["store", "ls", s(&root), "acme", "emb", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&ls).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    assert_eq!(v[0]["name"], "w");
+    assert_eq!(v[1]["tier_blocks"], serde_json::json!([0, 0, 0, 3]));
+    let cols = ok(&tv(&["store", "ls", s(&root)]));
+    assert!(cols.contains("acme") && cols.contains("emb"), "{cols}");
+
+    let mig = ok(&tv(&[
+        "store",
+        "migrate",
+        s(&root),
+        "acme",
+        "emb",
+        "w",
+        "--tier",
+        "2",
+    ]));
+    assert!(mig.contains("3 blocks moved to tier 2"), "{mig}");
+    let stats = ok(&tv(&["store", "stats", s(&root), "--json"]));
+    let st: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(st["total"]["blocks"], serde_json::json!([0, 0, 3, 3]));
+    ok(&tv(&["store", "verify", s(&root)]));
+    let c = ok(&tv(&["store", "compact", s(&root), "acme", "emb"]));
+    assert!(c.contains("acme/emb: meta.log"), "{c}");
+    ok(&tv(&["store", "rm", s(&root), "acme", "emb", "w3"]));
+    fails(
+        &tv(&["store", "get", s(&root), "acme", "emb", "w3", s(&back)]),
+        2,
+        "not found",
+    );
+}
+
+#[test]
+fn verify_exits_1_on_a_flipped_bit_and_names_the_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let input = dir.path().join("a.npy");
+    let vals: Vec<f32> = (0..8192).map(|i| i as f32).collect();
+    write_npy(&input, &[8192], &vals);
+    ok(&tv(&[
+        "store",
+        "put",
+        s(&root),
+        "t",
+        "c",
+        "x",
+        s(&input),
+        "--tier",
+        "1",
+    ]));
+    let tier1 = root.join("t/c/tier1.dat");
+    let mut b = std::fs::read(&tier1).unwrap();
+    b[4224 + 500] ^= 1; // block 1's payload (slot length 4224 in the default geometry)
+    std::fs::write(&tier1, b).unwrap();
+    let o = tv(&["store", "verify", s(&root)]);
+    fails(&o, 1, "CORRUPT");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("/1 (x) in tier1"), "{out}");
+    fails(
+        &tv(&[
+            "store",
+            "get",
+            s(&root),
+            "t",
+            "c",
+            "x",
+            s(&dir.path().join("o.npy")),
+        ]),
+        2,
+        "corrupt",
+    );
+    assert!(!dir.path().join("o.npy").exists(), "no partial output");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let input = dir.path().join("a.npy");
+    write_npy(&input, &[4], &[1.0f32, 2.0, 3.0, 4.0]);
+    fails(
+        &tv(&["store", "put", s(&root), "..", "c", "x", s(&input)]),
+        2,
+        "invalid tenant name",
+    );
+    fails(
+        &tv(&["store", "put", s(&root), "t", "a/b", "x", s(&input)]),
+        2,
+        "invalid collection name",
+    );
+    let ints = dir.path().join("i.npy");
+    write_npy(&ints, &[2], &[1i64, 2]);
+    fails(
+        &tv(&["store", "put", s(&root), "t", "c", "x", s(&ints)]),
+        2,
+        "not float32",
+    );
+    let trunc = dir.path().join("t.npy");
+    let b = std::fs::read(&input).unwrap();
+    std::fs::write(&trunc, &b[..b.len() - 3]).unwrap();
+    fails(
+        &tv(&["store", "put", s(&root), "t", "c", "x", s(&trunc)]),
+        2,
+        "needs 16 data bytes",
+    );
+    fails(
+        &tv(&["store", "ls", s(&root), "t", "nope"]),
+        2,
+        "no such collection",
+    );
+    fails(
+        &tv(&["store", "verify", s(&root), "t"]),
+        2,
+        "give both or neither",
+    );
+    let nan = dir.path().join("n.npy");
+    write_npy(&nan, &[2], &[1.0f32, f32::NAN]);
+    fails(
+        &tv(&[
+            "store",
+            "put",
+            s(&root),
+            "t",
+            "c",
+            "x",
+            s(&nan),
+            "--tier",
+            "2",
+        ]),
+        2,
+        "",
+    );
+    // The NaN was refused before anything was written; tier 0 keeps it bit-exact.
+    ok(&tv(&[
+        "store",
+        "put",
+        s(&root),
+        "t",
+        "c",
+        "x",
+        s(&nan),
+        "--tier",
+        "0",
+    ]));
+}
