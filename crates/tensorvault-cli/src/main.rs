@@ -14,6 +14,7 @@ mod quant_cmd;
 mod registry_cmd;
 mod report;
 mod store_cmd;
+mod store_metrics_cmd;
 
 use clap::{Parser, Subcommand};
 

@@ -55,7 +55,13 @@ pub enum StoreCmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Print the Prometheus text exposition of every collection instead.
+        #[arg(long, conflicts_with = "json")]
+        prometheus: bool,
     },
+    /// Serve `GET /metrics` (Prometheus text format) for every collection under ROOT,
+    /// refreshed on each scrape, until killed.
+    ServeMetrics(crate::store_metrics_cmd::ServeMetricsArgs),
     /// Read and checksum every block (of every collection under ROOT when none is named).
     /// Exit code 1 if anything is corrupt.
     Verify {
@@ -163,7 +169,13 @@ pub fn run(cmd: StoreCmd, quiet: bool) -> Result<i32, CliError> {
             collection,
             json,
         } => ls(&root, pair(tenant, collection)?, json),
-        StoreCmd::Stats { root, json } => stats(&root, json),
+        StoreCmd::Stats {
+            root,
+            prometheus: true,
+            ..
+        } => crate::store_metrics_cmd::stats_prometheus(&root),
+        StoreCmd::Stats { root, json, .. } => stats(&root, json),
+        StoreCmd::ServeMetrics(a) => crate::store_metrics_cmd::serve(&a),
         StoreCmd::Verify {
             root,
             tenant,

@@ -22,6 +22,8 @@ mod error;
 pub mod fs;
 mod index;
 pub mod meta_log;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod store;
 mod tensor;
 mod time;

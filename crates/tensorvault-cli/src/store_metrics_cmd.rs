@@ -1,0 +1,238 @@
+//! `tensorvault store stats ROOT --prometheus` and `tensorvault store serve-metrics`: the
+//! store's counters and gauges in the Prometheus text format (version 0.0.4), printed once
+//! or served on `GET /metrics` for a Prometheus scrape (as OpenMetrics when the scraper's
+//! `Accept` header asks for it, as Prometheus itself does).
+//!
+//! Collections are opened per exposition, not held: each scrape lists the collections
+//! under ROOT, opens each one (replaying its log, which takes its exclusive lock for that
+//! moment), takes a snapshot and closes it again. So the server never keeps other
+//! processes out of a collection between scrapes, and new collections show up by
+//! themselves. A collection that another process holds open is exported as
+//! `tensorvault_store_up{...} 0` (with the reason on stderr, once per change) and nothing
+//! else. Counters count since open, so here they stay 0; the gauges (blocks, bytes, slots,
+//! log records, replay time) are the useful part. A process that embeds the store exports
+//! its live counters with `tensorvault_store::metrics::StoreMetrics` instead.
+//!
+//! The server is a minimal HTTP/1.1 responder on `std::net::TcpListener`, one connection
+//! at a time (`Connection: close`). It serves until it is killed: Ctrl-C or SIGTERM end it
+//! with the default signal action, which is safe because no store is open between scrapes
+//! and a store that is interrupted mid-open recovers on the next open (its writes are
+//! crash-safe).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use tensorvault_store::fs::list_collections;
+use tensorvault_store::metrics::{StoreMetrics, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
+use tensorvault_store::{DirStore, StoreConfig};
+
+use crate::error::CliError;
+
+/// Longest request head (request line and headers) the server reads.
+const MAX_REQUEST_HEAD: usize = 8 * 1024;
+/// How long a client may take to send its request or read the response.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Arguments of `store serve-metrics`.
+#[derive(Debug, Args)]
+pub struct ServeMetricsArgs {
+    /// Store root directory.
+    pub root: PathBuf,
+    /// Address to listen on (port 0 picks a free port; the address is printed on stdout).
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub addr: String,
+    /// Allow a non-loopback address (the endpoint has no authentication).
+    #[arg(long)]
+    pub allow_remote: bool,
+}
+
+/// The reason each collection could not be read at the last exposition.
+type LastErrors = BTreeMap<(String, String), String>;
+
+/// Open every collection under `root` in turn and snapshot it; collections that cannot be
+/// opened are recorded as unavailable and their reason printed to stderr when it changes.
+fn collect(root: &Path, last: &mut LastErrors) -> Result<StoreMetrics, CliError> {
+    let mut m = StoreMetrics::new();
+    let mut errors = LastErrors::new();
+    for (tenant, collection) in list_collections(root)? {
+        let snap = DirStore::open_path(root, &tenant, &collection, StoreConfig::default(), false)
+            .and_then(|s| {
+                m.add(&s)?;
+                s.close()
+            });
+        if let Err(e) = snap {
+            let key = (tenant, collection);
+            let why = e.to_string();
+            if last.get(&key) != Some(&why) {
+                eprintln!("tensorvault: {}/{}: {why}", key.0, key.1);
+            }
+            m.add_unavailable(&key.0, &key.1);
+            errors.insert(key, why);
+        }
+    }
+    *last = errors;
+    Ok(m)
+}
+
+/// `store stats ROOT --prometheus`: print the exposition of every collection.
+///
+/// # Errors
+/// [`CliError::Store`] if ROOT cannot be listed.
+pub fn stats_prometheus(root: &Path) -> Result<i32, CliError> {
+    let m = collect(root, &mut LastErrors::new())?;
+    let mut text = String::new();
+    m.encode_classic(&mut text);
+    print!("{text}");
+    Ok(0)
+}
+
+fn resolve(addr: &str, allow_remote: bool) -> Result<SocketAddr, CliError> {
+    let usage = |reason: String| CliError::Usage {
+        arg: "--addr",
+        reason,
+    };
+    let mut addrs = addr
+        .to_socket_addrs()
+        .map_err(|e| usage(format!("{addr}: {e}")))?;
+    let Some(sa) = addrs.next() else {
+        return Err(usage(format!("{addr} resolves to no address")));
+    };
+    if !allow_remote && !sa.ip().is_loopback() {
+        return Err(usage(format!(
+            "{sa} is not a loopback address; pass --allow-remote to serve metrics beyond this machine"
+        )));
+    }
+    Ok(sa)
+}
+
+/// `store serve-metrics ROOT --addr HOST:PORT`: serve `GET /metrics` until killed.
+///
+/// # Errors
+/// [`CliError::Usage`] for a bad or (without `--allow-remote`) non-loopback address;
+/// [`CliError::Io`] if the address cannot be bound; [`CliError::Store`] if ROOT cannot
+/// be listed at start.
+pub fn serve(a: &ServeMetricsArgs) -> Result<i32, CliError> {
+    let sa = resolve(&a.addr, a.allow_remote)?;
+    // Fail early on a root that cannot be listed (a typo), not on the first scrape.
+    list_collections(&a.root)?;
+    let listener = TcpListener::bind(sa).map_err(CliError::io("bind", sa))?;
+    let local = listener.local_addr().map_err(CliError::io("bind", sa))?;
+    println!("serving http://{local}/metrics");
+    let _ = std::io::stdout().flush();
+    let mut last = LastErrors::new();
+    for conn in listener.incoming() {
+        match conn {
+            Ok(stream) => {
+                if let Err(e) = handle(stream, &a.root, &mut last) {
+                    eprintln!("tensorvault: serve-metrics: {e}");
+                }
+            }
+            Err(e) => eprintln!("tensorvault: serve-metrics: accept: {e}"),
+        }
+    }
+    Ok(0)
+}
+
+/// Read the request head: bytes up to the blank line, at most [`MAX_REQUEST_HEAD`].
+fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+        if head.len() >= MAX_REQUEST_HEAD {
+            return Ok(None);
+        }
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    Ok(Some(String::from_utf8_lossy(&head).into_owned()))
+}
+
+fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    content_type: &str,
+    body: &str,
+    head_only: bool,
+) -> std::io::Result<()> {
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    if !head_only {
+        out.push_str(body);
+    }
+    stream.write_all(out.as_bytes())?;
+    stream.flush()
+}
+
+fn handle(mut stream: TcpStream, root: &Path, last: &mut LastErrors) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let plain = "text/plain; charset=utf-8";
+    let Some(head) = read_head(&mut stream)? else {
+        return respond(
+            &mut stream,
+            "431 Request Header Fields Too Large",
+            plain,
+            "request head too large\n",
+            false,
+        );
+    };
+    let mut lines = head.lines();
+    let mut parts = lines.next().unwrap_or("").split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let head_only = method == "HEAD";
+    if method != "GET" && !head_only {
+        return respond(
+            &mut stream,
+            "405 Method Not Allowed",
+            plain,
+            "only GET and HEAD\n",
+            false,
+        );
+    }
+    if path != "/metrics" {
+        return respond(
+            &mut stream,
+            "404 Not Found",
+            plain,
+            "not found: try /metrics\n",
+            head_only,
+        );
+    }
+    // Prometheus asks for OpenMetrics when it can parse it; anything else gets the classic
+    // text format (version 0.0.4).
+    let openmetrics = lines.any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text")
+        })
+    });
+    match collect(root, last) {
+        Ok(m) => {
+            let mut body = String::new();
+            let ct = if openmetrics {
+                m.encode(&mut body);
+                OPENMETRICS_CONTENT_TYPE
+            } else {
+                m.encode_classic(&mut body);
+                PROMETHEUS_CONTENT_TYPE
+            };
+            respond(&mut stream, "200 OK", ct, &body, head_only)
+        }
+        Err(e) => respond(
+            &mut stream,
+            "500 Internal Server Error",
+            plain,
+            &format!("{e}\n"),
+            head_only,
+        ),
+    }
+}

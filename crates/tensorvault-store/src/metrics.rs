@@ -1,0 +1,757 @@
+//! Prometheus metrics (feature `metrics`, on by default): a store's counters and gauges
+//! in the Prometheus / OpenMetrics text exposition format, built with `prometheus-client`.
+//!
+//! Every series carries `tenant` and `collection` labels, so one [`StoreMetrics`] can
+//! combine many collections in one exposition; per-tier series add `tier` ("0".."3"),
+//! migrations add `from_tier` and `to_tier`. All names start with
+//! `tensorvault_store_`; counters end in `_total` (OpenMetrics). The metric names are
+//! listed in the crate README, section "Metrics".
+//!
+//! Counters count since the [`TensorStore`] was opened (they are not persisted): a
+//! process that opens a store only to scrape it sees zeros there and meaningful gauges.
+//! Reading them takes relaxed atomic loads; the gauges take the index read lock once for
+//! a pass over the live blocks, and the writer lock briefly for the log's record count.
+//!
+//! ```
+//! use tensorvault_store::metrics::StoreMetrics;
+//! use tensorvault_store::{BlockIO, BufferBlockIO, Catalog, CollectionConfig, ManualClock};
+//! use tensorvault_store::{MemMetaLog, StoreConfig, TensorStore};
+//!
+//! let geo = CollectionConfig::default();
+//! let log = MemMetaLog::new(geo);
+//! let io = BufferBlockIO::new(&geo);
+//! let store = TensorStore::open(
+//!     "acme", "kv", ManualClock::new(0), io, log, Catalog::in_memory(), StoreConfig::default(),
+//! )?;
+//! let mut m = StoreMetrics::new();
+//! m.add(&store)?;
+//! let mut text = String::new();
+//! m.encode(&mut text);
+//! assert!(text.contains("tensorvault_store_up{tenant=\"acme\",collection=\"kv\"} 1\n"));
+//! assert!(text.ends_with("# EOF\n"));
+//! # Ok::<(), tensorvault_store::StoreErr>(())
+//! ```
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use crate::block_io::BlockIO;
+use crate::clock::Clock;
+use crate::error::Result;
+use crate::meta_log::MetaLog;
+use crate::store::TensorStore;
+use crate::types::Tier;
+
+/// Prefix of every metric name (followed by `_`).
+pub const PREFIX: &str = "tensorvault_store";
+
+/// `Content-Type` of [`StoreMetrics::encode`]'s output for a client that asked for
+/// OpenMetrics.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// `Content-Type` of [`StoreMetrics::encode_classic`]'s output.
+pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// One collection's numbers at one instant.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MetricsSnapshot {
+    /// Block reads since open.
+    pub reads: u64,
+    /// Block writes since open.
+    pub writes: u64,
+    /// Stored (encoded) payload bytes read by `get_block` since open.
+    pub read_bytes: u64,
+    /// Encoded payload bytes written since open.
+    pub written_bytes: u64,
+    /// Migrations since open, indexed `[from tier][to tier]`.
+    pub migrations: [[u64; 4]; 4],
+    /// Blocks deleted since open.
+    pub deletes: u64,
+    /// Checksum mismatches seen since open.
+    pub checksum_failures: u64,
+    /// Blocks rehydrated from their lineage and repaired in place since open.
+    pub repairs: u64,
+    /// How long the metadata log replay took on open, seconds.
+    pub replay_seconds: f64,
+    /// Corrupt log records skipped by replay.
+    pub replay_skipped: u64,
+    /// Valid log records replay ignored (stale or impossible slots).
+    pub replay_ignored: u64,
+    /// Tensors with at least one live block.
+    pub tensors: u64,
+    /// Live blocks per tier.
+    pub blocks: [u64; 4],
+    /// Stored payload bytes per tier.
+    pub payload_bytes: [u64; 4],
+    /// Tier file length per tier.
+    pub file_bytes: [u64; 4],
+    /// Slots (live + free) per tier file.
+    pub slots: [u64; 4],
+    /// Free slots per tier file.
+    pub free_slots: [u64; 4],
+    /// Records in the metadata log.
+    pub log_records: u64,
+}
+
+impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
+    /// The store's counters and gauges right now.
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding the index or writer lock.
+    pub fn metrics_snapshot(&self) -> Result<MetricsSnapshot> {
+        let c = &self.counters;
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let mut s = MetricsSnapshot {
+            reads: load(&c.reads),
+            writes: load(&c.writes),
+            read_bytes: load(&c.bytes_read),
+            written_bytes: load(&c.bytes_written),
+            migrations: c
+                .migrations_by_tier
+                .each_ref()
+                .map(|row| row.each_ref().map(load)),
+            deletes: load(&c.deletes),
+            checksum_failures: load(&c.checksum_failures),
+            repairs: load(&c.repairs),
+            replay_seconds: self.replay_nanos as f64 / 1e9,
+            replay_skipped: self.replay.skipped_total,
+            replay_ignored: self.replay_ignored,
+            ..MetricsSnapshot::default()
+        };
+        {
+            let idx = self.read_index()?;
+            let mut ids = std::collections::HashSet::new();
+            for m in idx.map.values() {
+                let t = m.tier.index();
+                s.blocks[t] += 1;
+                s.payload_bytes[t] += u64::from(m.data_len);
+                ids.insert(m.key.tensor_id);
+            }
+            s.tensors = ids.len() as u64;
+        }
+        for t in Tier::ALL {
+            let u = self.io.usage(t);
+            s.file_bytes[t.index()] = u.bytes;
+            s.slots[t.index()] = u.slots;
+            s.free_slots[t.index()] = u.free_slots;
+        }
+        s.log_records = self.log_records()?;
+        Ok(s)
+    }
+
+    /// Append this store's metrics to `out` in the classic Prometheus text format
+    /// ([`StoreMetrics::encode_classic`]). Use [`StoreMetrics`] to expose several
+    /// collections at once, or for the OpenMetrics format.
+    ///
+    /// # Errors
+    /// As [`TensorStore::metrics_snapshot`].
+    pub fn encode_prometheus(&self, out: &mut String) -> Result<()> {
+        let mut m = StoreMetrics::new();
+        m.add(self)?;
+        m.encode_classic(out);
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    tenant: String,
+    collection: String,
+    /// `None`: the collection could not be read (exported as `up 0`).
+    snap: Option<MetricsSnapshot>,
+}
+
+/// Metrics of several collections, encoded together. Also a `prometheus-client`
+/// [`Collector`], so it can join an application's own [`Registry`].
+#[derive(Clone, Debug, Default)]
+pub struct StoreMetrics {
+    /// Sorted by (tenant, collection), unique.
+    entries: Vec<Entry>,
+}
+
+/// A counter or gauge family: name (without prefix and `_total`), help, type, labels
+/// beyond tenant/collection and the values of one snapshot.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: MetricType,
+    rows: fn(&MetricsSnapshot) -> Rows,
+}
+
+/// Series of one family for one collection: extra labels and value.
+type Rows = Vec<(Vec<(&'static str, &'static str)>, Value)>;
+
+#[derive(Clone, Copy)]
+enum Value {
+    Int(u64),
+    Float(f64),
+}
+
+const TIER_LABELS: [&str; 4] = ["0", "1", "2", "3"];
+
+fn one(v: u64) -> Rows {
+    vec![(Vec::new(), Value::Int(v))]
+}
+
+fn per_tier(v: &[u64; 4]) -> Rows {
+    TIER_LABELS
+        .iter()
+        .zip(v)
+        .map(|(&t, &n)| (vec![("tier", t)], Value::Int(n)))
+        .collect()
+}
+
+const FAMILIES: &[Family] = &[
+    Family {
+        name: "reads",
+        help: "Block reads since the store was opened",
+        kind: MetricType::Counter,
+        rows: |s| one(s.reads),
+    },
+    Family {
+        name: "writes",
+        help: "Block writes since the store was opened",
+        kind: MetricType::Counter,
+        rows: |s| one(s.writes),
+    },
+    Family {
+        name: "read_bytes",
+        help: "Stored (encoded) payload bytes read since the store was opened",
+        kind: MetricType::Counter,
+        rows: |s| one(s.read_bytes),
+    },
+    Family {
+        name: "written_bytes",
+        help: "Encoded payload bytes written since the store was opened",
+        kind: MetricType::Counter,
+        rows: |s| one(s.written_bytes),
+    },
+    Family {
+        name: "migrations",
+        help: "Blocks moved between tiers since the store was opened",
+        kind: MetricType::Counter,
+        rows: |s| {
+            let mut v = Vec::new();
+            for (from, row) in s.migrations.iter().enumerate() {
+                for (to, &n) in row.iter().enumerate().filter(|&(to, _)| to != from) {
+                    v.push((
+                        vec![
+                            ("from_tier", TIER_LABELS[from]),
+                            ("to_tier", TIER_LABELS[to]),
+                        ],
+                        Value::Int(n),
+                    ));
+                }
+            }
+            v
+        },
+    },
+    Family {
+        name: "deletes",
+        help: "Blocks deleted since the store was opened",
+        kind: MetricType::Counter,
+        rows: |s| one(s.deletes),
+    },
+    Family {
+        name: "checksum_failures",
+        help: "Block checksum mismatches seen since the store was opened",
+        kind: MetricType::Counter,
+        rows: |s| one(s.checksum_failures),
+    },
+    Family {
+        name: "repairs",
+        help:
+            "Corrupt blocks rehydrated from their lineage and repaired since the store was opened",
+        kind: MetricType::Counter,
+        rows: |s| one(s.repairs),
+    },
+    Family {
+        name: "replay_seconds",
+        help: "Duration of the metadata log replay when the store was opened",
+        kind: MetricType::Gauge,
+        rows: |s| vec![(Vec::new(), Value::Float(s.replay_seconds))],
+    },
+    Family {
+        name: "replay_skipped_records",
+        help: "Corrupt metadata log records skipped by replay on open",
+        kind: MetricType::Gauge,
+        rows: |s| one(s.replay_skipped),
+    },
+    Family {
+        name: "replay_ignored_records",
+        help: "Valid metadata log records replay ignored on open (stale or impossible slots)",
+        kind: MetricType::Gauge,
+        rows: |s| one(s.replay_ignored),
+    },
+    Family {
+        name: "tensors",
+        help: "Tensors with at least one live block",
+        kind: MetricType::Gauge,
+        rows: |s| one(s.tensors),
+    },
+    Family {
+        name: "blocks",
+        help: "Live blocks per tier",
+        kind: MetricType::Gauge,
+        rows: |s| per_tier(&s.blocks),
+    },
+    Family {
+        name: "payload_bytes",
+        help: "Stored (encoded) payload bytes of the live blocks per tier",
+        kind: MetricType::Gauge,
+        rows: |s| per_tier(&s.payload_bytes),
+    },
+    Family {
+        name: "tier_file_bytes",
+        help: "Length of each tier's data file",
+        kind: MetricType::Gauge,
+        rows: |s| per_tier(&s.file_bytes),
+    },
+    Family {
+        name: "tier_slots",
+        help: "Slots (live and free) in each tier's data file",
+        kind: MetricType::Gauge,
+        rows: |s| per_tier(&s.slots),
+    },
+    Family {
+        name: "free_slots",
+        help: "Free slots in each tier's data file",
+        kind: MetricType::Gauge,
+        rows: |s| per_tier(&s.free_slots),
+    },
+    Family {
+        name: "log_records",
+        help: "Records in the metadata log",
+        kind: MetricType::Gauge,
+        rows: |s| one(s.log_records),
+    },
+];
+
+/// Names of every metric family, as they appear after `# TYPE` (with [`PREFIX`], without
+/// `_total`), `up` first.
+#[must_use]
+pub fn family_names() -> Vec<String> {
+    std::iter::once("up")
+        .chain(FAMILIES.iter().map(|f| f.name))
+        .map(|n| format!("{PREFIX}_{n}"))
+        .collect()
+}
+
+impl StoreMetrics {
+    /// No collections yet.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Collections added so far (readable or not).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no collection was added.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn put(&mut self, tenant: &str, collection: &str, snap: Option<MetricsSnapshot>) {
+        let key = (tenant, collection);
+        match self
+            .entries
+            .binary_search_by(|e| (e.tenant.as_str(), e.collection.as_str()).cmp(&key))
+        {
+            Ok(i) => self.entries[i].snap = snap,
+            Err(i) => self.entries.insert(
+                i,
+                Entry {
+                    tenant: tenant.to_owned(),
+                    collection: collection.to_owned(),
+                    snap,
+                },
+            ),
+        }
+    }
+
+    /// Take a snapshot of `store` (replacing an earlier one of the same tenant and
+    /// collection).
+    ///
+    /// # Errors
+    /// As [`TensorStore::metrics_snapshot`].
+    pub fn add<C: Clock, B: BlockIO, M: MetaLog>(
+        &mut self,
+        store: &TensorStore<C, B, M>,
+    ) -> Result<()> {
+        let snap = store.metrics_snapshot()?;
+        let (tenant, collection) = store.names();
+        self.put(tenant, collection, Some(snap));
+        Ok(())
+    }
+
+    /// Add a snapshot taken elsewhere.
+    pub fn add_snapshot(&mut self, tenant: &str, collection: &str, snap: MetricsSnapshot) {
+        self.put(tenant, collection, Some(snap));
+    }
+
+    /// Record that a collection exists but could not be read (e.g. it is open in another
+    /// process): it is exported as `tensorvault_store_up 0` and nothing else.
+    pub fn add_unavailable(&mut self, tenant: &str, collection: &str) {
+        self.put(tenant, collection, None);
+    }
+
+    /// Append the complete exposition (every family, then `# EOF`) to `out`.
+    pub fn encode(&self, out: &mut String) {
+        let mut registry = Registry::with_prefix(PREFIX);
+        registry.register_collector(Box::new(self.clone()));
+        // Writing to a String cannot fail, and the collector only forwards the writer's
+        // errors, so there is no error to report.
+        let _ = prometheus_client::encoding::text::encode(out, &registry);
+    }
+
+    /// Append the exposition in the classic Prometheus text format (version 0.0.4) to
+    /// `out`: the same samples as [`StoreMetrics::encode`], with counter `# HELP` and
+    /// `# TYPE` lines naming the `_total` series and without the OpenMetrics `# EOF`.
+    pub fn encode_classic(&self, out: &mut String) {
+        let mut om = String::new();
+        self.encode(&mut om);
+        out.push_str(&openmetrics_to_classic(&om));
+    }
+}
+
+/// Rewrite OpenMetrics text into the classic Prometheus text format: counter families
+/// are named after their `_total` samples, `# UNIT` and `# EOF` lines are dropped.
+fn openmetrics_to_classic(om: &str) -> String {
+    let counters: std::collections::HashSet<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(om.len());
+    for line in om.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        if let Some((p, rest)) = meta {
+            let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            if counters.contains(name) {
+                out.push_str(&format!("{p}{name}_total {tail}\n"));
+                continue;
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+fn encode_value(
+    v: Value,
+    kind: MetricType,
+    e: prometheus_client::encoding::MetricEncoder<'_>,
+) -> fmt::Result {
+    match (kind, v) {
+        (MetricType::Counter, Value::Int(n)) => ConstCounter::new(n).encode(e),
+        (MetricType::Counter, Value::Float(x)) => ConstCounter::new(x).encode(e),
+        (_, Value::Int(n)) => ConstGauge::new(n).encode(e),
+        (_, Value::Float(x)) => ConstGauge::new(x).encode(e),
+    }
+}
+
+impl Collector for StoreMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        {
+            let mut fam = encoder.encode_descriptor(
+                "up",
+                "1 if the collection could be opened and read for this exposition, 0 if not (e.g. it is open in another process)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for e in &self.entries {
+                let labels = [
+                    ("tenant", e.tenant.as_str()),
+                    ("collection", e.collection.as_str()),
+                ];
+                ConstGauge::new(i64::from(e.snap.is_some())).encode(fam.encode_family(&labels)?)?;
+            }
+        }
+        for f in FAMILIES {
+            let mut fam = encoder.encode_descriptor(f.name, f.help, None, f.kind)?;
+            for e in &self.entries {
+                let Some(snap) = &e.snap else {
+                    continue;
+                };
+                for (extra, v) in (f.rows)(snap) {
+                    let mut labels = vec![
+                        ("tenant", e.tenant.as_str()),
+                        ("collection", e.collection.as_str()),
+                    ];
+                    labels.extend(extra);
+                    encode_value(v, f.kind, fam.encode_family(&labels)?)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::{
+        BlockInfo, BlockKey, BufferBlockIO, Catalog, CollectionConfig, DType, ManualClock,
+        MemMetaLog, StoreConfig,
+    };
+
+    type MemStore = TensorStore<ManualClock, BufferBlockIO, MemMetaLog>;
+
+    fn store(tenant: &str, collection: &str) -> MemStore {
+        let geo = CollectionConfig::with_block_elems(256);
+        let cfg = StoreConfig {
+            collection: geo,
+            ..StoreConfig::default()
+        };
+        TensorStore::open(
+            tenant,
+            collection,
+            ManualClock::new(1),
+            BufferBlockIO::new(&geo),
+            MemMetaLog::new(geo),
+            Catalog::in_memory(),
+            cfg,
+        )
+        .unwrap()
+    }
+
+    fn block(seed: f32) -> Vec<u8> {
+        (0..256)
+            .flat_map(|i| ((i as f32 * 0.37 + seed).sin()).to_le_bytes())
+            .collect()
+    }
+
+    /// Check that every line is a `#` comment or `name{labels} value`, that every sample
+    /// belongs to a declared family (in the classic format: by its exact name; in
+    /// OpenMetrics: counters by `name_total`), and return the samples as
+    /// "name{labels}" -> value.
+    fn parse(text: &str, openmetrics: bool) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        let mut types = BTreeMap::new();
+        assert_eq!(text.ends_with("# EOF\n"), openmetrics);
+        for line in text.lines() {
+            if line.starts_with('#') {
+                let w: Vec<&str> = line.splitn(4, ' ').collect();
+                assert_eq!(w[0], "#", "{line}");
+                match w[1] {
+                    "EOF" => assert!(openmetrics),
+                    "HELP" => assert!(w[2].starts_with(PREFIX), "{line}"),
+                    "TYPE" => {
+                        assert!(matches!(w[3], "counter" | "gauge"), "{line}");
+                        assert!(types.insert(w[2].to_owned(), w[3].to_owned()).is_none());
+                    }
+                    _ => panic!("unexpected comment {line}"),
+                }
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').expect("name{labels} value");
+            let value: f64 = value.parse().unwrap_or_else(|_| panic!("value of {line}"));
+            let name_end = series.find('{').unwrap_or(series.len());
+            let name = &series[..name_end];
+            assert!(
+                name.starts_with(PREFIX)
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+                "{line}"
+            );
+            let declared = if openmetrics {
+                types.contains_key(name)
+                    || name
+                        .strip_suffix("_total")
+                        .is_some_and(|n| types.get(n).is_some_and(|t| t == "counter"))
+            } else {
+                types.contains_key(name)
+            };
+            assert!(declared, "{line} has no # TYPE");
+            if name_end < series.len() {
+                let labels = &series[name_end..];
+                assert!(labels.starts_with('{') && labels.ends_with('}'), "{line}");
+                for pair in labels[1..labels.len() - 1].split(',') {
+                    let (k, v) = pair.split_once('=').expect("key=value");
+                    assert!(k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+                    assert!(
+                        v.len() >= 2 && v.starts_with('"') && v.ends_with('"'),
+                        "{line}"
+                    );
+                }
+            }
+            assert!(
+                out.insert(series.to_owned(), value).is_none(),
+                "duplicate {series}"
+            );
+        }
+        out
+    }
+
+    #[test]
+    fn exposition_parses_and_counts_a_known_sequence() {
+        let s = store("acme", "kv");
+        let shape = [1024u32];
+        let info = BlockInfo::new(DType::F32, &shape);
+        let keys: Vec<BlockKey> = (0..4).map(|i| BlockKey::new(7, i)).collect();
+        for (i, k) in keys.iter().enumerate() {
+            s.put_block(*k, Tier::Tier1, &info, &block(i as f32))
+                .unwrap();
+        }
+        let mut buf = Vec::new();
+        let mut read_bytes = 0u64;
+        for k in [keys[0], keys[1], keys[0]] {
+            read_bytes += u64::from(s.get_block(&k, &mut buf).unwrap().data_len);
+        }
+        s.migrate_blocks(&keys[2..4], Tier::Tier3).unwrap();
+        s.migrate_block(&keys[3], Tier::Tier0).unwrap();
+        assert!(s.delete_block(&keys[1]).unwrap());
+        let snap = s.metrics_snapshot().unwrap();
+        let mut text = String::new();
+        s.encode_prometheus(&mut text).unwrap();
+        let m = parse(&text, false);
+        // The OpenMetrics form has the same samples.
+        let mut om = String::new();
+        let mut sm = StoreMetrics::new();
+        sm.add(&s).unwrap();
+        sm.encode(&mut om);
+        let om_samples = parse(&om, true);
+        assert_eq!(m, om_samples);
+
+        for name in family_names() {
+            assert!(
+                om.contains(&format!("# TYPE {name} ")),
+                "{name} missing:\n{om}"
+            );
+            assert!(
+                text.contains(&format!("# TYPE {name} "))
+                    || text.contains(&format!("# TYPE {name}_total counter")),
+                "{name} missing:\n{text}"
+            );
+        }
+        let l = |extra: &str| format!("{{tenant=\"acme\",collection=\"kv\"{extra}}}");
+        let get = |name: &str, extra: &str| {
+            let k = format!("{PREFIX}_{name}{}", l(extra));
+            *m.get(&k).unwrap_or_else(|| panic!("{k} missing:\n{text}"))
+        };
+        assert_eq!(get("up", ""), 1.0);
+        assert_eq!(get("reads_total", ""), 3.0);
+        assert_eq!(get("writes_total", ""), 4.0);
+        assert_eq!(get("read_bytes_total", ""), read_bytes as f64);
+        assert_eq!(get("written_bytes_total", ""), snap.written_bytes as f64);
+        assert!(snap.written_bytes > 0);
+        assert_eq!(get("deletes_total", ""), 1.0);
+        assert_eq!(get("checksum_failures_total", ""), 0.0);
+        assert_eq!(get("repairs_total", ""), 0.0);
+        let mig = |from: &str, to: &str| {
+            get(
+                "migrations_total",
+                &format!(",from_tier=\"{from}\",to_tier=\"{to}\""),
+            )
+        };
+        assert_eq!(mig("1", "3"), 2.0);
+        assert_eq!(mig("3", "0"), 1.0);
+        assert_eq!(mig("1", "0"), 0.0);
+        assert_eq!(
+            m.keys().filter(|k| k.contains("_migrations_total")).count(),
+            12
+        );
+        let tier = |name: &str, t: &str| get(name, &format!(",tier=\"{t}\""));
+        // Left: keys[0] in Tier1, keys[2] in Tier3, keys[3] in Tier0.
+        assert_eq!(
+            ["0", "1", "2", "3"].map(|t| tier("blocks", t)),
+            [1.0, 1.0, 0.0, 1.0]
+        );
+        assert_eq!(tier("payload_bytes", "0"), 1024.0);
+        assert_eq!(tier("payload_bytes", "1"), snap.payload_bytes[1] as f64);
+        assert!(snap.payload_bytes[3] > 0 && snap.payload_bytes[3] < snap.payload_bytes[1]);
+        for (t, &tl) in TIER_LABELS.iter().enumerate() {
+            assert_eq!(tier("tier_file_bytes", tl), snap.file_bytes[t] as f64);
+            assert_eq!(tier("free_slots", tl), snap.free_slots[t] as f64);
+            assert_eq!(tier("tier_slots", tl), snap.slots[t] as f64);
+        }
+        // Tier1 held 4 blocks; 3 left it (2 migrated, 1 deleted).
+        assert_eq!(tier("tier_slots", "1"), 4.0);
+        assert_eq!(tier("free_slots", "1"), 3.0);
+        assert_eq!(get("tensors", ""), 1.0);
+        assert_eq!(get("log_records", ""), s.log_records().unwrap() as f64);
+        assert!(get("replay_seconds", "") >= 0.0);
+        assert_eq!(get("replay_skipped_records", ""), 0.0);
+    }
+
+    #[test]
+    fn collections_combine_sorted_and_unavailable_ones_report_up_zero() {
+        let a = store("t", "b");
+        let b = store("t", "a");
+        let shape = [256u32];
+        a.put_block(
+            BlockKey::new(1, 0),
+            Tier::Tier2,
+            &BlockInfo::new(DType::F32, &shape),
+            &block(0.0),
+        )
+        .unwrap();
+        let mut m = StoreMetrics::new();
+        m.add(&a).unwrap();
+        m.add(&b).unwrap();
+        m.add(&a).unwrap(); // replaces, no duplicate series
+        m.add_unavailable("s", "locked");
+        assert_eq!(m.len(), 3);
+        let mut text = String::new();
+        m.encode(&mut text);
+        let samples = parse(&text, true);
+        assert_eq!(
+            samples[&format!("{PREFIX}_up{{tenant=\"s\",collection=\"locked\"}}")],
+            0.0
+        );
+        assert!(!text.contains("collection=\"locked\",tier"));
+        assert_eq!(
+            samples[&format!("{PREFIX}_writes_total{{tenant=\"t\",collection=\"b\"}}")],
+            1.0
+        );
+        assert_eq!(
+            samples[&format!("{PREFIX}_blocks{{tenant=\"t\",collection=\"b\",tier=\"2\"}}")],
+            1.0
+        );
+        // Within a family, series come in (tenant, collection) order.
+        let ups: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("{PREFIX}_up{{")))
+            .collect();
+        assert_eq!(ups.len(), 3);
+        assert!(ups[0].contains("tenant=\"s\""));
+        assert!(ups[1].contains("collection=\"a\""));
+        assert!(ups[2].contains("collection=\"b\""));
+        // Encoding twice gives the same text.
+        let mut again = String::new();
+        m.encode(&mut again);
+        assert_eq!(text, again);
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        // Names are validated for directory stores, not for in-memory ones.
+        let mut m = StoreMetrics::new();
+        m.add_snapshot("a\"b", "c\\d\ne", MetricsSnapshot::default());
+        let mut text = String::new();
+        m.encode(&mut text);
+        assert!(
+            text.contains(r#"tenant="a\"b",collection="c\\d\ne""#),
+            "{text}"
+        );
+    }
+}
