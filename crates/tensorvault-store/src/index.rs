@@ -3,6 +3,9 @@
 
 use std::collections::{HashMap, HashSet};
 
+use tensorvault_core::checksum::crc32c;
+
+use crate::block_io::BlockIO;
 use crate::config::CollectionConfig;
 use crate::meta_log::MetaRecord;
 use crate::types::{BlockKey, BlockMeta, Tier};
@@ -86,6 +89,47 @@ impl BlockIndex {
         let mut v: Vec<BlockMeta> = self.map.values().copied().collect();
         v.sort_by_key(|m| m.key);
         v
+    }
+
+    /// Resolve blocks that claim the same slot, which a consistent log never produces:
+    /// it takes a lost record (a corrupt Delete, Migrate or replacing Create skipped by
+    /// replay) to leave a block pointing at a slot that was freed and reused. Of each
+    /// group, the first block (in key order) whose checksum matches the slot's bytes
+    /// keeps it (the slot's real occupant); if none matches, the first block keeps it
+    /// (so reads and `verify` report it as corrupt). The others are dropped with a
+    /// warning. Returns how many were dropped.
+    pub(crate) fn drop_shared_slots(&mut self, io: &dyn BlockIO) -> u64 {
+        let mut by_slot: HashMap<(Tier, u64), Vec<BlockKey>> = HashMap::new();
+        for m in self.map.values() {
+            by_slot
+                .entry((m.tier, m.data_offset))
+                .or_default()
+                .push(m.key);
+        }
+        let mut dropped = 0;
+        for mut keys in by_slot.into_values().filter(|k| k.len() > 1) {
+            keys.sort();
+            let matches = |m: &BlockMeta| {
+                let mut ok = false;
+                let read = io.with_block(m.tier, m.key, m.data_offset, m.data_len, &mut |b| {
+                    ok = crc32c(b) == m.checksum;
+                });
+                read.is_ok() && ok
+            };
+            let keep = keys
+                .iter()
+                .copied()
+                .find(|k| self.map.get(k).is_some_and(matches))
+                .unwrap_or(keys[0]);
+            for k in keys.into_iter().filter(|k| *k != keep) {
+                if let Some(m) = self.remove(&k) {
+                    tracing::warn!(key = %k, tier = %m.tier, offset = m.data_offset, owner = %keep,
+                        "block shares its slot with another (a metalog record was lost): dropped");
+                    dropped += 1;
+                }
+            }
+        }
+        dropped
     }
 
     /// Apply one replayed record.

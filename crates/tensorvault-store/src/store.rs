@@ -63,10 +63,6 @@ pub(crate) struct Counters {
     pub migrations: AtomicU64,
     pub deletes: AtomicU64,
     pub checksum_failures: AtomicU64,
-    /// Blocks rehydrated from their lineage and repaired in place.
-    pub repairs: AtomicU64,
-    /// Migrations per `[from tier][to tier]` (their sum is `migrations`).
-    pub migrations_by_tier: [[AtomicU64; 4]; 4],
 }
 
 /// Writer-side state, behind the writer mutex.
@@ -167,7 +163,17 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             index.remove(k);
             ignored += 1;
         }
-        io.reset_allocation(&mut index.map.values().map(|m| (m.tier, m.data_offset)))?;
+        if let Err(e) =
+            io.reset_allocation(&mut index.map.values().map(|m| (m.tier, m.data_offset)))
+        {
+            // Two blocks on one slot (only after a lost record): keep the slot's occupant.
+            let dropped = index.drop_shared_slots(&io);
+            if dropped == 0 {
+                return Err(e);
+            }
+            ignored += dropped;
+            io.reset_allocation(&mut index.map.values().map(|m| (m.tier, m.data_offset)))?;
+        }
         if replay.skipped_total > 0 {
             tracing::warn!(
                 skipped = replay.skipped_total,
@@ -680,10 +686,6 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         self.counters
             .migrations
             .fetch_add(moved.len() as u64, Ordering::Relaxed);
-        for (m, ..) in &moved {
-            self.counters.migrations_by_tier[m.tier.index()][new_tier.index()]
-                .fetch_add(1, Ordering::Relaxed);
-        }
         self.release_frees(&mut w)?;
         Ok(moved.len())
     }
