@@ -63,6 +63,10 @@ pub(crate) struct Counters {
     pub migrations: AtomicU64,
     pub deletes: AtomicU64,
     pub checksum_failures: AtomicU64,
+    /// Blocks rehydrated from their lineage and repaired in place.
+    pub repairs: AtomicU64,
+    /// Migrations per `[from tier][to tier]` (their sum is `migrations`).
+    pub migrations_by_tier: [[AtomicU64; 4]; 4],
 }
 
 /// Writer-side state, behind the writer mutex.
@@ -686,6 +690,10 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         self.counters
             .migrations
             .fetch_add(moved.len() as u64, Ordering::Relaxed);
+        for (m, ..) in &moved {
+            self.counters.migrations_by_tier[m.tier.index()][new_tier.index()]
+                .fetch_add(1, Ordering::Relaxed);
+        }
         self.release_frees(&mut w)?;
         Ok(moved.len())
     }
