@@ -163,7 +163,7 @@ impl Oracle {
     }
 }
 
-/// A fresh, empty scratch directory under the target dir's tmp (removed on drop).
+/// A fresh, empty scratch directory in the system temp dir (removed on drop).
 #[must_use]
 pub fn scratch_dir(tag: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
