@@ -200,6 +200,8 @@ pub struct StoreConfig {
     /// Compact the log on open when it holds more than this many records per live block
     /// (0: never automatically).
     pub compact_ratio: u32,
+    /// Thresholds of the automatic migration scheduler ([`crate::TensorStore::maintain`]).
+    pub tiering: crate::tiering::TierPolicy,
 }
 
 impl Default for StoreConfig {
@@ -211,6 +213,7 @@ impl Default for StoreConfig {
             access_flush_every: 1024,
             max_blocks_per_tier: [usize::MAX; 4],
             compact_ratio: 0,
+            tiering: crate::tiering::TierPolicy::default(),
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod meta_log;
 pub mod metrics;
 mod store;
 mod tensor;
+pub mod tiering;
 mod time;
 pub mod types;
 
@@ -41,5 +42,8 @@ pub use fs::DirStore;
 pub use index::BlockIndex;
 pub use meta_log::{FileMetaLog, MemMetaLog, MetaLog, MetaRecord, ReplayStats};
 pub use store::{BlockInfo, TensorStore};
+#[cfg(feature = "threads")]
+pub use tiering::Maintainer;
+pub use tiering::{MaintainReport, TierPolicy};
 pub use tensor::{BlockProblem, StoreStats, StoredTensor, TensorInfo, VerifyReport};
 pub use types::{tensor_id, BlockKey, BlockMeta, DType, ReconstructPolicy, Tier};

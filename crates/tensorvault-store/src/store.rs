@@ -184,7 +184,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 "metalog replay skipped corrupt records"
             );
         }
-        Ok(Self {
+        Self {
             tenant: tenant.to_owned(),
             collection: collection.to_owned(),
             clock,
@@ -205,7 +205,20 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             replay_nanos: started.elapsed_nanos(),
             replay_ignored: ignored,
             _lock: None,
-        })
+        }
+        .compacted_if_needed()
+    }
+
+    /// Apply `compact_ratio` right after open.
+    fn compacted_if_needed(self) -> Result<Self> {
+        let ratio = u64::from(self.cfg.compact_ratio);
+        if ratio > 0 {
+            let live = self.read_index()?.len().max(1) as u64;
+            if self.log_records()? > ratio.saturating_mul(live) {
+                self.compact()?;
+            }
+        }
+        Ok(self)
     }
 
     /// The collection geometry (from the log header).
@@ -383,6 +396,19 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     pub(crate) fn write_prepared(&self, batch: Vec<Prepared>) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
+        }
+        if self.cfg.max_blocks_per_tier.iter().any(|&l| l != usize::MAX) {
+            let mut incoming = [0usize; 4];
+            {
+                let idx = self.read_index()?;
+                for p in &batch {
+                    if idx.get(&p.key).map_or(true, |m| m.tier != p.tier) {
+                        incoming[p.tier.index()] += 1;
+                    }
+                }
+            }
+            let keys: Vec<BlockKey> = batch.iter().map(|p| p.key).collect();
+            self.make_room(incoming, &keys)?;
         }
         let mut w = self.lock_writer()?;
         self.check_capacity(&batch)?;
@@ -600,6 +626,15 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     }
 
     fn migrate_batch(&self, keys: &[BlockKey], new_tier: Tier) -> Result<usize> {
+        if self.cfg.max_blocks_per_tier[new_tier.index()] != usize::MAX {
+            let incoming = {
+                let idx = self.read_index()?;
+                keys.iter().filter(|k| idx.get(k).is_some_and(|m| m.tier != new_tier)).count()
+            };
+            let mut need = [0usize; 4];
+            need[new_tier.index()] = incoming;
+            self.make_room(need, keys)?;
+        }
         let mut w = self.lock_writer()?;
         let metas: Vec<BlockMeta> = {
             let idx = self.read_index()?;

@@ -150,26 +150,44 @@ fn missing_blocks_bad_input_and_capacity_are_typed_errors() {
         s.put_block(k, Tier::Tier1, &info, &nan),
         Err(StoreErr::Quant(_))
     ));
-    // Capacity.
+    // Capacity: a full tier evicts its coldest block one tier down ("eviction triggers").
     let d = f32_bytes(&wave(10, 0.0));
     s.put_block(BlockKey::new(1, 0), Tier::Tier0, &info, &d)
         .unwrap();
+    s.clock().advance(1);
     s.put_block(BlockKey::new(1, 1), Tier::Tier0, &info, &d)
         .unwrap();
+    s.get_block(&BlockKey::new(1, 1), &mut out).unwrap(); // 1/1 is now the hotter one
+    s.clock().advance(1);
     // Replacing a live block does not need room.
     s.put_block(BlockKey::new(1, 1), Tier::Tier0, &info, &d)
         .unwrap();
+    assert_eq!(s.tier_counts().unwrap(), [2, 0, 0, 0]);
+    s.put_block(BlockKey::new(1, 2), Tier::Tier0, &info, &d)
+        .unwrap();
+    assert_eq!(s.tier_counts().unwrap(), [2, 1, 0, 0]);
+    assert_eq!(
+        s.meta(&BlockKey::new(1, 0)).unwrap().unwrap().tier,
+        Tier::Tier1,
+        "coldest evicted"
+    );
+    // The coldest tier cannot evict: filling it is an error.
+    let mut cfg = small_cfg();
+    cfg.max_blocks_per_tier = [usize::MAX, usize::MAX, usize::MAX, 1];
+    let s = mem_store(Arc::new(ManualClock::new(1)), cfg);
+    s.put_block(BlockKey::new(2, 0), Tier::Tier3, &info, &d)
+        .unwrap();
     assert!(matches!(
-        s.put_block(BlockKey::new(1, 2), Tier::Tier0, &info, &d),
+        s.put_block(BlockKey::new(2, 1), Tier::Tier3, &info, &d),
         Err(StoreErr::CapacityExceeded {
-            tier: Tier::Tier0,
+            tier: Tier::Tier3,
             ..
         })
     ));
-    s.put_block(BlockKey::new(1, 2), Tier::Tier1, &info, &d)
+    s.put_block(BlockKey::new(2, 1), Tier::Tier2, &info, &d)
         .unwrap();
     assert!(matches!(
-        s.migrate_block(&BlockKey::new(1, 2), Tier::Tier0),
+        s.migrate_block(&BlockKey::new(2, 1), Tier::Tier3),
         Err(StoreErr::CapacityExceeded { .. })
     ));
 }
