@@ -102,6 +102,23 @@ pub enum StoreErr {
         /// Why.
         reason: String,
     },
+    /// Rebuilding a corrupt block would need more corrupt `Delta` ancestors rebuilt
+    /// first than `LineageConfig::max_chain_depth` allows.
+    #[error("block {key}: lineage chain deeper than {limit} corrupt ancestors")]
+    LineageTooDeep {
+        /// The block whose parent would exceed the limit.
+        key: BlockKey,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// Rebuilding a corrupt block leads back to a tensor already being rebuilt.
+    #[error("block {key}: lineage cycle through tensor {tensor_id:032x}")]
+    LineageCycle {
+        /// The block whose parent closes the cycle.
+        key: BlockKey,
+        /// The tensor met twice.
+        tensor_id: u128,
+    },
     /// The codec refused to encode.
     #[error("quantization: {0}")]
     Quant(#[from] tensorvault_quant::QuantError),
@@ -125,7 +142,11 @@ impl StoreErr {
     pub fn is_corruption(&self) -> bool {
         matches!(
             self,
-            StoreErr::Corruption { .. } | StoreErr::Decode { .. } | StoreErr::InvalidRecord { .. }
+            StoreErr::Corruption { .. }
+                | StoreErr::Decode { .. }
+                | StoreErr::InvalidRecord { .. }
+                | StoreErr::LineageTooDeep { .. }
+                | StoreErr::LineageCycle { .. }
         )
     }
 }

@@ -1,6 +1,7 @@
 //! Stores on a local file system: `<root>/<tenant>/<collection>/` holding `meta.log`,
-//! `names.log`, `tier0.dat` .. `tier3.dat` and a `LOCK` file, with names validated so no
-//! tenant or collection can point outside the root.
+//! `names.log`, `tier0.dat` .. `tier3.dat`, `delta.dat` / `factor.dat` (when used) and a
+//! `LOCK` file, with names validated so no tenant or collection can point outside the
+//! root.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -170,6 +171,7 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
         let io = MmapBlockIO::open(&dir, &geo)?;
         let catalog = Catalog::open(&dir.join(NAMES_LOG))?;
         let mut store = TensorStore::open(tenant, collection, clock, io, log, catalog, cfg)?;
+        store.lineage = crate::lineage::LineageStore::open_dir(&dir)?;
         store._lock = Some(lock);
         Ok(store)
     }

@@ -8,7 +8,10 @@
 //! - [`meta_log`]: the [`MetaLog`] trait, [`FileMetaLog`] and [`MemMetaLog`];
 //! - [`block_io`]: the [`BlockIO`] trait, [`MmapBlockIO`] (feature `mmap`) and
 //!   [`BufferBlockIO`] (in memory, with a host persistence hook: the WASM path);
-//! - [`TensorStore`]: replay, the read/write/migrate paths and whole-tensor helpers.
+//! - [`TensorStore`]: replay, the read/write/migrate paths and whole-tensor helpers;
+//! - [`lineage`] (`delta.dat` / `factor.dat`) and `reconstruct.rs`: the reconstruction
+//!   policies: what a `Delta` / `Factor` put keeps besides its block, and how a read
+//!   rebuilds a block whose checksum fails and repairs its slot in place.
 //!
 //! The on-disk format is specified byte by byte in `docs/formats/store.md`.
 
@@ -21,9 +24,11 @@ mod error;
 #[cfg(feature = "mmap")]
 pub mod fs;
 mod index;
+pub mod lineage;
 pub mod meta_log;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+mod reconstruct;
 mod store;
 mod tensor;
 pub mod tiering;
@@ -40,6 +45,7 @@ pub use error::{Result, StoreErr};
 #[cfg(feature = "mmap")]
 pub use fs::DirStore;
 pub use index::BlockIndex;
+pub use lineage::{LineageConfig, LineageStats, LineageStore};
 pub use meta_log::{FileMetaLog, MemMetaLog, MetaLog, MetaRecord, ReplayStats};
 pub use store::{BlockInfo, TensorStore};
 #[cfg(feature = "threads")]

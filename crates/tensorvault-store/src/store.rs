@@ -111,6 +111,8 @@ pub struct TensorStore<C: Clock, B: BlockIO, M: MetaLog> {
     pub(crate) replay_ignored: u64,
     /// The collection's `LOCK` file, held while open (directory stores only).
     pub(crate) _lock: Option<std::fs::File>,
+    /// Deltas and factors of `Delta` / `Factor` blocks (src/reconstruct.rs).
+    pub(crate) lineage: crate::lineage::LineageStore,
 }
 
 fn poisoned<T>(_: T) -> StoreErr {
@@ -205,6 +207,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             replay_nanos: started.elapsed_nanos(),
             replay_ignored: ignored,
             _lock: None,
+            lineage: crate::lineage::LineageStore::in_memory(),
         }
         .compacted_if_needed()
     }
@@ -410,6 +413,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             let keys: Vec<BlockKey> = batch.iter().map(|p| p.key).collect();
             self.make_room(incoming, &keys)?;
         }
+        let lineage = self.lineage_prepare(&batch)?;
         let mut w = self.lock_writer()?;
         self.check_capacity(&batch)?;
         let now = self.clock.now_ticks();
@@ -463,6 +467,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 idx.dirty.remove(&m.key);
             }
         }
+        let lineage = self.lineage_commit(lineage, now);
         let bytes: usize = batch.iter().map(|p| p.enc.bytes.len()).sum();
         self.counters
             .writes
@@ -470,7 +475,8 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         self.counters
             .bytes_written
             .fetch_add(bytes as u64, Ordering::Relaxed);
-        self.release_frees(&mut w)
+        self.release_frees(&mut w)?;
+        lineage
     }
 
     fn check_capacity(&self, batch: &[Prepared]) -> Result<()> {
@@ -816,20 +822,28 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
 
     /// Read one block: verify its CRC32C, decode it to little-endian elements of its
     /// dtype (dequantizing quantized tiers) into `out` (replaced), record the access.
-    /// Returns the block's metadata as of the read.
+    /// Returns the block's metadata as of the read. A `Delta` / `Factor` block whose
+    /// checksum fails is rebuilt from its lineage and repaired in place (see
+    /// `src/reconstruct.rs`); the metadata returned is then the repaired one.
     ///
     /// # Errors
-    /// [`StoreErr::NotFound`]; [`StoreErr::Corruption`] (checksum mismatch);
+    /// [`StoreErr::NotFound`]; [`StoreErr::Corruption`] (checksum mismatch, and no
+    /// usable lineage); [`StoreErr::LineageTooDeep`] / [`StoreErr::LineageCycle`];
     /// [`StoreErr::Decode`]; [`StoreErr::Io`].
     pub fn get_block(&self, key: &BlockKey, out: &mut Vec<u8>) -> Result<BlockMeta> {
-        let meta = {
+        let (meta, read) = {
             let idx = self.read_index()?;
             let meta = *idx.get(key).ok_or(StoreErr::NotFound {
                 key: *key,
                 tier: None,
             })?;
-            self.read_elements(&meta, out)?;
-            meta
+            (meta, self.read_elements(&meta, out))
+        };
+        let meta = match read {
+            Ok(()) => meta,
+            // Rehydrate from the lineage and repair the slot (src/reconstruct.rs).
+            Err(e @ StoreErr::Corruption { .. }) => self.heal_block(&meta, e, out)?,
+            Err(e) => return Err(e),
         };
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
         self.counters
@@ -923,6 +937,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         self.io.sync()?;
         w.log.sync()?;
         w.catalog.sync()?;
+        self.lineage.sync()?;
         w.unsynced = 0;
         self.release_frees(&mut w)
     }
@@ -968,7 +983,8 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         w.log.compact(&mut it)?;
         w.catalog.compact(&|id| live_ids.contains(&id))?;
         w.unsynced = 0;
-        self.release_frees(&mut w)
+        self.release_frees(&mut w)?;
+        self.compact_lineage()
     }
 
     /// Call `f` with the MetaLog (e.g. to persist a [`crate::MemMetaLog`]'s bytes).
