@@ -49,17 +49,28 @@ pub fn to_f32(dtype: DType, src: &[u8], dst: &mut Vec<f32>) -> Result<()> {
 /// Convert f32 values to little-endian element bytes of `dtype` (appended to `dst`):
 /// floats round to nearest even, integers round half away from zero and saturate.
 pub fn from_f32(dtype: DType, src: &[f32], dst: &mut Vec<u8>) {
-    dst.reserve(src.len() * dtype.size());
+    // Fixed-size chunks of a pre-sized tail (not one `extend_from_slice` per element,
+    // which re-checks the capacity every time and does not vectorize).
+    let start = dst.len();
     match dtype {
-        DType::F32 => src
-            .iter()
-            .for_each(|v| dst.extend_from_slice(&v.to_le_bytes())),
-        DType::F16 => src
-            .iter()
-            .for_each(|v| dst.extend_from_slice(&half::f16::from_f32(*v).to_bits().to_le_bytes())),
-        DType::BF16 => src
-            .iter()
-            .for_each(|v| dst.extend_from_slice(&half::bf16::from_f32(*v).to_bits().to_le_bytes())),
+        DType::F32 => {
+            dst.resize(start + src.len() * 4, 0);
+            for (d, v) in dst[start..].chunks_exact_mut(4).zip(src) {
+                d.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        DType::F16 => {
+            dst.resize(start + src.len() * 2, 0);
+            for (d, v) in dst[start..].chunks_exact_mut(2).zip(src) {
+                d.copy_from_slice(&half::f16::from_f32(*v).to_bits().to_le_bytes());
+            }
+        }
+        DType::BF16 => {
+            dst.resize(start + src.len() * 2, 0);
+            for (d, v) in dst[start..].chunks_exact_mut(2).zip(src) {
+                d.copy_from_slice(&half::bf16::from_f32(*v).to_bits().to_le_bytes());
+            }
+        }
         // `as` saturates and maps NaN to 0.
         DType::I8 => dst.extend(src.iter().map(|v| (v.round() as i8) as u8)),
         DType::U8 => dst.extend(src.iter().map(|v| v.round() as u8)),
