@@ -22,6 +22,7 @@
 //!
 //! Nothing may panic. Default: 300 flips; `TV_STORE_LONG=1`: 5000. `TV_STORE_SEED`
 //! overrides the seed (printed by the test).
+#![cfg(feature = "mmap")]
 
 mod common;
 

@@ -22,6 +22,7 @@
 //!
 //! Default: 8 kills over three tests. `TV_STORE_LONG=1`: 240 kills. `TV_STORE_SEED`
 //! overrides the seeds (each test prints its seed).
+#![cfg(feature = "mmap")]
 
 mod common;
 

@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
-use proptest::prelude::*;
+#[cfg(feature = "mmap")]
+use tensorvault_store::DirStore;
 use tensorvault_store::{
-    BlockIO, BlockInfo, BlockKey, BufferBlockIO, Catalog, CollectionConfig, DType, DirStore,
-    Durability, ManualClock, MemMetaLog, MetaLog, StoreConfig, StoreErr, TensorStore, Tier,
+    BlockIO, BlockInfo, BlockKey, BufferBlockIO, Catalog, CollectionConfig, DType, Durability,
+    ManualClock, MemMetaLog, MetaLog, StoreConfig, StoreErr, TensorStore, Tier,
 };
 
 type MemStore = TensorStore<Arc<ManualClock>, BufferBlockIO, MemMetaLog>;
@@ -192,6 +193,7 @@ fn missing_blocks_bad_input_and_capacity_are_typed_errors() {
     ));
 }
 
+#[cfg(feature = "mmap")]
 #[test]
 fn corruption_in_a_slot_is_reported_not_returned() {
     let dir = tempfile::tempdir().unwrap();
@@ -229,6 +231,7 @@ fn corruption_in_a_slot_is_reported_not_returned() {
     assert_eq!(s.stats().unwrap().checksum_failures, 2);
 }
 
+#[cfg(feature = "mmap")]
 #[test]
 fn tensors_round_trip_through_reopen_and_shrink() {
     let dir = tempfile::tempdir().unwrap();
@@ -279,6 +282,7 @@ fn tensors_round_trip_through_reopen_and_shrink() {
     assert!(s.get_tensor("half").is_err());
 }
 
+#[cfg(feature = "mmap")]
 #[test]
 fn a_second_process_cannot_open_the_same_collection() {
     let dir = tempfile::tempdir().unwrap();
@@ -296,6 +300,7 @@ fn a_second_process_cannot_open_the_same_collection() {
     ));
 }
 
+#[cfg(feature = "mmap")]
 #[test]
 fn compaction_keeps_the_index_and_shrinks_the_log() {
     let dir = tempfile::tempdir().unwrap();
@@ -343,69 +348,75 @@ fn compaction_keeps_the_index_and_shrinks_the_log() {
     assert_eq!(s.blocks().unwrap().len(), 8);
 }
 
-/// One operation of the replay property test.
-#[derive(Clone, Debug)]
-enum Op {
-    Put(u8, u8, u8),
-    Get(u8),
-    Migrate(u8, u8),
-    Delete(u8),
-    Tick(u8),
-    Flush,
-}
+#[cfg(feature = "mmap")]
+mod replay {
+    use super::*;
+    use proptest::prelude::*;
 
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        4 => (0u8..12, 0u8..4, any::<u8>()).prop_map(|(k, t, s)| Op::Put(k, t, s)),
-        4 => (0u8..12).prop_map(Op::Get),
-        2 => (0u8..12, 0u8..4).prop_map(|(k, t)| Op::Migrate(k, t)),
-        1 => (0u8..12).prop_map(Op::Delete),
-        2 => (1u8..100).prop_map(Op::Tick),
-        1 => Just(Op::Flush),
-    ]
-}
+    /// One operation of the replay property test.
+    #[derive(Clone, Debug)]
+    enum Op {
+        Put(u8, u8, u8),
+        Get(u8),
+        Migrate(u8, u8),
+        Delete(u8),
+        Tick(u8),
+        Flush,
+    }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..12, 0u8..4, any::<u8>()).prop_map(|(k, t, s)| Op::Put(k, t, s)),
+            4 => (0u8..12).prop_map(Op::Get),
+            2 => (0u8..12, 0u8..4).prop_map(|(k, t)| Op::Migrate(k, t)),
+            1 => (0u8..12).prop_map(Op::Delete),
+            2 => (1u8..100).prop_map(Op::Tick),
+            1 => Just(Op::Flush),
+        ]
+    }
 
-    /// Reopening rebuilds exactly the index that existed before close, for random
-    /// sequences of create / access / migrate / delete on both backends' log formats.
-    #[test]
-    fn replay_rebuilds_the_exact_index(ops in proptest::collection::vec(op(), 1..60), every in 0u32..5) {
-        let dir = tempfile::tempdir().unwrap();
-        let clock = Arc::new(ManualClock::new(1));
-        let cfg = StoreConfig {
-            collection: CollectionConfig::with_block_elems(64),
-            durability: Durability::Os,
-            access_flush_every: every,
-            ..StoreConfig::default()
-        };
-        let before;
-        {
-            let s = DirStore::open_dir(dir.path(), "t", "c", clock.clone(), cfg.clone(), true).unwrap();
-            let mut out = Vec::new();
-            for op in &ops {
-                let key = |k: &u8| BlockKey::new(u128::from(*k) << 64 | 5, u32::from(*k % 3));
-                match op {
-                    Op::Put(k, t, seed) => {
-                        let d = f32_bytes(&wave(1 + usize::from(*seed) % 64, f32::from(*seed)));
-                        s.put_block(key(k), Tier::ALL[usize::from(*t)], &BlockInfo::new(DType::F32, &[64, 1]), &d).unwrap();
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Reopening rebuilds exactly the index that existed before close, for random
+        /// sequences of create / access / migrate / delete on both backends' log formats.
+        #[test]
+        fn replay_rebuilds_the_exact_index(ops in proptest::collection::vec(op(), 1..60), every in 0u32..5) {
+            let dir = tempfile::tempdir().unwrap();
+            let clock = Arc::new(ManualClock::new(1));
+            let cfg = StoreConfig {
+                collection: CollectionConfig::with_block_elems(64),
+                durability: Durability::Os,
+                access_flush_every: every,
+                ..StoreConfig::default()
+            };
+            let before;
+            {
+                let s = DirStore::open_dir(dir.path(), "t", "c", clock.clone(), cfg.clone(), true).unwrap();
+                let mut out = Vec::new();
+                for op in &ops {
+                    let key = |k: &u8| BlockKey::new(u128::from(*k) << 64 | 5, u32::from(*k % 3));
+                    match op {
+                        Op::Put(k, t, seed) => {
+                            let d = f32_bytes(&wave(1 + usize::from(*seed) % 64, f32::from(*seed)));
+                            s.put_block(key(k), Tier::ALL[usize::from(*t)], &BlockInfo::new(DType::F32, &[64, 1]), &d).unwrap();
+                        }
+                        Op::Get(k) => { let _ = s.get_block(&key(k), &mut out); }
+                        Op::Migrate(k, t) => { let _ = s.migrate_block(&key(k), Tier::ALL[usize::from(*t)]); }
+                        Op::Delete(k) => { s.delete_block(&key(k)).unwrap(); }
+                        Op::Tick(n) => clock.advance(u64::from(*n)),
+                        Op::Flush => s.flush().unwrap(),
                     }
-                    Op::Get(k) => { let _ = s.get_block(&key(k), &mut out); }
-                    Op::Migrate(k, t) => { let _ = s.migrate_block(&key(k), Tier::ALL[usize::from(*t)]); }
-                    Op::Delete(k) => { s.delete_block(&key(k)).unwrap(); }
-                    Op::Tick(n) => clock.advance(u64::from(*n)),
-                    Op::Flush => s.flush().unwrap(),
                 }
+                before = s.blocks().unwrap();
             }
-            before = s.blocks().unwrap();
-        }
-        let s = DirStore::open_dir(dir.path(), "t", "c", clock, cfg, false).unwrap();
-        prop_assert_eq!(s.blocks().unwrap(), before);
-        // Every block still reads back.
-        let mut out = Vec::new();
-        for m in s.blocks().unwrap() {
-            s.get_block(&m.key, &mut out).unwrap();
+            let s = DirStore::open_dir(dir.path(), "t", "c", clock, cfg, false).unwrap();
+            prop_assert_eq!(s.blocks().unwrap(), before);
+            // Every block still reads back.
+            let mut out = Vec::new();
+            for m in s.blocks().unwrap() {
+                s.get_block(&m.key, &mut out).unwrap();
+            }
         }
     }
 }

@@ -3,9 +3,11 @@
 use std::sync::Arc;
 
 use tensorvault_store::tiering::{Move, Reason};
+#[cfg(feature = "mmap")]
+use tensorvault_store::DirStore;
 use tensorvault_store::{
-    BlockInfo, BlockKey, BufferBlockIO, Catalog, CollectionConfig, DType, DirStore, Durability,
-    ManualClock, MemMetaLog, StoreConfig, TensorStore, Tier,
+    BlockInfo, BlockKey, BufferBlockIO, Catalog, CollectionConfig, DType, Durability, ManualClock,
+    MemMetaLog, StoreConfig, TensorStore, Tier,
 };
 
 type MemStore = TensorStore<Arc<ManualClock>, BufferBlockIO, MemMetaLog>;
@@ -122,6 +124,7 @@ fn budget_limits_each_step_and_defers_the_rest() {
     assert_eq!(s.tier_counts().unwrap(), [0, 15, 5, 0]);
 }
 
+#[cfg(feature = "mmap")]
 #[test]
 fn lowering_a_capacity_limit_evicts_the_coldest_on_the_next_step() {
     let dir = tempfile::tempdir().unwrap();
