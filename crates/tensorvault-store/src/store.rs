@@ -27,6 +27,9 @@ use crate::types::{BlockKey, BlockMeta, DType, ReconstructPolicy, Tier, MAX_NDIM
 /// Blocks re-encoded and moved per batch by [`TensorStore::migrate_blocks`].
 const MIGRATE_BATCH_BLOCKS: usize = 512;
 
+/// Queued accesses that trigger an apply to the index.
+const PENDING_ACCESS_MAX: usize = 4096;
+
 /// What a block is, besides its values.
 #[derive(Clone, Copy, Debug)]
 pub struct BlockInfo<'a> {
@@ -105,6 +108,8 @@ pub struct TensorStore<C: Clock, B: BlockIO, M: MetaLog> {
     pub(crate) index: RwLock<BlockIndex>,
     pub(crate) writer: Mutex<Writer<M>>,
     reads_since_flush: AtomicU32,
+    /// Accesses not yet applied to the index (see `note_access`).
+    pending_access: Mutex<Vec<(BlockKey, u64)>>,
     pub(crate) counters: Counters,
     pub(crate) replay: ReplayStats,
     pub(crate) replay_nanos: u64,
@@ -141,6 +146,11 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         geo.validate()?;
         let started = crate::time::Stopwatch::start();
         let mut index = BlockIndex::default();
+        // Every Create is one record: reserving for the record count (bounded by the
+        // log's real size) avoids rehashing the table while it doubles.
+        index
+            .map
+            .reserve(usize::try_from(log.record_count()).unwrap_or(0));
         let mut ignored = 0u64;
         let replay = log.replay(cfg.recovery, &mut |rec| {
             if let Err(why) = index.apply(rec, &geo) {
@@ -202,6 +212,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 poisoned: None,
             }),
             reads_since_flush: AtomicU32::new(0),
+            pending_access: Mutex::new(Vec::new()),
             counters: Counters::default(),
             replay,
             replay_nanos: started.elapsed_nanos(),
@@ -278,6 +289,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// # Errors
     /// Only if a thread panicked while holding the index lock.
     pub fn meta(&self, key: &BlockKey) -> Result<Option<BlockMeta>> {
+        self.apply_pending_access()?;
         Ok(self.read_index()?.get(key).copied())
     }
 
@@ -286,6 +298,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// # Errors
     /// Only if a thread panicked while holding the index lock.
     pub fn blocks(&self) -> Result<Vec<BlockMeta>> {
+        self.apply_pending_access()?;
         Ok(self.read_index()?.sorted())
     }
 
@@ -400,7 +413,14 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         if batch.is_empty() {
             return Ok(());
         }
-        if self.cfg.max_blocks_per_tier.iter().any(|&l| l != usize::MAX) {
+        // Accesses made before this write belong to the block being replaced.
+        self.apply_pending_access()?;
+        if self
+            .cfg
+            .max_blocks_per_tier
+            .iter()
+            .any(|&l| l != usize::MAX)
+        {
             let mut incoming = [0usize; 4];
             {
                 let idx = self.read_index()?;
@@ -570,6 +590,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// # Errors
     /// [`StoreErr::Io`] from the log.
     pub fn delete_blocks(&self, keys: &[BlockKey]) -> Result<usize> {
+        self.apply_pending_access()?;
         let mut w = self.lock_writer()?;
         let live: Vec<BlockKey> = {
             let idx = self.read_index()?;
@@ -635,7 +656,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         if self.cfg.max_blocks_per_tier[new_tier.index()] != usize::MAX {
             let incoming = {
                 let idx = self.read_index()?;
-                keys.iter().filter(|k| idx.get(k).is_some_and(|m| m.tier != new_tier)).count()
+                keys.iter()
+                    .filter(|k| idx.get(k).is_some_and(|m| m.tier != new_tier))
+                    .count()
             };
             let mut need = [0usize; 4];
             need[new_tier.index()] = incoming;
@@ -877,21 +900,43 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         Ok(meta)
     }
 
-    /// Record one access; every `access_flush_every` reads, log the accumulated Access
-    /// records.
+    /// Record one access. Readers never take the index write lock for this: the access
+    /// is queued and applied in batches ([`TensorStore::apply_pending_access`]), so
+    /// concurrent readers only share the index read lock. Every `access_flush_every`
+    /// reads, the accumulated Access records are logged.
     fn note_access(&self, key: &BlockKey) -> Result<()> {
         let now = self.clock.now_ticks();
-        {
-            let mut idx = self.write_index()?;
-            let Some(m) = idx.map.get_mut(key) else {
-                return Ok(()); // deleted meanwhile
-            };
-            m.record_access(now);
-            idx.dirty.insert(*key);
+        let queued = {
+            let mut q = self.pending_access.lock().map_err(poisoned)?;
+            q.push((*key, now));
+            q.len()
+        };
+        if queued >= PENDING_ACCESS_MAX {
+            self.apply_pending_access()?;
         }
         let every = self.cfg.access_flush_every;
         if every > 0 && (self.reads_since_flush.fetch_add(1, Ordering::Relaxed) + 1) % every == 0 {
             self.flush_access()?;
+        }
+        Ok(())
+    }
+
+    /// Apply queued accesses to the index, in the order they happened (deterministic for
+    /// a single reader). Called before anything reads access statistics.
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding a store lock.
+    pub(crate) fn apply_pending_access(&self) -> Result<()> {
+        let batch = std::mem::take(&mut *self.pending_access.lock().map_err(poisoned)?);
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut idx = self.write_index()?;
+        for (key, now) in batch {
+            if let Some(m) = idx.map.get_mut(&key) {
+                m.record_access(now);
+                idx.dirty.insert(key);
+            }
         }
         Ok(())
     }
@@ -901,6 +946,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// # Errors
     /// [`StoreErr::Io`] from the log.
     pub fn flush_access(&self) -> Result<()> {
+        self.apply_pending_access()?;
         let mut w = self.lock_writer()?;
         let recs = {
             let mut idx = self.write_index()?;
@@ -957,6 +1003,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// # Errors
     /// [`StoreErr::Io`]; on error the old log is intact.
     pub fn compact(&self) -> Result<()> {
+        self.apply_pending_access()?;
         let mut w = self.lock_writer()?;
         self.io.sync()?;
         let (snapshot, live_ids) = {

@@ -280,6 +280,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                     ),
                 });
             };
+            self.apply_pending_access()?;
             let now = self.clock.now_ticks();
             let candidates: Vec<Scored> = {
                 let idx = self.read_index()?;
@@ -312,6 +313,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// # Errors
     /// Only if a thread panicked while holding the index lock.
     pub fn scores(&self) -> Result<Vec<(f32, BlockKey, Tier, u64)>> {
+        self.apply_pending_access()?;
         let now = self.clock.now_ticks();
         let idx = self.read_index()?;
         let mut v: Vec<_> = idx

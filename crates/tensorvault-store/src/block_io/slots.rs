@@ -166,10 +166,22 @@ impl SlotAlloc {
     /// every other slot free. Returns the slot count the tier needs: more than
     /// [`SlotAlloc::slots`] when a live slot lies beyond the end, in which case the caller
     /// must extend the medium with zeros to that many slots.
-    pub(crate) fn reset(&mut self, live: &BTreeSet<u64>) -> u64 {
+    pub(crate) fn reset(&mut self, live: &[u64]) -> u64 {
         self.next = live.last().map_or(0, |&i| i + 1);
         self.slots = self.slots.max(self.next);
-        self.holes = (0..self.next).filter(|i| !live.contains(i)).collect();
+        // `live` is sorted and unique: the holes are the gaps, found by one merge walk
+        // (BTreeSet bulk-builds from a sorted iterator).
+        let mut it = live.iter().copied().peekable();
+        self.holes = (0..self.next)
+            .filter(|i| {
+                if it.peek() == Some(i) {
+                    it.next();
+                    false
+                } else {
+                    true
+                }
+            })
+            .collect();
         self.slots
     }
 }
@@ -220,8 +232,8 @@ pub(crate) fn check_read(tier: Tier, slot_len: u64, offset: u64, len: u32) -> Re
 pub(crate) fn check_live(
     slot_lens: [u64; 4],
     live: &mut dyn Iterator<Item = (Tier, u64)>,
-) -> Result<[BTreeSet<u64>; 4]> {
-    let mut sets: [BTreeSet<u64>; 4] = Default::default();
+) -> Result<[Vec<u64>; 4]> {
+    let mut sets: [Vec<u64>; 4] = Default::default();
     for (tier, offset) in live {
         let i = tier.index();
         let index =
@@ -229,10 +241,17 @@ pub(crate) fn check_live(
                 field: "live",
                 reason: format!("entry ({tier}, {offset}): {e}"),
             })?;
-        if !sets[i].insert(index) {
+        sets[i].push(index);
+    }
+    // Sorting once beats a BTreeSet insert per live block (replay hands them over in
+    // hash order).
+    for (i, set) in sets.iter_mut().enumerate() {
+        set.sort_unstable();
+        if let Some(w) = set.windows(2).find(|w| w[0] == w[1]) {
+            let tier = Tier::ALL[i];
             return Err(StoreErr::InvalidArgument {
                 field: "live",
-                reason: format!("slot at {offset} in {tier} is listed twice"),
+                reason: format!("slot at {} in {tier} is listed twice", w[0] * slot_lens[i]),
             });
         }
     }
