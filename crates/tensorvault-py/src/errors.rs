@@ -29,6 +29,8 @@ pub enum Kind {
     InvalidArgument,
     /// `StorageError`.
     Storage,
+    /// `CapacityError` (a `StorageError`).
+    Capacity,
     /// `UnsupportedError`.
     Unsupported,
 }
@@ -42,6 +44,7 @@ impl Kind {
             Kind::Corruption => "CorruptionError",
             Kind::InvalidArgument => "InvalidArgumentError",
             Kind::Storage => "StorageError",
+            Kind::Capacity => "CapacityError",
             Kind::Unsupported => "UnsupportedError",
         }
     }

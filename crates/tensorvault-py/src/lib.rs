@@ -4,7 +4,7 @@
 //! `python/`), which gives the native functions the reference packages' names and
 //! signatures, handles `framework=`/`device=` and documents everything; this crate does
 //! the work with the GIL released and returns numpy arrays over Rust-owned memory
-//! (see [`array`]). Build it with maturin (`pip install ./crates/tensorvault-py`).
+//! (see `src/array.rs`). Build it with maturin (`pip install ./crates/tensorvault-py`).
 
 mod array;
 mod cgeb;
@@ -13,6 +13,7 @@ mod errors;
 mod json;
 mod mobi;
 mod registry;
+mod store;
 
 use pyo3::prelude::*;
 
@@ -34,6 +35,8 @@ fn _tensorvault(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<registry::Registry>()?;
     m.add_class::<registry::LoadedWeightsOwner>()?;
     m.add_function(wrap_pyfunction!(registry::registry_load_checkpoint, m)?)?;
+    m.add_class::<store::Store>()?;
+    m.add_class::<store::StoreBuffer>()?;
     m.add_function(wrap_pyfunction!(mobi::mobi_read, m)?)?;
     m.add_function(wrap_pyfunction!(mobi::mobi_from_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(mobi::mobi_example, m)?)?;

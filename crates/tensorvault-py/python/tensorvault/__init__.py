@@ -16,6 +16,10 @@ of a memory map kept alive by the array.
   views into the mapped safetensors file, save, rollback, deterministic init) and
   :func:`load_checkpoint` for one checkpoint directory.
 
+* The temporal tensor store: :class:`Store` (named tensors kept raw or quantized to
+  8/5/3 bits in tiers; ``put_tensor``, ``get_tensor`` as numpy over Rust memory,
+  ``stats``, ``maintain`` for tiering, ``verify``).
+
 * MOBI model files: :func:`read_mobi` into a :class:`MobiModel` (metadata, I/O specs,
   tensors as numpy, operators) and :meth:`MobiModel.save` back.
 
@@ -41,7 +45,9 @@ from ._cvc import (
 )
 from ._mobi import IoSpec, MobiModel, Operator, Tensor, example_model, read_mobi
 from ._registry import Registry, Weights, load_checkpoint
+from ._store import Store
 from ._errors import (
+    CapacityError,
     CorruptedChunkError,
     CorruptionError,
     FrameworkNotAvailableError,
@@ -74,6 +80,7 @@ __all__ = [
     "write_batch",
     "BatchReader",
     "Registry",
+    "Store",
     "MobiModel",
     "IoSpec",
     "Tensor",
@@ -90,6 +97,7 @@ __all__ = [
     "CorruptedChunkError",
     "InvalidArgumentError",
     "StorageError",
+    "CapacityError",
     "UnsupportedError",
     "FrameworkNotAvailableError",
     "__version__",

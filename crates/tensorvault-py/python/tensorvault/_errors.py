@@ -43,6 +43,11 @@ class StorageError(TensorvaultError, OSError):
     """An I/O error other than a missing file (permissions, disk full, ...)."""
 
 
+class CapacityError(StorageError):
+    """A store tier is full (``max_blocks_per_tier``) and nothing can be moved out of
+    it, or a payload does not fit the tier's slot."""
+
+
 class UnsupportedError(TensorvaultError, NotImplementedError):
     """A feature this build does not have, such as a GPU backend (``device="cuda"``)."""
 
@@ -60,6 +65,7 @@ __all__ = [
     "CorruptedChunkError",
     "InvalidArgumentError",
     "StorageError",
+    "CapacityError",
     "UnsupportedError",
     "FrameworkNotAvailableError",
 ]

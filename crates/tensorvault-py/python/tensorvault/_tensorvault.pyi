@@ -182,6 +182,57 @@ class Registry:
     def version_dir(self, version: str) -> str:
         """A version's checkpoint directory."""
 
+# Store
+class StoreBuffer:
+    """Rust-owned bytes behind arrays returned by Store.get_tensor (their ``base``)."""
+    @property
+    def nbytes(self) -> int: ...
+
+class Store:
+    """One collection of the temporal tensor store (native; GIL released per call)."""
+    def __init__(
+        self,
+        root: str,
+        tenant: str,
+        collection: str,
+        create: bool = True,
+        durability: str = "every-write",
+        max_blocks_per_tier: Optional[List[Optional[int]]] = None,
+        block_elems: Optional[int] = None,
+    ) -> None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def collection(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def geometry(self) -> Dict[str, Any]: ...
+    def put_tensor(
+        self, name: str, dtype: str, shape: List[int], data: npt.NDArray[np.uint8], tier: int
+    ) -> Dict[str, Any]:
+        """Store little-endian element bytes (1-D uint8, C-contiguous) as a tensor."""
+    def get_tensor(self, name: str) -> Tuple[Dict[str, Any], npt.NDArray[np.uint8]]:
+        """(info, little-endian element bytes over a StoreBuffer)."""
+    def tensors(self) -> List[Dict[str, Any]]:
+        """Every tensor's info dict, sorted by name."""
+    def delete_tensor(self, name: str) -> int:
+        """Delete a tensor; returns its block count."""
+    def migrate_tensor(self, name: str, tier: int) -> int:
+        """Move a tensor's blocks to a tier; returns how many moved."""
+    def stats(self) -> Dict[str, Any]:
+        """Store-wide statistics."""
+    def maintain(self, budget: int = 1024) -> Dict[str, Any]:
+        """One tiering step."""
+    def verify(self) -> List[Dict[str, Any]]:
+        """One dict per corrupt block."""
+    def flush(self) -> None:
+        """Make writes durable."""
+    def close(self) -> None:
+        """Flush and release the collection."""
+
 # MOBI
 def mobi_read(path: str) -> Dict[str, Any]:
     """Read and validate a .mobi file."""

@@ -1,0 +1,279 @@
+"""The temporal tensor store: named tensors in one collection directory, each kept raw
+(tier 0, bit-exact) or groupwise-quantized (tier 1: 8-bit, tier 2: 5-bit, tier 3: 3-bit)
+in fixed-size blocks, with CRC-protected metadata replayed on open and tiering that
+moves cold blocks to fewer bits.
+
+A collection lives in ``<root>/<tenant>/<collection>/``; one :class:`Store` (in one
+process) holds it at a time. Reads return numpy arrays over the Rust buffer the store
+decoded into (no copy); every store call runs with the GIL released.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _tensorvault as _native
+from ._common import PathLike, fspath
+from ._errors import InvalidArgumentError
+
+#: Most dimensions a stored tensor may have.
+MAX_NDIM = 8
+
+# numpy dtype -> (store dtype name, little-endian numpy dtype the bytes are read as)
+_STORED = {
+    "float32": np.dtype("<f4"),
+    "float16": np.dtype("<f2"),
+    "int8": np.dtype("i1"),
+    "uint8": np.dtype("u1"),
+}
+
+
+def _tier(tier: Any) -> int:
+    if isinstance(tier, bool):
+        raise InvalidArgumentError(f"tier must be an int 0..3, got {tier!r}")
+    try:
+        t = operator.index(tier)
+    except TypeError as e:
+        raise InvalidArgumentError(f"tier must be an int 0..3, got {tier!r}") from e
+    if not 0 <= t <= 3:
+        raise InvalidArgumentError(
+            f"tier {t} does not exist: 0 (raw, bit-exact), 1 (8-bit), 2 (5-bit) or 3 (3-bit)"
+        )
+    return t
+
+
+def _as_stored(array: Any, name: str):
+    """``(store dtype name, shape, 1-D uint8 view of the little-endian elements)``."""
+    arr = np.asarray(array)
+    if arr.ndim == 0:
+        raise InvalidArgumentError(
+            f"tensor {name!r}: a 0-d array (scalar) cannot be stored; "
+            "pass np.atleast_1d(x) or x.reshape(1)"
+        )
+    if arr.ndim > MAX_NDIM:
+        raise InvalidArgumentError(
+            f"tensor {name!r}: {arr.ndim} dimensions, the store keeps at most {MAX_NDIM}"
+        )
+    if arr.size == 0:
+        raise InvalidArgumentError(f"tensor {name!r}: shape {arr.shape} has no elements")
+    dt = arr.dtype
+    if dt.kind == "f" and dt.itemsize == 8:
+        kind = "float32"  # float64 is stored as float32 (numpy's rounding)
+    elif dt.kind == "f" and dt.itemsize == 4:
+        kind = "float32"
+    elif dt.kind == "f" and dt.itemsize == 2:
+        kind = "float16"
+    elif dt.kind == "i" and dt.itemsize == 1:
+        kind = "int8"
+    elif dt.kind == "u" and dt.itemsize == 1:
+        kind = "uint8"
+    else:
+        raise InvalidArgumentError(
+            f"tensor {name!r}: dtype {dt} cannot be stored: use float32, float16, int8 or "
+            "uint8 (float64 is converted to float32)"
+        )
+    # No copy for C-contiguous little-endian input; otherwise numpy copies (and converts).
+    arr = np.ascontiguousarray(arr, dtype=_STORED[kind])
+    return kind, [int(d) for d in arr.shape], arr.reshape(-1).view(np.uint8)
+
+
+def _from_stored(info: Dict[str, Any], raw: np.ndarray) -> np.ndarray:
+    shape = tuple(info["shape"])
+    dtype = info["dtype"]
+    if dtype == "bfloat16":
+        # numpy has no bfloat16: widen to float32 (exact; this one is a copy).
+        wide = raw.view("<u2").astype(np.uint32) << 16
+        return wide.view(np.float32).reshape(shape)
+    return raw.view(_STORED[dtype]).reshape(shape)
+
+
+class Store:
+    """One collection of the temporal tensor store, opened for reading and writing.
+
+    Args:
+        root: Store root directory.
+        tenant: Tenant name (1-128 of ``[A-Za-z0-9._-]``, not starting with ``.``).
+        collection: Collection name (same rules).
+        create: Create the collection if it does not exist (else ``NotFoundError``).
+        durability: ``"every-write"`` (fsync before each put returns; default),
+            ``"every-N"`` or an int ``N`` (fsync every N writes and on flush/close), or
+            ``"os"`` (never fsync explicitly).
+        max_blocks_per_tier: Four limits (``None`` = unlimited) on live blocks per tier;
+            a put or :meth:`maintain` moves the coldest blocks of a full tier down.
+        block_elems: Elements per block when the collection is created (default 4096;
+            ignored for an existing collection, whose geometry is fixed).
+
+    Use it as a context manager (``with tv.Store(...) as s:``) or call :meth:`close`;
+    the collection stays locked until then.
+
+    Raises:
+        InvalidArgumentError: a bad name or option, or the collection is open elsewhere.
+        NotFoundError: ``create=False`` and no such collection.
+        CorruptionError / InvalidFormatError: the metadata log cannot be replayed.
+    """
+
+    def __init__(
+        self,
+        root: PathLike,
+        tenant: str,
+        collection: str,
+        create: bool = True,
+        durability: Union[str, int] = "every-write",
+        *,
+        max_blocks_per_tier: Optional[Sequence[Optional[int]]] = None,
+        block_elems: Optional[int] = None,
+    ) -> None:
+        if isinstance(durability, int) and not isinstance(durability, bool):
+            durability = f"every-{durability}"
+        if not isinstance(durability, str):
+            raise InvalidArgumentError(f"durability must be a str or an int, got {durability!r}")
+        limits = None if max_blocks_per_tier is None else list(max_blocks_per_tier)
+        self._s = _native.Store(
+            fspath(root), str(tenant), str(collection), bool(create), durability, limits,
+            block_elems,
+        )
+
+    @property
+    def path(self) -> str:
+        """The collection directory ``<root>/<tenant>/<collection>``."""
+        return str(self._s.path)
+
+    @property
+    def tenant(self) -> str:
+        """The tenant name."""
+        return self._s.tenant
+
+    @property
+    def collection(self) -> str:
+        """The collection name."""
+        return self._s.collection
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._s.closed
+
+    @property
+    def geometry(self) -> Dict[str, Any]:
+        """The collection's fixed geometry: ``block_elems``, ``tier0_elem_bytes``,
+        ``tier_bits`` and ``group_size`` of tiers 1-3, ``slot_align``."""
+        return self._s.geometry
+
+    def put_tensor(self, name: str, array: Any, tier: int = 1) -> Dict[str, Any]:
+        """Store ``array`` as the tensor ``name`` in ``tier``, replacing any tensor of
+        that name.
+
+        Accepts float32, float16, int8 and uint8 arrays of 1 to 8 dimensions (float64 is
+        converted to float32; non-contiguous or big-endian input is copied first). Tier
+        0 keeps the elements bit-exact; tiers 1, 2 and 3 quantize them to 8, 5 and 3
+        bits per value with one f16 scale per group (the error of an element is at most
+        half its group's scale, ``max|group| / (2**(bits-1) - 1)``), and integer dtypes
+        read back rounded to the nearest integer.
+
+        Returns:
+            The tensor's info dict (see :meth:`tensors`).
+
+        Raises:
+            InvalidArgumentError: bad name (empty, over 100 bytes, control characters),
+                0-d or empty array, unsupported dtype, more than 8 dimensions, tier not
+                0-3, NaN/inf in a quantized tier.
+            CapacityError: the tier is full and nothing can be moved out of it.
+        """
+        if not isinstance(name, str):
+            raise InvalidArgumentError(f"tensor name must be a str, got {type(name).__name__}")
+        dtype, shape, raw = _as_stored(array, name)
+        return self._s.put_tensor(name, dtype, shape, raw, _tier(tier))
+
+    def get_tensor(self, name: str) -> np.ndarray:
+        """Read the tensor ``name`` back with its stored dtype and shape.
+
+        The array owns the Rust buffer the store decoded into (no copy; its ``base`` is
+        a ``StoreBuffer``) and is writable. bfloat16 tensors (written from Rust) come
+        back widened to float32.
+
+        Raises:
+            NotFoundError: no tensor of that name.
+            CorruptionError: a block fails its checksum (and cannot be rebuilt) or does
+                not decode.
+        """
+        info, raw = self._s.get_tensor(str(name))
+        return _from_stored(info, raw)
+
+    def tensors(self) -> List[Dict[str, Any]]:
+        """Every stored tensor, sorted by name: dicts of ``name``, ``tensor_id``,
+        ``dtype`` (numpy name), ``shape``, ``blocks``, ``expected_blocks``,
+        ``tier_blocks`` (blocks in tiers 0-3), ``stored_bytes``, ``raw_bytes``."""
+        return self._s.tensors()
+
+    def delete_tensor(self, name: str) -> int:
+        """Delete the tensor ``name``; returns how many blocks it had (0 if none)."""
+        return self._s.delete_tensor(str(name))
+
+    def migrate_tensor(self, name: str, tier: int) -> int:
+        """Move every block of ``name`` to ``tier`` (re-encoding it); returns how many
+        blocks moved. Moving to a colder tier loses precision; moving back does not
+        restore it.
+
+        Raises:
+            NotFoundError: no tensor of that name.
+        """
+        return self._s.migrate_tensor(str(name), _tier(tier))
+
+    def stats(self) -> Dict[str, Any]:
+        """Store-wide numbers: ``tensors``; per tier 0-3 ``blocks``, ``payload_bytes``,
+        ``raw_bytes`` and ``usage`` (``slot_len``, ``slots``, ``free_slots``,
+        ``bytes`` of the tier file); ``log_records``; counters since open (``reads``,
+        ``writes``, ``migrations``, ``deletes``, ``checksum_failures``); replay numbers
+        of the open (``replay_nanos``, ``replay_skipped``, ``replay_ignored``)."""
+        return self._s.stats()
+
+    def maintain(self, budget: int = 1024) -> Dict[str, Any]:
+        """One tiering step: score every block, then carry out at most ``budget``
+        migrations (capacity evictions, cold blocks demoted, hot ones promoted).
+
+        Returns:
+            ``{"now", "scored", "moves", "deferred", "over_capacity", "plan_nanos"}``;
+            each move is ``{"tensor", "tensor_id", "block", "from_tier", "to_tier",
+            "score", "reason"}`` with reason ``"capacity"``, ``"cold"`` or ``"hot"``.
+        """
+        b = operator.index(budget)
+        if b < 0:
+            raise InvalidArgumentError(f"budget must be >= 0, got {b}")
+        return self._s.maintain(b)
+
+    def verify(self) -> List[Dict[str, Any]]:
+        """Read and checksum every block. Returns one dict per corrupt block
+        (``tensor``, ``tensor_id``, ``block``, ``tier``, ``offset``, ``error``); an
+        empty list means the store is intact."""
+        return self._s.verify()
+
+    def flush(self) -> None:
+        """Make everything written so far durable (data, log, names, access stats)."""
+        self._s.flush()
+
+    def close(self) -> None:
+        """Flush and release the collection; later calls raise InvalidArgumentError.
+        Closing twice is a no-op."""
+        self._s.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __contains__(self, name: object) -> bool:
+        return any(t["name"] == name for t in self._s.tensors())
+
+    def __len__(self) -> int:
+        return len(self._s.tensors())
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<tensorvault.Store {self.tenant}/{self.collection} at {self.path!r} ({state})>"
+
+
+__all__ = ["Store", "MAX_NDIM"]

@@ -1,0 +1,474 @@
+//! The temporal tensor store: one collection directory (`<root>/<tenant>/<collection>/`)
+//! holding tensors in raw (Tier0) or quantized (Tiers 1-3) blocks.
+//!
+//! The native class takes and returns raw little-endian element bytes (a `uint8` array)
+//! plus a dtype name and a shape; the Python wrapper (`tensorvault/_store.py`) turns numpy
+//! arrays into that and back with views, so neither direction copies outside the store's
+//! own encode/decode. Every store call runs with the GIL released.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{PoisonError, RwLock};
+
+use numpy::ndarray::ArrayView1;
+use numpy::{PyArray, PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use tensorvault_store::tiering::Reason;
+use tensorvault_store::{
+    CollectionConfig, DType, DirStore, Durability, MaintainReport, StoreConfig, StoreErr,
+    TensorInfo, Tier, VerifyReport,
+};
+
+use crate::errors::{arg_err, err, Kind};
+
+/// Rust-owned bytes of a tensor read from the store: the `base` of the array
+/// `get_tensor` returns.
+#[pyclass(module = "tensorvault._tensorvault", frozen)]
+pub struct StoreBuffer {
+    data: Vec<u8>,
+}
+
+#[pymethods]
+impl StoreBuffer {
+    /// Bytes held.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.data.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<tensorvault StoreBuffer: {} bytes>", self.data.len())
+    }
+}
+
+/// `data` as a writable 1-D `uint8` array whose base is a [`StoreBuffer`], without a copy.
+fn bytes_array(py: Python<'_>, data: Vec<u8>) -> PyResult<Bound<'_, PyArray1<u8>>> {
+    let owner = Bound::new(py, StoreBuffer { data })?;
+    let bytes = &owner.get().data;
+    let view = ArrayView1::from(bytes.as_slice());
+    // SAFETY: the bytes live in the Vec inside `owner` (a frozen pyclass: the Vec is never
+    // mutated, resized or moved after this point, and moving the Vec into the object did
+    // not move its heap block); `owner` becomes the array's base, so the memory outlives
+    // every array numpy derives from it. Numpy may write through the array; nothing in
+    // Rust reads the bytes again, so that is not observable as aliasing.
+    Ok(unsafe { PyArray::borrow_from_array(&view, owner.clone().into_any()) })
+}
+
+/// The exception class of a store error.
+fn store_kind(e: &StoreErr) -> Kind {
+    if e.is_corruption() {
+        return Kind::Corruption;
+    }
+    match e {
+        StoreErr::NotFound { .. } | StoreErr::TensorNotFound { .. } => Kind::NotFound,
+        StoreErr::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            Kind::NotFound
+        }
+        // A header whose own checksum fails is corrupt; a wrong magic, version or
+        // length is not a store file of this format.
+        StoreErr::BadHeader { field, .. } if field.contains("crc") => Kind::Corruption,
+        StoreErr::BadHeader { .. } => Kind::InvalidFormat,
+        StoreErr::CapacityExceeded { .. } => Kind::Capacity,
+        StoreErr::InvalidName { .. } | StoreErr::InvalidArgument { .. } | StoreErr::Quant(_) => {
+            Kind::InvalidArgument
+        }
+        _ => Kind::Storage,
+    }
+}
+
+/// A store error as a Python exception.
+pub fn store_err(e: &StoreErr) -> PyErr {
+    err(store_kind(e), e.to_string())
+}
+
+/// Why a call on the store did not happen or failed.
+enum Fail {
+    Closed,
+    Store(StoreErr),
+}
+
+impl From<StoreErr> for Fail {
+    fn from(e: StoreErr) -> Self {
+        Fail::Store(e)
+    }
+}
+
+fn dtype_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float32",
+        DType::F16 => "float16",
+        DType::BF16 => "bfloat16",
+        DType::I8 => "int8",
+        DType::U8 => "uint8",
+    }
+}
+
+fn parse_dtype(name: &str) -> PyResult<DType> {
+    match name {
+        "float32" | "f32" => Ok(DType::F32),
+        "float16" | "f16" => Ok(DType::F16),
+        "bfloat16" | "bf16" => Ok(DType::BF16),
+        "int8" | "i8" => Ok(DType::I8),
+        "uint8" | "u8" => Ok(DType::U8),
+        other => Err(arg_err(format!(
+            "dtype {other:?} cannot be stored: use float32, float16, bfloat16, int8 or uint8"
+        ))),
+    }
+}
+
+fn parse_tier(t: u8) -> PyResult<Tier> {
+    Tier::from_u8(t).ok_or_else(|| {
+        arg_err(format!(
+            "tier {t} does not exist: 0 (raw, bit-exact), 1 (8-bit), 2 (5-bit) or 3 (3-bit)"
+        ))
+    })
+}
+
+fn parse_durability(s: &str) -> PyResult<Durability> {
+    match s {
+        "every-write" | "every_write" => Ok(Durability::EveryWrite),
+        "os" => Ok(Durability::Os),
+        other => other
+            .strip_prefix("every-")
+            .and_then(|n| n.parse::<u32>().ok())
+            .filter(|&n| n > 0)
+            .map(Durability::EveryN)
+            .ok_or_else(|| {
+                arg_err(format!(
+                    "durability {other:?}: use \"every-write\", \"os\" or \"every-N\" (N >= 1)"
+                ))
+            }),
+    }
+}
+
+fn reason_name(r: Reason) -> &'static str {
+    match r {
+        Reason::Capacity => "capacity",
+        Reason::Cold => "cold",
+        Reason::Hot => "hot",
+    }
+}
+
+fn info_dict<'py>(py: Python<'py>, t: &TensorInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", t.name.as_deref())?;
+    d.set_item("tensor_id", t.tensor_id)?;
+    d.set_item("dtype", dtype_name(t.dtype))?;
+    d.set_item("shape", t.shape.clone())?;
+    d.set_item("blocks", t.blocks)?;
+    d.set_item("expected_blocks", t.expected_blocks)?;
+    d.set_item("tier_blocks", t.tier_blocks.to_vec())?;
+    d.set_item("stored_bytes", t.stored_bytes)?;
+    d.set_item("raw_bytes", t.raw_bytes)?;
+    Ok(d)
+}
+
+fn problems_list<'py>(py: Python<'py>, r: &VerifyReport) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for p in &r.problems {
+        let d = PyDict::new(py);
+        d.set_item("tensor", p.tensor.as_deref())?;
+        d.set_item("tensor_id", p.key.tensor_id)?;
+        d.set_item("block", p.key.block_index)?;
+        d.set_item("tier", p.tier.index())?;
+        d.set_item("offset", p.offset)?;
+        d.set_item("error", &p.error)?;
+        out.append(d)?;
+    }
+    Ok(out)
+}
+
+fn maintain_dict<'py>(
+    py: Python<'py>,
+    r: &MaintainReport,
+    names: &HashMap<u128, String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let moves = PyList::empty(py);
+    for m in &r.moves {
+        let d = PyDict::new(py);
+        d.set_item("tensor", names.get(&m.key.tensor_id))?;
+        d.set_item("tensor_id", m.key.tensor_id)?;
+        d.set_item("block", m.key.block_index)?;
+        d.set_item("from_tier", m.from.index())?;
+        d.set_item("to_tier", m.to.index())?;
+        d.set_item("score", m.score)?;
+        d.set_item("reason", reason_name(m.reason))?;
+        moves.append(d)?;
+    }
+    let d = PyDict::new(py);
+    d.set_item("now", r.now)?;
+    d.set_item("scored", r.scored)?;
+    d.set_item("moves", moves)?;
+    d.set_item("deferred", r.deferred)?;
+    d.set_item("over_capacity", r.over_capacity)?;
+    d.set_item("plan_nanos", r.plan_nanos)?;
+    Ok(d)
+}
+
+/// One collection of the temporal tensor store, open for reading and writing (the
+/// collection's `LOCK` is held until `close`).
+#[pyclass(module = "tensorvault._tensorvault", name = "Store", frozen)]
+pub struct Store {
+    inner: RwLock<Option<DirStore>>,
+    path: PathBuf,
+    tenant: String,
+    collection: String,
+    geometry: CollectionConfig,
+}
+
+impl Store {
+    /// Run `f` on the open store with the GIL released. The lock is taken inside the
+    /// detached section, so a thread waiting for it never holds the GIL.
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&DirStore) -> Result<T, StoreErr> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+            match guard.as_ref() {
+                Some(s) => f(s).map_err(Fail::Store),
+                None => Err(Fail::Closed),
+            }
+        })
+        .map_err(|e| self.fail(e))
+    }
+
+    fn fail(&self, e: Fail) -> PyErr {
+        match e {
+            Fail::Closed => arg_err(format!(
+                "store {}/{} is closed",
+                self.tenant, self.collection
+            )),
+            Fail::Store(e) => store_err(&e),
+        }
+    }
+}
+
+#[pymethods]
+impl Store {
+    /// Open (or, with `create`, create) the collection `<root>/<tenant>/<collection>`.
+    #[new]
+    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        root: PathBuf,
+        tenant: String,
+        collection: String,
+        create: bool,
+        durability: &str,
+        max_blocks_per_tier: Option<Vec<Option<usize>>>,
+        block_elems: Option<u32>,
+    ) -> PyResult<Self> {
+        let mut cfg = StoreConfig {
+            durability: parse_durability(durability)?,
+            ..StoreConfig::default()
+        };
+        if let Some(limits) = max_blocks_per_tier {
+            if limits.len() != 4 {
+                return Err(arg_err(format!(
+                    "max_blocks_per_tier needs 4 entries (one per tier, None for unlimited), got {}",
+                    limits.len()
+                )));
+            }
+            for (slot, l) in cfg.max_blocks_per_tier.iter_mut().zip(limits) {
+                *slot = l.unwrap_or(usize::MAX);
+            }
+        }
+        if let Some(n) = block_elems {
+            cfg.collection = CollectionConfig::with_block_elems(n);
+        }
+        let store = py
+            .detach(|| DirStore::open_path(&root, &tenant, &collection, cfg, create))
+            .map_err(|e| store_err(&e))?;
+        let geometry = *store.geometry();
+        let path = root.join(&tenant).join(&collection);
+        Ok(Store {
+            inner: RwLock::new(Some(store)),
+            path,
+            tenant,
+            collection,
+            geometry,
+        })
+    }
+
+    /// The collection directory.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// The tenant name.
+    #[getter]
+    fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
+    /// The collection name.
+    #[getter]
+    fn collection(&self) -> &str {
+        &self.collection
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+    }
+
+    /// The collection's geometry (fixed when it was created).
+    #[getter]
+    fn geometry<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let g = &self.geometry;
+        let d = PyDict::new(py);
+        d.set_item("block_elems", g.block_elems)?;
+        d.set_item("tier0_elem_bytes", g.tier0_elem_bytes)?;
+        d.set_item("tier_bits", g.tier_bits.map(u32::from).to_vec())?;
+        d.set_item("group_size", g.group_size.to_vec())?;
+        d.set_item("slot_align", g.slot_align)?;
+        Ok(d)
+    }
+
+    /// Store `data` (little-endian elements of `dtype`, C order, as a 1-D uint8 array)
+    /// as the tensor `name` of `shape` in `tier`; returns its info dict.
+    fn put_tensor<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        dtype: &str,
+        shape: Vec<u64>,
+        data: PyReadonlyArray1<'py, u8>,
+        tier: u8,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let dtype = parse_dtype(dtype)?;
+        let tier = parse_tier(tier)?;
+        let shape: Vec<u32> = shape
+            .iter()
+            .map(|&d| u32::try_from(d))
+            .collect::<Result<_, _>>()
+            .map_err(|_| arg_err(format!("shape {shape:?}: dimensions must be < 2^32")))?;
+        let bytes = data
+            .as_slice()
+            .map_err(|_| arg_err("data must be a C-contiguous uint8 array"))?;
+        let info = self.with(py, |s| s.put_tensor(name, dtype, &shape, bytes, tier))?;
+        info_dict(py, &info)
+    }
+
+    /// Read the tensor `name`: `(info dict, 1-D uint8 array of its little-endian
+    /// elements)`; the array's base is a `StoreBuffer` (Rust memory, no copy).
+    fn get_tensor<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+    ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyArray1<u8>>)> {
+        let t = self.with(py, |s| s.get_tensor(name))?;
+        let info = info_dict(py, &t.info)?;
+        Ok((info, bytes_array(py, t.data)?))
+    }
+
+    /// Every tensor, sorted by name (one info dict each).
+    fn tensors<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let all = self.with(py, |s| s.tensors())?;
+        all.iter().map(|t| info_dict(py, t)).collect()
+    }
+
+    /// Delete the tensor `name`; returns how many blocks it had (0 if none).
+    fn delete_tensor(&self, py: Python<'_>, name: &str) -> PyResult<usize> {
+        self.with(py, |s| s.delete_tensor(name))
+    }
+
+    /// Move every block of `name` to `tier`; returns how many blocks moved.
+    fn migrate_tensor(&self, py: Python<'_>, name: &str, tier: u8) -> PyResult<usize> {
+        let tier = parse_tier(tier)?;
+        self.with(py, |s| s.migrate_tensor(name, tier))
+    }
+
+    /// Store-wide statistics.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.with(py, |s| s.stats())?;
+        let usage = PyList::empty(py);
+        for u in &s.usage {
+            let d = PyDict::new(py);
+            d.set_item("slot_len", u.slot_len)?;
+            d.set_item("slots", u.slots)?;
+            d.set_item("free_slots", u.free_slots)?;
+            d.set_item("bytes", u.bytes)?;
+            usage.append(d)?;
+        }
+        let d = PyDict::new(py);
+        d.set_item("tensors", s.tensors)?;
+        d.set_item("blocks", s.blocks.to_vec())?;
+        d.set_item("payload_bytes", s.payload_bytes.to_vec())?;
+        d.set_item("raw_bytes", s.raw_bytes.to_vec())?;
+        d.set_item("usage", usage)?;
+        d.set_item("log_records", s.log_records)?;
+        d.set_item("reads", s.reads)?;
+        d.set_item("writes", s.writes)?;
+        d.set_item("migrations", s.migrations)?;
+        d.set_item("deletes", s.deletes)?;
+        d.set_item("checksum_failures", s.checksum_failures)?;
+        d.set_item("replay_nanos", s.replay_nanos)?;
+        d.set_item("replay_skipped", s.replay_skipped)?;
+        d.set_item("replay_ignored", s.replay_ignored)?;
+        Ok(d)
+    }
+
+    /// One tiering step with at most `budget` migrations; returns the report.
+    #[pyo3(signature = (budget=1024))]
+    fn maintain<'py>(&self, py: Python<'py>, budget: usize) -> PyResult<Bound<'py, PyDict>> {
+        let (report, names) = self.with(py, |s| {
+            let report = s.maintain(budget)?;
+            let mut names = HashMap::new();
+            if !report.moves.is_empty() {
+                for t in s.tensors()? {
+                    if let Some(n) = t.name {
+                        names.insert(t.tensor_id, n);
+                    }
+                }
+            }
+            Ok((report, names))
+        })?;
+        maintain_dict(py, &report, &names)
+    }
+
+    /// Read and checksum every block; returns one dict per corrupt block.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let r = self.with(py, |s| s.verify())?;
+        problems_list(py, &r)
+    }
+
+    /// Make everything written so far durable.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |s| s.flush())
+    }
+
+    /// Flush and release the collection (idempotent).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = py.detach(|| {
+            self.inner
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+                .map(DirStore::close)
+        });
+        match taken {
+            Some(Err(e)) => Err(store_err(&e)),
+            _ => Ok(()),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<tensorvault Store {}/{} at {}{}>",
+            self.tenant,
+            self.collection,
+            self.path.display(),
+            if self.closed() { " (closed)" } else { "" }
+        )
+    }
+}
