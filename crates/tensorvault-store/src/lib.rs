@@ -48,8 +48,8 @@ pub use index::BlockIndex;
 pub use lineage::{LineageConfig, LineageStats, LineageStore};
 pub use meta_log::{FileMetaLog, MemMetaLog, MetaLog, MetaRecord, ReplayStats};
 pub use store::{BlockInfo, TensorStore};
+pub use tensor::{BlockProblem, StoreStats, StoredTensor, TensorInfo, VerifyReport};
 #[cfg(feature = "threads")]
 pub use tiering::Maintainer;
 pub use tiering::{MaintainReport, TierPolicy};
-pub use tensor::{BlockProblem, StoreStats, StoredTensor, TensorInfo, VerifyReport};
 pub use types::{tensor_id, BlockKey, BlockMeta, DType, ReconstructPolicy, Tier};
