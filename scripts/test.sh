@@ -41,6 +41,17 @@ fi
 grep -E "^(test result|     Running|   Doc-tests)" "$log" | sed -E 's/; finished in.*//'
 s3_passed=$(grep -E "^test result: ok" "$log" | sed -E 's/^test result: ok\. ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
 passed=$((passed + s3_passed))
+echo "== CLI with --features s3: tensorvault store ... s3://bucket/prefix against moto"
+cargo clippy -p tensorvault-cli --features s3 --all-targets -q -- -D warnings
+cargo build -q -p tensorvault-cli --features s3
+if ! bash crates/tensorvault-store-object/tests/cli_s3.sh target/debug/tensorvault "$TV_MOTO_SERVER" > "$log" 2>&1; then
+  cat "$log"
+  echo "CLI s3 checks failed" >&2
+  exit 1
+fi
+tail -1 "$log"
+cli_s3_passed=$(tail -1 "$log" | awk '{print $1}')
+passed=$((passed + cli_s3_passed))
 
 echo "== CLI smoke run: tensorvault demo (small workload)"
 demo_dir=$(mktemp -d)

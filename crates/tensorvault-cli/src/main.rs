@@ -15,6 +15,8 @@ mod registry_cmd;
 mod report;
 mod store_cmd;
 mod store_metrics_cmd;
+#[cfg(feature = "s3")]
+mod store_s3_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -52,8 +54,7 @@ enum Cmd {
     Registry(registry_cmd::RegistryCmd),
     /// Temporal tensor store: tensors in quantized tiers (raw, 8, 5, 3 bits) with a
     /// CRC-protected metadata log and crash recovery.
-    #[command(subcommand)]
-    Store(store_cmd::StoreCmd),
+    Store(store_cmd::StoreArgs),
 }
 
 fn main() {
@@ -65,7 +66,7 @@ fn main() {
         Cmd::Mobi(c) => mobi_cmd::run(c),
         Cmd::Quant(c) => quant_cmd::run(c),
         Cmd::Registry(c) => registry_cmd::run(c),
-        Cmd::Store(c) => store_cmd::run(c, cli.quiet),
+        Cmd::Store(c) => store_cmd::run_args(c, cli.quiet),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -1,5 +1,6 @@
 //! `tensorvault store`: the temporal tensor store (ADR-018) on a local directory
-//! `ROOT/<tenant>/<collection>/`.
+//! `ROOT/<tenant>/<collection>/`, or (feature `s3`) on an object store when ROOT is an
+//! `s3://bucket/prefix` URL (src/store_s3_cmd.rs).
 //!
 //! Exit codes: 0 success; 1 `verify` found corruption; 2 any error (one line on stderr).
 
@@ -149,7 +150,51 @@ pub struct PutArgs {
     pub durability: DurabilityArg,
 }
 
-/// Run a store subcommand; returns the exit code.
+/// `tensorvault store`: a subcommand, plus the object-store options (feature `s3`).
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    #[command(subcommand)]
+    cmd: StoreCmd,
+    #[cfg(feature = "s3")]
+    #[command(flatten)]
+    s3: crate::store_s3_cmd::S3Args,
+}
+
+/// Run `tensorvault store ...`: on the object store when ROOT is an `s3://` URL
+/// (feature `s3`), else on the local directory ROOT.
+///
+/// # Errors
+/// Any [`CliError`]; the caller prints it on one line and exits with code 2.
+pub fn run_args(a: StoreArgs, quiet: bool) -> Result<i32, CliError> {
+    let url = root_of(&a.cmd).is_some_and(|r| r.to_str().is_some_and(|s| s.starts_with("s3://")));
+    #[cfg(feature = "s3")]
+    if url {
+        return crate::store_s3_cmd::run(a.cmd, &a.s3);
+    }
+    if url {
+        return Err(CliError::Usage {
+            arg: "ROOT",
+            reason: "s3:// stores need a tensorvault built with `--features s3`".into(),
+        });
+    }
+    run(a.cmd, quiet)
+}
+
+fn root_of(cmd: &StoreCmd) -> Option<&Path> {
+    match cmd {
+        StoreCmd::Put(p) => Some(&p.root),
+        StoreCmd::Get { root, .. }
+        | StoreCmd::Ls { root, .. }
+        | StoreCmd::Stats { root, .. }
+        | StoreCmd::Verify { root, .. }
+        | StoreCmd::Migrate { root, .. }
+        | StoreCmd::Compact { root, .. }
+        | StoreCmd::Rm { root, .. } => Some(root),
+        StoreCmd::ServeMetrics(_) => None,
+    }
+}
+
+/// Run a store subcommand on a local directory store; returns the exit code.
 ///
 /// # Errors
 /// Any [`CliError`]; the caller prints it on one line and exits with code 2.
