@@ -14,13 +14,16 @@ use crate::config::CollectionConfig;
 use crate::meta_log::MetaRecord;
 use crate::types::{BlockKey, BlockMeta, Tier};
 
-/// The index. Every field is derived from the MetaLog except `dirty`.
+/// The index. Every field is derived from the MetaLog except `dirty` and `pinned`.
 #[derive(Debug, Default, Clone)]
 pub struct BlockIndex {
     pub(crate) map: HashMap<BlockKey, BlockMeta, FastHash>,
     tier_counts: [usize; 4],
     /// Blocks read since their last Access record.
     pub(crate) dirty: HashSet<BlockKey, FastHash>,
+    /// Blocks the migration scheduler must leave where they are (not persisted; see
+    /// `TensorStore::pin_block`).
+    pub(crate) pinned: HashSet<BlockKey, FastHash>,
 }
 
 /// Why replay ignored a structurally valid record.

@@ -11,7 +11,9 @@
 //! - [`TensorStore`]: replay, the read/write/migrate paths and whole-tensor helpers;
 //! - [`lineage`] (`delta.dat` / `factor.dat`) and `reconstruct.rs`: the reconstruction
 //!   policies: what a `Delta` / `Factor` put keeps besides its block, and how a read
-//!   rebuilds a block whose checksum fails and repairs its slot in place.
+//!   rebuilds a block whose checksum fails and repairs its slot in place;
+//! - [`kv`]: the attention KV-cache workload: per-(layer, head, key|value) tensors with
+//!   Tier0 tail appends and tier-demoted older blocks.
 //!
 //! The on-disk format is specified byte by byte in `docs/formats/store.md`.
 
@@ -24,6 +26,7 @@ mod error;
 #[cfg(feature = "mmap")]
 pub mod fs;
 mod index;
+pub mod kv;
 pub mod lineage;
 pub mod meta_log;
 #[cfg(feature = "metrics")]
@@ -45,6 +48,7 @@ pub use error::{Result, StoreErr};
 #[cfg(feature = "mmap")]
 pub use fs::DirStore;
 pub use index::BlockIndex;
+pub use kv::{KvCache, KvKind, KvSlot};
 pub use lineage::{LineageConfig, LineageStats, LineageStore};
 pub use meta_log::{FileMetaLog, MemMetaLog, MetaLog, MetaRecord, ReplayStats};
 pub use store::{BlockInfo, TensorStore};

@@ -286,7 +286,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 let idx = self.read_index()?;
                 idx.map
                     .values()
-                    .filter(|m| m.tier == tier && !exclude.contains(&m.key))
+                    .filter(|m| {
+                        m.tier == tier && !exclude.contains(&m.key) && !idx.pinned.contains(&m.key)
+                    })
                     .map(|m| Scored {
                         score: m.migration_score(now),
                         key: m.key,
@@ -306,6 +308,53 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             extra[t] = 0;
         }
         Ok(())
+    }
+
+    /// Pin `key`: [`TensorStore::maintain`] and capacity evictions leave it in its tier
+    /// whatever its score (an explicit `migrate_block` still moves it). Used for blocks
+    /// still being written, such as the tail of a KV-cache tensor (`crate::kv`). Pins
+    /// live in memory only, until the store is closed; a key may be pinned before its
+    /// block exists. Returns whether the key was not pinned yet.
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding the index lock.
+    pub fn pin_block(&self, key: BlockKey) -> Result<bool> {
+        Ok(self.write_index()?.pinned.insert(key))
+    }
+
+    /// Remove the pin of `key`; returns whether it was pinned.
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding the index lock.
+    pub fn unpin_block(&self, key: &BlockKey) -> Result<bool> {
+        Ok(self.write_index()?.pinned.remove(key))
+    }
+
+    /// Every pinned key, sorted.
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding the index lock.
+    pub fn pinned_blocks(&self) -> Result<Vec<BlockKey>> {
+        let mut v: Vec<BlockKey> = self.read_index()?.pinned.iter().copied().collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// Leave pinned blocks out of planning; returns the tier capacities for the rest
+    /// (pinned blocks still occupy their tier, so each limit shrinks by them).
+    fn drop_pinned(&self, blocks: &mut Vec<(f32, BlockKey, Tier, u64)>) -> Result<[usize; 4]> {
+        let mut limits = self.cfg.max_blocks_per_tier;
+        let idx = self.read_index()?;
+        if !idx.pinned.is_empty() {
+            blocks.retain(|&(_, key, tier, _)| {
+                let pinned = idx.pinned.contains(&key);
+                if pinned {
+                    limits[tier.index()] = limits[tier.index()].saturating_sub(1);
+                }
+                !pinned
+            });
+        }
+        Ok(limits)
     }
 
     /// Score every block at the clock's current tick.
@@ -336,13 +385,10 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     pub fn maintain(&self, budget: usize) -> Result<MaintainReport> {
         let started = crate::time::Stopwatch::start();
         let now = self.clock.now_ticks();
-        let blocks = self.scores()?;
-        let (mut moves, over_capacity) = plan(
-            &blocks,
-            now,
-            &self.cfg.tiering,
-            &self.cfg.max_blocks_per_tier,
-        );
+        let mut blocks = self.scores()?;
+        let scored = blocks.len();
+        let limits = self.drop_pinned(&mut blocks)?;
+        let (mut moves, over_capacity) = plan(&blocks, now, &self.cfg.tiering, &limits);
         let deferred = moves.len().saturating_sub(budget);
         moves.truncate(budget);
         let plan_nanos = started.elapsed_nanos();
@@ -375,7 +421,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         }
         Ok(MaintainReport {
             now,
-            scored: blocks.len(),
+            scored,
             moves: done,
             deferred,
             over_capacity,

@@ -287,7 +287,13 @@ impl BlockMeta {
     /// accessed at tick now - i", the diagram with bit 0 = now, bit 1 = now-1) and would
     /// keep the density at 1 forever, making Appendix B's "60/64" impossible. We shift
     /// left, which is what the definition says.
+    ///
+    /// A second one: the EMA is updated from the rate aged to `now`
+    /// ([`BlockMeta::rate_at`]), not from the rate as of the previous access, so a block
+    /// that was hot long ago and is read once again is not hot again (its old EMA would
+    /// otherwise survive any idle time and dominate the update).
     pub fn record_access(&mut self, now: u64) {
+        let prior = self.rate_at(now);
         let elapsed = now.saturating_sub(self.last_access_at);
         if elapsed > 0 {
             if elapsed >= 64 {
@@ -302,7 +308,20 @@ impl BlockMeta {
         self.access_count = self.access_count.saturating_add(1);
         let dt = elapsed.max(1) as f32;
         let instantaneous = 1.0 / dt;
-        self.ema_access_rate = EMA_ALPHA * instantaneous + (1.0 - EMA_ALPHA) * self.ema_access_rate;
+        self.ema_access_rate = EMA_ALPHA * instantaneous + (1.0 - EMA_ALPHA) * prior;
+    }
+
+    /// The EMA access rate aged to `now`: no access for `idle = now - last_access_at`
+    /// ticks means at most one per `idle` ticks, so `min(ema, 1 / idle)`. A block read at
+    /// its usual rate keeps its EMA; one whose reads stopped cools down.
+    #[must_use]
+    pub fn rate_at(&self, now: u64) -> f32 {
+        let idle = now.saturating_sub(self.last_access_at);
+        if idle > 0 {
+            self.ema_access_rate.min(1.0 / idle as f32)
+        } else {
+            self.ema_access_rate
+        }
     }
 
     /// Number of ticks (of the last 64) in which the block was accessed.
@@ -313,11 +332,26 @@ impl BlockMeta {
 
     /// ADR-018's migration score: higher is hotter.
     /// `0.7 * ema * 1000 + 0.3 * (density / 64) * 1000 / sqrt(max(now - created_at, 1))`.
+    ///
+    /// The statistics are aged to `now` first, which the ADR's formula leaves out: the
+    /// window and the EMA only change on an access, so a block that was hot once would
+    /// keep its score forever and never be demoted. Here the window is shifted by the
+    /// ticks since the last access (its definition, "bit i = accessed at now - i") and
+    /// the rate is [`BlockMeta::rate_at`] `now`. A block accessed at its usual rate
+    /// scores as before; one whose accesses stopped falls below the default demote
+    /// threshold (32) some 25-40 ticks after its last access (`700 / idle` plus a fading
+    /// density term), however hot it was.
     #[must_use]
     pub fn migration_score(&self, now: u64) -> f32 {
         let age = (now.saturating_sub(self.created_at)).max(1) as f32;
-        let density = self.recent_access_density() as f32 / 64.0;
-        0.7 * self.ema_access_rate * 1000.0 + 0.3 * density * 1000.0 / age.sqrt()
+        let idle = now.saturating_sub(self.last_access_at);
+        let window = if idle >= 64 {
+            0
+        } else {
+            self.access_window << idle
+        };
+        let density = window.count_ones() as f32 / 64.0;
+        0.7 * self.rate_at(now) * 1000.0 + 0.3 * density * 1000.0 / age.sqrt()
     }
 }
 
@@ -407,10 +441,47 @@ mod tests {
         let mut m = meta();
         m.ema_access_rate = 5.0;
         m.access_window = u64::MAX >> 32; // 32 of 64
+        m.last_access_at = 100;
         let s = m.migration_score(100);
         let want = 0.7 * 5.0 * 1000.0 + 0.3 * 0.5 * 1000.0 / 10.0;
         assert!((s - want).abs() < 1e-2, "{s} vs {want}");
         // Age never divides by zero.
         assert!(m.migration_score(0).is_finite());
+    }
+
+    #[test]
+    fn migration_score_cools_down_without_accesses() {
+        // Read every tick for 200 ticks: EMA near 1, full window.
+        let mut m = meta();
+        for t in 0..200 {
+            m.record_access(t);
+        }
+        let hot = m.migration_score(199);
+        assert!(hot > 512.0, "{hot}");
+        // Unchanged statistics, later ticks: the score falls with the idle time.
+        let after = |idle: u64| m.migration_score(199 + idle);
+        assert!(
+            after(10) < hot && after(30) < after(10),
+            "{hot} {} {}",
+            after(10),
+            after(30)
+        );
+        assert!(after(40) < 32.0, "cold after 40 idle ticks: {}", after(40));
+        // The window ages out: 64 idle ticks leave no recent access.
+        let s = after(64);
+        assert!((s - 0.7 * 1000.0 / 64.0).abs() < 1e-3, "{s}");
+        // A block read every 20 ticks keeps its score between reads.
+        let mut p = meta();
+        for t in (0..2000).step_by(20) {
+            p.record_access(t);
+        }
+        let at_read = 0.7 * p.ema_access_rate * 1000.0;
+        let between = p.migration_score(1980 + 19);
+        assert!(between >= at_read, "{between} vs {at_read}");
+        // One read after a long pause does not make the once-hot block hot again.
+        let mut again = m;
+        again.record_access(199 + 500);
+        assert!(again.ema_access_rate < 0.01, "{}", again.ema_access_rate);
+        assert!(again.migration_score(199 + 500) < 32.0);
     }
 }
