@@ -63,6 +63,9 @@ pub enum StoreCmd {
     /// Serve `GET /metrics` (Prometheus text format) for every collection under ROOT,
     /// refreshed on each scrape, until killed.
     ServeMetrics(crate::store_metrics_cmd::ServeMetricsArgs),
+    /// Write a self-contained HTML report with SVG charts: blocks and bytes per tier, the
+    /// migration score distribution and, with --history, a KV-cache simulation over time.
+    Report(crate::store_report_cmd::ReportArgs),
     /// Read and checksum every block (of every collection under ROOT when none is named).
     /// Exit code 1 if anything is corrupt.
     Verify {
@@ -191,6 +194,7 @@ fn root_of(cmd: &StoreCmd) -> Option<&Path> {
         | StoreCmd::Compact { root, .. }
         | StoreCmd::Rm { root, .. } => Some(root),
         StoreCmd::ServeMetrics(_) => None,
+        StoreCmd::Report(a) => Some(&a.root),
     }
 }
 
@@ -221,6 +225,7 @@ pub fn run(cmd: StoreCmd, quiet: bool) -> Result<i32, CliError> {
         } => crate::store_metrics_cmd::stats_prometheus(&root),
         StoreCmd::Stats { root, json, .. } => stats(&root, json),
         StoreCmd::ServeMetrics(a) => crate::store_metrics_cmd::serve(&a),
+        StoreCmd::Report(a) => crate::store_report_cmd::run(&a),
         StoreCmd::Verify {
             root,
             tenant,

@@ -183,6 +183,10 @@ pub fn run(cmd: StoreCmd, a: &S3Args) -> Result<i32, CliError> {
             arg: "ROOT",
             reason: "serve-metrics needs a local store root".into(),
         }),
+        StoreCmd::Report(_) => Err(CliError::Usage {
+            arg: "ROOT",
+            reason: "report needs a local store root".into(),
+        }),
     }
 }
 
