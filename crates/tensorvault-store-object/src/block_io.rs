@@ -26,6 +26,7 @@ use crate::cache::BlockCache;
 use crate::collection::Collection;
 use crate::error::{OResult, ObjectErr};
 use crate::frame;
+use crate::manifest::{Layout, PACK_SLOTS};
 
 /// Slot numbers reserved by the first reservation of a session; doubled on each later
 /// one up to [`MAX_RESERVE`].
@@ -33,9 +34,18 @@ const FIRST_RESERVE: u64 = 256;
 /// Largest reservation.
 const MAX_RESERVE: u64 = 1 << 16;
 
+/// The pack being filled (layout [`Layout::Packs`]).
+struct OpenPack {
+    pack: u64,
+    buf: Vec<u8>,
+    slots: Vec<u64>,
+}
+
 /// Allocation state of one tier.
 #[derive(Default)]
 struct TierAlloc {
+    /// The pack being filled.
+    open: Option<OpenPack>,
     /// Next slot number to hand out and the end of the reserved range.
     next: u64,
     end: u64,
@@ -47,7 +57,8 @@ struct TierAlloc {
     reset: bool,
 }
 
-type Upload = (u8, u64, JoinHandle<OResult<()>>);
+/// An upload in flight: tier, the slots it carries, the task.
+type Upload = (u8, Vec<u64>, JoinHandle<OResult<()>>);
 
 /// Block payloads as immutable objects. See the module docs.
 pub struct ObjectBlockIO {
@@ -62,16 +73,38 @@ pub struct ObjectBlockIO {
     limit: Arc<Semaphore>,
     cache: Option<BlockCache>,
     write_through: bool,
+    layout: Layout,
+    /// Live blocks per (tier, pack) (layout [`Layout::Packs`]).
+    pack_live: Mutex<HashMap<(u8, u64), u32>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Key of the object of `slot` in `tier`, relative to the collection directory.
+/// Key of the object of `slot` in `tier` (layout [`Layout::Objects`]), relative to the
+/// collection directory.
 #[must_use]
 pub fn block_key(tier: Tier, slot: u64) -> String {
     format!("blocks/t{}/{slot:012x}", tier as u8)
+}
+
+/// Key of pack `pack` of `tier` (layout [`Layout::Packs`]).
+#[must_use]
+pub fn pack_key(tier: Tier, pack: u64) -> String {
+    format!("packs/t{}/{pack:010x}", tier as u8)
+}
+
+/// Where the framed bytes of `slot` live: (object key, byte offset in it).
+#[must_use]
+pub fn block_location(layout: Layout, tier: Tier, slot: u64, slot_len: u32) -> (String, u64) {
+    match layout {
+        Layout::Objects => (block_key(tier, slot), 0),
+        Layout::Packs => (
+            pack_key(tier, slot / PACK_SLOTS),
+            (slot % PACK_SLOTS) * (u64::from(slot_len) + frame::TRAILER_LEN as u64),
+        ),
+    }
 }
 
 impl ObjectBlockIO {
@@ -85,6 +118,8 @@ impl ObjectBlockIO {
         Self {
             slot_len: Tier::ALL.map(|t| geo.slot_len(t).max(1)),
             hwm: coll.manifest().next_slot.map(AtomicU64::new),
+            layout: coll.manifest().layout,
+            pack_live: Mutex::new(HashMap::new()),
             tiers: Default::default(),
             pending: RwLock::new(HashMap::new()),
             uploads: Mutex::new(Vec::new()),
@@ -137,6 +172,9 @@ impl ObjectBlockIO {
         self.coll
             .commit(|m| {
                 start = m.next_slot[i];
+                if m.layout == Layout::Packs {
+                    start = start.div_ceil(PACK_SLOTS) * PACK_SLOTS;
+                }
                 m.next_slot[i] = start.saturating_add(n);
             })
             .map_err(|e| e.into_store("reserve slots"))?;
@@ -147,21 +185,77 @@ impl ObjectBlockIO {
         Ok(())
     }
 
-    fn spawn_upload(&self, tier: Tier, slot: u64, bytes: Bytes) {
+    fn spawn_upload(&self, tier: Tier, key: String, slots: Vec<u64>, bytes: Bytes) {
         let coll = Arc::clone(&self.coll);
         let limit = Arc::clone(&self.limit);
-        let key = block_key(tier, slot);
         let h = self.coll.rt.spawn(async move {
             let _permit = limit.acquire_owned().await;
             coll.put(&key, bytes).await
         });
-        lock(&self.uploads).push((tier as u8, slot, h));
+        lock(&self.uploads).push((tier as u8, slots, h));
+    }
+
+    /// Upload the pack being filled in `a` (if any).
+    fn seal_pack(&self, tier: Tier, a: &mut TierAlloc) {
+        if let Some(p) = a.open.take() {
+            if !p.slots.is_empty() {
+                self.spawn_upload(tier, pack_key(tier, p.pack), p.slots, Bytes::from(p.buf));
+            }
+        }
+    }
+
+    fn location(&self, tier: Tier, slot: u64) -> (String, u64) {
+        block_location(self.layout, tier, slot, self.slot_len[tier.index()])
     }
 
     fn fetch(&self, tier: Tier, slot: u64, len: u32) -> OResult<Bytes> {
         let want = u64::from(len) + frame::TRAILER_LEN as u64;
-        let key = block_key(tier, slot);
-        self.coll.rt.block_on(self.coll.get_range(&key, 0..want))
+        let (key, at) = self.location(tier, slot);
+        self.coll
+            .rt
+            .block_on(self.coll.get_range(&key, at..at + want))
+    }
+
+    /// Allocate a slot for a write and queue its upload (or add it to the open pack).
+    fn allocate(&self, tier: Tier, bytes: &Bytes) -> Result<u64> {
+        let mut a = lock(&self.tiers[tier.index()]);
+        if self.layout == Layout::Packs && a.open.is_none() {
+            // A new pack starts on a pack boundary; the rest of a sealed pack's numbers
+            // are skipped (never reused).
+            a.next = a.next.div_ceil(PACK_SLOTS) * PACK_SLOTS;
+            if a.next >= a.end {
+                self.reserve(tier, &mut a)?;
+            }
+            a.open = Some(OpenPack {
+                pack: a.next / PACK_SLOTS,
+                buf: Vec::new(),
+                slots: Vec::new(),
+            });
+        } else if a.next == a.end {
+            self.reserve(tier, &mut a)?;
+        }
+        let slot = a.next;
+        a.next += 1;
+        a.live += 1;
+        if self.layout == Layout::Objects {
+            drop(a);
+            self.spawn_upload(tier, block_key(tier, slot), vec![slot], bytes.clone());
+            return Ok(slot);
+        }
+        let stride = u64::from(self.slot_len[tier.index()]) + frame::TRAILER_LEN as u64;
+        let Some(p) = a.open.as_mut() else {
+            return Ok(slot);
+        };
+        let at = ((slot % PACK_SLOTS) * stride) as usize;
+        p.buf.resize(at, 0);
+        p.buf.extend_from_slice(bytes);
+        p.slots.push(slot);
+        let pack = p.pack;
+        *lock(&self.pack_live).entry((tier as u8, pack)).or_insert(0) += 1;
+        if slot % PACK_SLOTS == PACK_SLOTS - 1 {
+            self.seal_pack(tier, &mut a);
+        }
+        Ok(slot)
     }
 }
 
@@ -181,26 +275,20 @@ impl BlockIO for ObjectBlockIO {
         if self.coll.read_only {
             return Err(ObjectErr::ReadOnly { op: "write block" }.into_store("put"));
         }
-        let slot = {
-            let mut a = lock(&self.tiers[tier.index()]);
-            if a.next == a.end {
-                self.reserve(tier, &mut a)?;
-            }
-            a.next += 1;
-            a.live += 1;
-            a.next - 1
-        };
         let bytes = Bytes::from(frame::seal(src.to_vec()));
+        // Readable from `pending` before the upload can finish (and be removed on sync).
+        let mut pending = self
+            .pending
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = self.allocate(tier, &bytes)?;
+        pending.insert((tier as u8, slot), bytes.clone());
+        drop(pending);
         if self.write_through {
             if let Some(c) = &self.cache {
                 c.put(&Self::cache_name(tier, slot), &bytes);
             }
         }
-        self.pending
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert((tier as u8, slot), bytes.clone());
-        self.spawn_upload(tier, slot, bytes);
         Ok((slot * u64::from(sl), src.len() as u32))
     }
 
@@ -220,10 +308,24 @@ impl BlockIO for ObjectBlockIO {
             .into_store("put"));
         }
         let bytes = Bytes::from(frame::seal(src.to_vec()));
-        let key = block_key(tier, slot);
-        self.coll
-            .rt
-            .block_on(self.coll.put(&key, bytes.clone()))
+        let (key, at) = self.location(tier, slot);
+        let c = &self.coll;
+        let obj = if self.layout == Layout::Packs {
+            // Read-modify-write of the whole pack (repairs are rare).
+            let mut pack =
+                c.rt.block_on(c.get(&key))
+                    .map_err(|e| e.into_store("get"))?
+                    .to_vec();
+            let at = at as usize;
+            if pack.len() < at + bytes.len() {
+                pack.resize(at + bytes.len(), 0);
+            }
+            pack[at..at + bytes.len()].copy_from_slice(&bytes);
+            Bytes::from(pack)
+        } else {
+            bytes.clone()
+        };
+        c.rt.block_on(c.put(&key, obj))
             .map_err(|e| e.into_store("put"))?;
         if let Some(c) = &self.cache {
             c.put(&Self::cache_name(tier, slot), &bytes);
@@ -290,7 +392,7 @@ impl BlockIO for ObjectBlockIO {
                 actual: crc32c(body),
             }),
             Err(bad) => {
-                tracing::warn!(object = %self.coll.url(&block_key(tier, slot)), reason = %bad.reason, "block object fails its trailer");
+                tracing::warn!(object = %self.coll.url(&self.location(tier, slot).0), reason = %bad.reason, "block fails its trailer");
                 Err(StoreErr::Corruption {
                     key,
                     tier,
@@ -315,12 +417,30 @@ impl BlockIO for ObjectBlockIO {
         if let Some(c) = &self.cache {
             c.remove(&Self::cache_name(tier, slot));
         }
-        lock(&self.coll.freed).push(block_key(tier, slot));
+        match self.layout {
+            Layout::Objects => lock(&self.coll.freed).push(block_key(tier, slot)),
+            Layout::Packs => {
+                let pack = slot / PACK_SLOTS;
+                // Lock order: tier, then pack_live (as in `allocate`).
+                let open = lock(&self.tiers[tier.index()])
+                    .open
+                    .as_ref()
+                    .is_some_and(|p| p.pack == pack);
+                let mut live = lock(&self.pack_live);
+                let n = live.entry((tier as u8, pack)).or_insert(1);
+                *n = n.saturating_sub(1);
+                if *n == 0 && !open {
+                    live.remove(&(tier as u8, pack));
+                    lock(&self.coll.freed).push(pack_key(tier, pack));
+                }
+            }
+        }
         Ok(())
     }
 
     fn reset_allocation(&self, live: &mut dyn Iterator<Item = (Tier, u64)>) -> Result<()> {
         let mut counts = [0u64; 4];
+        let mut packs: HashMap<(u8, u64), u32> = HashMap::new();
         let hwm = self.hwm.each_ref().map(|h| h.load(Ordering::Acquire));
         for (tier, offset) in live {
             let sl = u64::from(self.slot_len[tier.index()]);
@@ -331,7 +451,13 @@ impl BlockIO for ObjectBlockIO {
                 });
             }
             counts[tier.index()] += 1;
+            if self.layout == Layout::Packs {
+                *packs
+                    .entry((tier as u8, offset / sl / PACK_SLOTS))
+                    .or_insert(0) += 1;
+            }
         }
+        *lock(&self.pack_live) = packs;
         for t in Tier::ALL {
             let mut a = lock(&self.tiers[t.index()]);
             a.live = counts[t.index()];
@@ -341,11 +467,17 @@ impl BlockIO for ObjectBlockIO {
     }
 
     fn sync(&self) -> Result<()> {
+        if self.layout == Layout::Packs {
+            for t in Tier::ALL {
+                let mut a = lock(&self.tiers[t.index()]);
+                self.seal_pack(t, &mut a);
+            }
+        }
         let uploads = std::mem::take(&mut *lock(&self.uploads));
         if uploads.is_empty() {
             return Ok(());
         }
-        let (ids, handles): (Vec<(u8, u64)>, Vec<_>) =
+        let (ids, handles): (Vec<(u8, Vec<u64>)>, Vec<_>) =
             uploads.into_iter().map(|(t, s, h)| ((t, s), h)).unzip();
         let results = self.coll.rt.block_on(futures::future::join_all(handles));
         let mut first_err = None;
@@ -356,7 +488,9 @@ impl BlockIO for ObjectBlockIO {
         for (id, r) in ids.into_iter().zip(results) {
             match r {
                 Ok(Ok(())) => {
-                    pending.remove(&id);
+                    for slot in &id.1 {
+                        pending.remove(&(id.0, *slot));
+                    }
                 }
                 Ok(Err(e)) => {
                     first_err.get_or_insert(e.into_store("put"));
@@ -364,8 +498,7 @@ impl BlockIO for ObjectBlockIO {
                 Err(join) => {
                     first_err.get_or_insert(StoreErr::io(
                         "put",
-                        self.coll
-                            .url(&block_key(Tier::from_u8(id.0).unwrap_or(Tier::Tier0), id.1)),
+                        self.coll.url(&format!("t{}", id.0)),
                         std::io::Error::other(join.to_string()),
                     ));
                 }

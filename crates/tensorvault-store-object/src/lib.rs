@@ -47,7 +47,7 @@ pub mod manifest;
 mod meta_log;
 mod open;
 
-pub use block_io::{block_key, ObjectBlockIO};
+pub use block_io::{block_key, block_location, pack_key, ObjectBlockIO};
 pub use cache::{BlockCache, CacheStats};
 pub use collection::{Collection, Requests, MANIFEST};
 pub use error::{is_conflict, object_err, ObjectErr};

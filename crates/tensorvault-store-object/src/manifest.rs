@@ -13,6 +13,22 @@ pub const MANIFEST_FORMAT: u32 = 1;
 /// Most segments a manifest may list (a writer merges them long before).
 pub const MAX_MANIFEST_SEGMENTS: usize = 100_000;
 
+/// How block payloads are packaged into objects (fixed at creation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// One object per block: `blocks/t<tier>/<slot:012x>`.
+    #[default]
+    Objects,
+    /// [`PACK_SLOTS`] consecutive slots per object: `packs/t<tier>/<pack:010x>`, entry
+    /// `i` at byte `i * (slot_len + 16)`; a pack is written once (when full, or at the
+    /// sync that ends a write batch) and deleted when its last live block is freed.
+    Packs,
+}
+
+/// Slots per pack object in [`Layout::Packs`].
+pub const PACK_SLOTS: u64 = 256;
+
 /// A referenced object: key relative to the collection directory, and its size.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjRef {
@@ -43,6 +59,9 @@ pub struct Manifest {
     /// Per tier, the first slot number never handed out: block objects are named by
     /// slot number and a number is never reused, so every block object is immutable.
     pub next_slot: [u64; 4],
+    /// How blocks are packaged (absent: [`Layout::Objects`]).
+    #[serde(default)]
+    pub layout: Layout,
 }
 
 fn valid_key(k: &str) -> bool {
@@ -117,6 +136,7 @@ mod tests {
             }],
             names: None,
             next_slot: [0, 256, 0, 0],
+            layout: Layout::Packs,
         }
     }
 

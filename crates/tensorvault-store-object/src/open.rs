@@ -102,6 +102,8 @@ pub struct ObjectOptions {
     /// Create the collection (with `StoreConfig::collection` as its geometry) if it has
     /// no manifest yet.
     pub create: bool,
+    /// Block packaging of a NEW collection (an existing one keeps its own).
+    pub layout: crate::manifest::Layout,
     /// Merge segments into one when a sync leaves more than this many.
     pub max_segments: usize,
     /// Block uploads in flight at once.
@@ -132,6 +134,7 @@ impl Default for ObjectOptions {
             write_through: true,
             read_only: false,
             create: false,
+            layout: crate::manifest::Layout::Objects,
             max_segments: 32,
             put_concurrency: 32,
             threads: 2,
@@ -241,6 +244,7 @@ pub fn open_store<C: Clock>(
         segments: Vec::new(),
         names: None,
         next_slot: [0; 4],
+        layout: crate::manifest::Layout::Objects,
     };
     let coll = Arc::new(Collection::new(
         runtime(opts.threads)?,
@@ -252,7 +256,7 @@ pub fn open_store<C: Clock>(
     ));
     let (image, names) = coll
         .rt
-        .block_on(load(&coll, &cfg, opts.create && !opts.read_only))
+        .block_on(load(&coll, &cfg, opts))
         .map_err(|e| e.into_store("open"))?;
     let m = coll.manifest();
     let scratch = opts.cache_dir.clone().unwrap_or_else(std::env::temp_dir);
@@ -297,8 +301,9 @@ pub fn open_store<C: Clock>(
 async fn load(
     coll: &Collection,
     cfg: &StoreConfig,
-    create: bool,
+    opts: &ObjectOptions,
 ) -> OResult<(Vec<u8>, Option<Vec<u8>>)> {
+    let create = opts.create && !opts.read_only;
     let (m, e_tag, version) = match coll.get_manifest().await {
         Ok(v) => v,
         Err(ObjectErr::NotFound { .. }) if create => {
@@ -321,6 +326,7 @@ async fn load(
                 segments: Vec::new(),
                 names: None,
                 next_slot: [0; 4],
+                layout: opts.layout,
             };
             match coll.create_manifest(&m).await {
                 Ok(()) => {

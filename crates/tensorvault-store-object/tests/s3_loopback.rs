@@ -9,21 +9,33 @@ use common::{block_on, client, f32_bytes, location, open, server_or_skip};
 use object_store::path::Path as OsPath;
 use object_store::ObjectStore;
 use tensorvault_store::{DType, Durability, StoreConfig, StoreErr, Tier};
+use tensorvault_store_object::manifest::Layout;
 use tensorvault_store_object::{
-    is_conflict, object_err, requests, ObjectErr, ObjectOptions, MANIFEST,
+    block_location, is_conflict, object_err, requests, ObjectErr, ObjectOptions, MANIFEST,
 };
 
 const N: usize = 3 * 4096 + 100; // four blocks, the last one short
 
 #[test]
-fn round_trip_reopen_and_cache() {
-    let Some(srv) = server_or_skip("round_trip_reopen_and_cache", None) else {
+fn round_trip_reopen_and_cache_objects() {
+    round_trip(Layout::Objects, "blocks");
+}
+
+#[test]
+fn round_trip_reopen_and_cache_packs() {
+    round_trip(Layout::Packs, "packs");
+}
+
+fn round_trip(layout: Layout, blocks_dir: &str) {
+    let test = format!("round_trip_reopen_and_cache ({layout:?})");
+    let Some(srv) = server_or_skip(&test, None) else {
         return;
     };
     let loc = location(&srv, "round-trip");
     let cache = tempfile::tempdir().unwrap();
     let opts = ObjectOptions {
         cache_dir: Some(cache.path().to_owned()),
+        layout,
         ..srv.options()
     };
     let a = f32_bytes(N, 1);
@@ -113,7 +125,7 @@ fn round_trip_reopen_and_cache() {
     let raw = client(&srv, &loc);
     let blocks = block_on(async {
         use futures::TryStreamExt;
-        raw.list(Some(&OsPath::from("stores/acme/emb/blocks")))
+        raw.list(Some(&OsPath::from(format!("stores/acme/emb/{blocks_dir}"))))
             .try_collect::<Vec<_>>()
             .await
             .unwrap()
@@ -199,19 +211,33 @@ fn damage(raw: &dyn ObjectStore, key: &str, how: impl FnOnce(&mut Vec<u8>)) {
 }
 
 #[test]
-fn objects_damaged_or_deleted_behind_the_stores_back() {
-    let Some(srv) = server_or_skip("objects_damaged_or_deleted_behind_the_stores_back", None)
-    else {
+fn objects_damaged_or_deleted_behind_the_stores_back_objects() {
+    damaged(Layout::Objects);
+}
+
+#[test]
+fn objects_damaged_or_deleted_behind_the_stores_back_packs() {
+    damaged(Layout::Packs);
+}
+
+fn damaged(layout: Layout) {
+    let test = format!("objects_damaged_or_deleted_behind_the_stores_back ({layout:?})");
+    let Some(srv) = server_or_skip(&test, None) else {
         return;
     };
     let loc = location(&srv, "damage");
     let opts = ObjectOptions {
         create: false,
+        layout,
         ..srv.options()
     };
     let a = f32_bytes(3 * 4096, 5);
     {
-        let s = open(&srv, &loc, "d", &srv.options(), StoreConfig::default()).unwrap();
+        let create = ObjectOptions {
+            create: true,
+            ..opts.clone()
+        };
+        let s = open(&srv, &loc, "d", &create, StoreConfig::default()).unwrap();
         s.put_tensor("a", DType::F32, &[3 * 4096], &a, Tier::Tier0)
             .unwrap();
         s.put_tensor("b", DType::F32, &[16], &f32_bytes(16, 6), Tier::Tier0)
@@ -232,16 +258,16 @@ fn objects_damaged_or_deleted_behind_the_stores_back() {
         m.sort_by_key(|m| m.key.block_index);
         m
     };
-    let key_of = |i: usize| {
+    let loc_of = |i: usize| {
         let m = &blocks[i];
-        let slot = m.data_offset / u64::from(StoreConfig::default().collection.slot_len(m.tier));
-        format!(
-            "{dir}/{}",
-            tensorvault_store_object::block_key(m.tier, slot)
-        )
+        let sl = StoreConfig::default().collection.slot_len(m.tier);
+        let (key, at) = block_location(layout, m.tier, m.data_offset / u64::from(sl), sl);
+        (format!("{dir}/{key}"), at as usize)
     };
+    let key_of = |i: usize| loc_of(i).0;
     // A flipped bit in block 1: a Corruption error for exactly that block.
-    damage(raw.as_ref(), &key_of(1), |b| b[100] ^= 0x08);
+    let (k1, at1) = loc_of(1);
+    damage(raw.as_ref(), &k1, |b| b[at1 + 100] ^= 0x08);
     let s = open(&srv, &loc, "d", &opts, StoreConfig::default()).unwrap();
     let e = s.get_tensor("a").unwrap_err();
     match e {

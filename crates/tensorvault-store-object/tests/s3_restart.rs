@@ -10,21 +10,32 @@ use std::time::Duration;
 
 use common::{f32_bytes, http, open, server_or_skip, Server};
 use tensorvault_store::{DType, StoreConfig, StoreErr, Tier};
-use tensorvault_store_object::{object_err, ObjectErr, ObjectLocation};
+use tensorvault_store_object::manifest::Layout;
+use tensorvault_store_object::{object_err, ObjectErr, ObjectLocation, ObjectOptions};
 
 #[test]
-fn server_killed_mid_write_loses_no_acknowledged_block() {
+fn server_killed_mid_write_loses_no_acknowledged_block_objects() {
+    killed(Layout::Objects);
+}
+
+#[test]
+fn server_killed_mid_write_loses_no_acknowledged_block_packs() {
+    killed(Layout::Packs);
+}
+
+fn killed(layout: Layout) {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("moto-recording.jsonl");
-    let Some(srv) = server_or_skip(
-        "server_killed_mid_write_loses_no_acknowledged_block",
-        Some(&rec),
-    ) else {
+    let test = format!("server_killed_mid_write_loses_no_acknowledged_block ({layout:?})");
+    let Some(srv) = server_or_skip(&test, Some(&rec)) else {
         return;
     };
     srv.create_bucket("restart");
     let loc = ObjectLocation::parse("s3://restart/stores").unwrap();
-    let opts = srv.options();
+    let opts = ObjectOptions {
+        layout,
+        ..srv.options()
+    };
     let store = open(&srv, &loc, "w", &opts, StoreConfig::default()).unwrap();
     let (tx, rx) = mpsc::channel();
     // The writer: tensors of 1..=3 blocks until a put fails.
