@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-#[cfg(feature = "mmap")]
-use tensorvault_store::DirStore;
 use tensorvault_store::{
-    BlockIO, BlockInfo, BlockKey, BufferBlockIO, Catalog, CollectionConfig, DType, Durability,
-    ManualClock, MemMetaLog, MetaLog, StoreConfig, StoreErr, TensorStore, Tier,
+    BlockIO, BlockInfo, BlockKey, BufferBlockIO, Catalog, CollectionConfig, DType, ManualClock,
+    MemMetaLog, MetaLog, StoreConfig, StoreErr, TensorStore, Tier,
 };
+#[cfg(feature = "mmap")]
+use tensorvault_store::{DirStore, Durability};
 
 type MemStore = TensorStore<Arc<ManualClock>, BufferBlockIO, MemMetaLog>;
 
