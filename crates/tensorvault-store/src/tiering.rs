@@ -176,11 +176,32 @@ pub fn plan(
     policy: &TierPolicy,
     max_blocks_per_tier: &[usize; 4],
 ) -> (Vec<Move>, usize) {
+    let (moves, over, _) = plan_within(blocks, now, policy, max_blocks_per_tier, usize::MAX);
+    (moves, over)
+}
+
+/// [`plan`] that stops at `budget` moves: when no tier has a capacity limit, only the
+/// `budget` coldest (and hottest) candidates are selected (`select_nth_unstable`, O(n))
+/// and sorted, instead of sorting every candidate. Returns the moves (the same first
+/// `budget` moves [`plan`] would return), blocks over capacity in the coldest tier, and
+/// how many moves were planned or left out in total.
+#[must_use]
+pub fn plan_within(
+    blocks: &[(f32, BlockKey, Tier, u64)],
+    now: u64,
+    policy: &TierPolicy,
+    max_blocks_per_tier: &[usize; 4],
+    budget: usize,
+) -> (Vec<Move>, usize, usize) {
     let mut counts = [0usize; 4];
     let mut per_tier: [Vec<Scored>; 4] = Default::default();
+    // The per-tier lists only feed capacity eviction: skip them when nothing is limited.
+    let limited = max_blocks_per_tier.iter().any(|&l| l != usize::MAX);
     for &(score, key, tier, _) in blocks {
         counts[tier.index()] += 1;
-        per_tier[tier.index()].push(Scored { score, key });
+        if limited {
+            per_tier[tier.index()].push(Scored { score, key });
+        }
     }
     let mut moved = std::collections::HashSet::new();
     let mut moves = Vec::new();
@@ -228,6 +249,21 @@ pub fn plan(
             hot.push((Scored { score, key }, tier));
         }
     }
+    let candidates = moves.len() + cold.len() + hot.len();
+    if max_blocks_per_tier.iter().all(|&l| l == usize::MAX) {
+        // Without capacity limits no candidate is skipped, so only the first `budget`
+        // in plan order can run: select them in O(n) rather than sort all of them.
+        let keep = budget.saturating_sub(moves.len());
+        if cold.len() > keep {
+            cold.select_nth_unstable_by_key(keep, |a| a.0);
+            cold.truncate(keep);
+        }
+        let keep = keep - cold.len();
+        if hot.len() > keep {
+            hot.select_nth_unstable_by_key(keep, |b| Reverse(b.0));
+            hot.truncate(keep);
+        }
+    }
     cold.sort_by_key(|a| a.0);
     hot.sort_by_key(|b| Reverse(b.0));
     for (list, reason, step) in [
@@ -250,7 +286,7 @@ pub fn plan(
             });
         }
     }
-    (moves, over_capacity)
+    (moves, over_capacity, candidates)
 }
 
 impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
@@ -362,17 +398,23 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// # Errors
     /// Only if a thread panicked while holding the index lock.
     pub fn scores(&self) -> Result<Vec<(f32, BlockKey, Tier, u64)>> {
+        let mut v = self.scores_unsorted()?;
+        v.sort_by_key(|a| a.1);
+        Ok(v)
+    }
+
+    /// [`TensorStore::scores`] in index order: planning orders candidates by a total order
+    /// (score, then key), so it does not need the sort.
+    fn scores_unsorted(&self) -> Result<Vec<(f32, BlockKey, Tier, u64)>> {
         self.apply_pending_access()?;
         let now = self.clock.now_ticks();
         let idx = self.read_index()?;
-        let mut v: Vec<_> = idx
+        let v: Vec<_> = idx
             .map
             .values()
             .map(|m| (m.migration_score(now), m.key, m.tier, m.tier_since))
             .collect();
         drop(idx);
-        // HashMap order is random: sort so planning sees a deterministic order.
-        v.sort_by_key(|a| a.1);
         Ok(v)
     }
 
@@ -385,12 +427,13 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     pub fn maintain(&self, budget: usize) -> Result<MaintainReport> {
         let started = crate::time::Stopwatch::start();
         let now = self.clock.now_ticks();
-        let mut blocks = self.scores()?;
+        let mut blocks = self.scores_unsorted()?;
         let scored = blocks.len();
         let limits = self.drop_pinned(&mut blocks)?;
-        let (mut moves, over_capacity) = plan(&blocks, now, &self.cfg.tiering, &limits);
-        let deferred = moves.len().saturating_sub(budget);
+        let (mut moves, over_capacity, candidates) =
+            plan_within(&blocks, now, &self.cfg.tiering, &limits, budget);
         moves.truncate(budget);
+        let deferred = candidates - moves.len();
         let plan_nanos = started.elapsed_nanos();
         // Execute in plan order, batching consecutive moves with the same target.
         let mut done = Vec::with_capacity(moves.len());
