@@ -28,6 +28,19 @@ fn env_usize(k: &str, d: usize) -> usize {
         .unwrap_or(d)
 }
 
+/// CPU seconds (user + system) of this process so far, from /proc/self/stat (Linux;
+/// 0 elsewhere).
+fn cpu_secs() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the ')'.
+    (tick(11) + tick(12)) / 100.0
+}
+
 fn pct(v: &mut [Duration], p: f64) -> f64 {
     v.sort();
     let i = ((v.len() as f64 - 1.0) * p).round() as usize;
@@ -163,6 +176,7 @@ fn main() {
             let mut out = Vec::new();
             let mut lat = Vec::new();
             let before = requests(&s);
+            let cpu0 = cpu_secs();
             let t = Instant::now();
             // Blocks of every tensor but the last, which get_tensor reads below.
             let gets = n.min((calls - 1) * per);
@@ -181,9 +195,10 @@ fn main() {
                 lat.push(t0.elapsed());
             }
             let secs = t.elapsed().as_secs_f64();
+            let cpu_us = (cpu_secs() - cpu0) * 1e6 / gets as f64;
             let r = requests(&s);
             println!(
-                "| {lname}: get_block 16 KiB, {label} ({gets} gets) | p50 {:.3} ms, p99 {:.3} ms, {:.0} blocks/s, {:.1} MB/s, {:.2} GETs/block |",
+                "| {lname}: get_block 16 KiB, {label} ({gets} gets) | p50 {:.3} ms, p99 {:.3} ms, {:.0} blocks/s, {:.1} MB/s, {:.2} GETs/block, client CPU {cpu_us:.0} us/get |",
                 pct(&mut lat, 0.5),
                 pct(&mut lat, 0.99),
                 gets as f64 / secs,

@@ -186,11 +186,11 @@ impl ObjectBlockIO {
     }
 
     fn spawn_upload(&self, tier: Tier, key: String, slots: Vec<u64>, bytes: Bytes) {
-        let coll = Arc::clone(&self.coll);
         let limit = Arc::clone(&self.limit);
+        let put = self.coll.put_task(&key, bytes);
         let h = self.coll.rt.spawn(async move {
             let _permit = limit.acquire_owned().await;
-            coll.put(&key, bytes).await
+            put.await
         });
         lock(&self.uploads).push((tier as u8, slots, h));
     }

@@ -89,7 +89,7 @@ pub struct Collection {
     pub(crate) freed: Mutex<Vec<String>>,
     /// Unique suffix for objects this session writes.
     seq: AtomicU64,
-    pub(crate) requests: RequestCounters,
+    pub(crate) requests: Arc<RequestCounters>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -132,7 +132,7 @@ impl Collection {
             }),
             freed: Mutex::new(Vec::new()),
             seq: AtomicU64::new(0),
-            requests: RequestCounters::default(),
+            requests: Arc::new(RequestCounters::default()),
         }
     }
 
@@ -250,15 +250,32 @@ impl Collection {
 
     /// Put `bytes` at `rel` (overwriting: every key this crate writes is fresh).
     pub(crate) async fn put(&self, rel: &str, bytes: Bytes) -> OResult<()> {
-        self.requests.puts.fetch_add(1, Ordering::Relaxed);
-        self.requests
-            .bytes_out
-            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        self.store
-            .put(&self.path(rel), PutPayload::from_bytes(bytes))
-            .await
-            .map_err(|e| ObjectErr::from_os("put", self.url(rel), e))?;
-        Ok(())
+        self.put_task(rel, bytes).await
+    }
+
+    /// A self-contained future putting `bytes` at `rel`, for spawning: it holds the client
+    /// and the counters but not the collection, so the runtime is never dropped from one
+    /// of its own worker threads.
+    pub(crate) fn put_task(
+        &self,
+        rel: &str,
+        bytes: Bytes,
+    ) -> impl std::future::Future<Output = OResult<()>> + Send + 'static {
+        let store = Arc::clone(&self.store);
+        let requests = Arc::clone(&self.requests);
+        let path = self.path(rel);
+        let url = self.url(rel);
+        async move {
+            requests.puts.fetch_add(1, Ordering::Relaxed);
+            requests
+                .bytes_out
+                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            store
+                .put(&path, PutPayload::from_bytes(bytes))
+                .await
+                .map_err(|e| ObjectErr::from_os("put", url, e))?;
+            Ok(())
+        }
     }
 
     /// Delete objects, ignoring failures (they only leave garbage behind).

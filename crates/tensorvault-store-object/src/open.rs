@@ -102,7 +102,10 @@ pub struct ObjectOptions {
     /// Create the collection (with `StoreConfig::collection` as its geometry) if it has
     /// no manifest yet.
     pub create: bool,
-    /// Block packaging of a NEW collection (an existing one keeps its own).
+    /// Block packaging of a NEW collection (an existing one keeps its own). Default
+    /// [`crate::manifest::Layout::Packs`]: on the loopback benchmark it writes 256-block
+    /// batches ~20x faster with 1/60 of the requests, and reads within ~15% of one object
+    /// per block (bench/RESULTS.md, "Object store").
     pub layout: crate::manifest::Layout,
     /// Merge segments into one when a sync leaves more than this many.
     pub max_segments: usize,
@@ -134,7 +137,7 @@ impl Default for ObjectOptions {
             write_through: true,
             read_only: false,
             create: false,
-            layout: crate::manifest::Layout::Objects,
+            layout: crate::manifest::Layout::Packs,
             max_segments: 32,
             put_concurrency: 32,
             threads: 2,

@@ -49,8 +49,8 @@ check "ls lists the collection"
 check "verify: ok"
 "$tv" -q store stats "$url" --json "${ep[@]}" | grep -q '"tensors": 2'
 check "stats"
-# Damage one block object behind the store's back: verify exits 1 and names the block.
-listing=$(curl -s "http://127.0.0.1:$port/cli-bucket?list-type=2&prefix=stores/acme/emb/blocks/t0/")
+# Damage one block's bytes (entry 0 of a pack object) behind the store's back: verify exits 1 and names the block.
+listing=$(curl -s "http://127.0.0.1:$port/cli-bucket?list-type=2&prefix=stores/acme/emb/packs/t0/")
 key=$(grep -o '<Key>[^<]*</Key>' <<< "$listing" | sed -E 's#</?Key>##g' | sed -n 1p)
 sig=(--aws-sigv4 "aws:amz:us-east-1:s3" --user testing:testing)
 curl -sf "${sig[@]}" "http://127.0.0.1:$port/cli-bucket/$key" -o "$work/blk"
