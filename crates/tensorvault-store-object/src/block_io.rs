@@ -74,6 +74,8 @@ pub struct ObjectBlockIO {
     cache: Option<BlockCache>,
     write_through: bool,
     layout: Layout,
+    /// Entries fetched per cache miss (layout [`Layout::Packs`] with a cache).
+    readahead: u32,
     /// Live blocks per (tier, pack) (layout [`Layout::Packs`]).
     pack_live: Mutex<HashMap<(u8, u64), u32>>,
 }
@@ -114,12 +116,14 @@ impl ObjectBlockIO {
         cache: Option<BlockCache>,
         write_through: bool,
         concurrency: usize,
+        readahead: u32,
     ) -> Self {
         Self {
             slot_len: Tier::ALL.map(|t| geo.slot_len(t).max(1)),
             hwm: coll.manifest().next_slot.map(AtomicU64::new),
             layout: coll.manifest().layout,
             pack_live: Mutex::new(HashMap::new()),
+            readahead,
             tiers: Default::default(),
             pending: RwLock::new(HashMap::new()),
             uploads: Mutex::new(Vec::new()),
@@ -214,6 +218,37 @@ impl ObjectBlockIO {
         self.coll
             .rt
             .block_on(self.coll.get_range(&key, at..at + want))
+    }
+
+    /// Fetch the entry of `slot` and up to `readahead - 1` entries after it in the same
+    /// pack with one ranged GET; the neighbours go into the cache (a damaged or free
+    /// neighbour is simply not cached). Returns the framed bytes of `slot`.
+    fn fetch_window(&self, tier: Tier, slot: u64, len: u32) -> OResult<Bytes> {
+        let stride = u64::from(self.slot_len[tier.index()]) + frame::TRAILER_LEN as u64;
+        let first = slot % PACK_SLOTS;
+        let last = (first + u64::from(self.readahead)).min(PACK_SLOTS);
+        let (key, at) = self.location(tier, slot);
+        let want = u64::from(len) + frame::TRAILER_LEN as u64;
+        let end = at + (last - first - 1) * stride + stride;
+        let b = self.coll.rt.block_on(self.coll.get_range(&key, at..end))?;
+        let own = b.slice(..(want as usize).min(b.len()));
+        if let Some(c) = &self.cache {
+            for k in 1..(last - first) {
+                let start = (k * stride) as usize;
+                let Some(region) = b.get(start..(start + stride as usize).min(b.len())) else {
+                    break;
+                };
+                // The entry ends at the last non-zero byte (the trailer's magic).
+                let Some(e) = region.iter().rposition(|&x| x != 0) else {
+                    continue;
+                };
+                let entry = &region[..=e];
+                if frame::check(entry).is_ok() {
+                    c.put(&Self::cache_name(tier, slot + k), entry);
+                }
+            }
+        }
+        Ok(own)
     }
 
     /// Allocate a slot for a write and queue its upload (or add it to the open pack).
@@ -373,9 +408,12 @@ impl BlockIO for ObjectBlockIO {
                 }
             }
         }
-        let b = self
-            .fetch(tier, slot, len)
-            .map_err(|e| e.into_store("get"))?;
+        let b = if self.readahead > 1 && self.layout == Layout::Packs && self.cache.is_some() {
+            self.fetch_window(tier, slot, len)
+        } else {
+            self.fetch(tier, slot, len)
+        }
+        .map_err(|e| e.into_store("get"))?;
         match frame::check(&b) {
             Ok(body) if body.len() == n => {
                 if let Some(c) = &self.cache {

@@ -94,6 +94,10 @@ pub struct ObjectOptions {
     pub cache_dir: Option<PathBuf>,
     /// Bound of the cache in bytes.
     pub cache_bytes: u64,
+    /// With packs and a cache: blocks fetched per cache miss (the missed one and the
+    /// ones after it in its pack, which go into the cache), so reading a tensor costs
+    /// about one GET per `readahead_blocks` blocks. 1: no read-ahead.
+    pub readahead_blocks: u32,
     /// Put freshly written blocks into the cache.
     pub write_through: bool,
     /// Open without ever changing the collection: reads only; access statistics stay
@@ -134,6 +138,7 @@ impl Default for ObjectOptions {
             region: None,
             cache_dir: None,
             cache_bytes: 1 << 30,
+            readahead_blocks: 64,
             write_through: true,
             read_only: false,
             create: false,
@@ -296,6 +301,7 @@ pub fn open_store<C: Clock>(
         cache,
         opts.write_through,
         opts.put_concurrency,
+        opts.readahead_blocks,
     );
     TensorStore::open(tenant, collection, clock, io, log, catalog, cfg)
 }

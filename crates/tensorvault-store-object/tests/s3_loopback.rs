@@ -105,6 +105,25 @@ fn round_trip(layout: Layout, blocks_dir: &str) {
     );
     let cs = s.block_io().cache().unwrap().stats();
     assert_eq!(cs.hits, 4);
+    // A cold cache: packs read ahead (one GET for the 4 blocks of a pack), objects
+    // fetch each block.
+    let cold = tempfile::tempdir().unwrap();
+    let ro_cold = ObjectOptions {
+        cache_dir: Some(cold.path().to_owned()),
+        ..ro.clone()
+    };
+    let s2 = open(&srv, &loc, "emb", &ro_cold, StoreConfig::default()).unwrap();
+    let before = requests(&s2);
+    assert_eq!(s2.get_tensor("a").unwrap().data, a);
+    let want = if layout == Layout::Packs { 1 } else { 4 };
+    assert_eq!(requests(&s2).gets - before.gets, want, "{layout:?}");
+    assert_eq!(s2.get_tensor("a").unwrap().data, a);
+    assert_eq!(
+        requests(&s2).gets - before.gets,
+        want,
+        "second read from the cache"
+    );
+    drop(s2);
     // Read-only: writes are refused with a typed error, reads still work.
     let e = s
         .put_tensor("c", DType::F32, &[4], &f32_bytes(4, 3), Tier::Tier0)
