@@ -89,9 +89,16 @@ fn main() {
     println!("| measurement | value |\n|---|---|");
 
     let per = 256usize;
+    // TV_BENCH_REOPEN_ONLY=1: only section 5.
+    let only_reopen = std::env::var_os("TV_BENCH_REOPEN_ONLY").is_some();
     let calls = (n / per).max(2);
     let tensor: Vec<u8> = (0..per).flat_map(|i| data[i % 64].clone()).collect();
-    for (layout, lname) in [(Layout::Objects, "objects"), (Layout::Packs, "packs")] {
+    let layouts = if only_reopen {
+        Vec::new()
+    } else {
+        vec![(Layout::Objects, "objects"), (Layout::Packs, "packs")]
+    };
+    for (layout, lname) in layouts {
         let _ = std::fs::remove_dir_all(&cache);
         // 1. Single-block puts, durability EveryWrite: block PUT, then segment PUT and
         //    conditional manifest PUT, before the call returns.
@@ -230,7 +237,7 @@ fn main() {
         .expect("rt");
     let blk = Bytes::from(data[0].clone());
     let pack = Bytes::from(tensor.clone());
-    let reps = 5;
+    let reps = if only_reopen { 0 } else { 5 };
     let mut per_obj = Vec::new();
     let mut packed = Vec::new();
     for r in 0..reps {
@@ -263,13 +270,15 @@ fn main() {
         .expect("put pack");
         packed.push(t0.elapsed());
     }
-    println!(
-        "| write 256 x 16 KiB: 256 objects (32 in flight) vs 1 packed 4 MiB object | {:.1} ms vs {:.1} ms (median of {reps}); 256 vs 1 PUT requests |",
-        pct(&mut per_obj, 0.5),
-        pct(&mut packed, 0.5)
-    );
+    if !only_reopen {
+        println!(
+            "| write 256 x 16 KiB: 256 objects (32 in flight) vs 1 packed 4 MiB object | {:.1} ms vs {:.1} ms (median of {reps}); 256 vs 1 PUT requests |",
+            pct(&mut per_obj, 0.5),
+            pct(&mut packed, 0.5)
+        );
+    }
     let (mut g_obj, mut g_pack) = (Vec::new(), Vec::new());
-    for i in 0..200usize {
+    for i in 0..if only_reopen { 0 } else { 200usize } {
         let t0 = Instant::now();
         rt.block_on(raw.get_range(
             &OsPath::from(format!("bench/raw/obj-0-{}", i % per)),
@@ -283,11 +292,13 @@ fn main() {
             .expect("get");
         g_pack.push(t0.elapsed());
     }
-    println!(
-        "| read 16 KiB: own object vs range of a 4 MiB pack | p50 {:.3} ms vs {:.3} ms |",
-        pct(&mut g_obj, 0.5),
-        pct(&mut g_pack, 0.5)
-    );
+    if !only_reopen {
+        println!(
+            "| read 16 KiB: own object vs range of a 4 MiB pack | p50 {:.3} ms vs {:.3} ms |",
+            pct(&mut g_obj, 0.5),
+            pct(&mut g_pack, 0.5)
+        );
+    }
 
     // 5. Reopen a collection of `reopen_blocks` blocks from its snapshot (+ 32 segments of
     //    1000 records): the log objects are built directly (no block objects needed: open

@@ -362,7 +362,8 @@ async fn load(
                 reason: format!("{} bytes, the manifest says {}", b.len(), r.bytes),
             });
         }
-        Ok::<_, ObjectErr>(frame::open(&b, &url)?.to_vec())
+        let n = frame::open(&b, &url)?.len();
+        Ok::<_, ObjectErr>(b.slice(..n))
     };
     let logs = futures::future::try_join_all(
         std::iter::once(m.snapshot.clone())
@@ -376,7 +377,7 @@ async fn load(
         }
     };
     let (parts, names) = futures::future::try_join(logs, names).await?;
-    let mut image = Vec::with_capacity(parts.iter().map(Vec::len).sum());
+    let mut image = Vec::with_capacity(parts.iter().map(bytes::Bytes::len).sum());
     for (i, p) in parts.iter().enumerate() {
         if i > 0 && p.len() % tensorvault_store::meta_log::layout::RECORD_LEN != 0 {
             let key = &m.segments[i - 1].key;
@@ -390,7 +391,7 @@ async fn load(
         }
         image.extend_from_slice(p);
     }
-    Ok((image, names))
+    Ok((image, names.map(|n| n.to_vec())))
 }
 
 /// Every `(tenant, collection)` under `loc` that has a manifest, sorted.
