@@ -8,7 +8,7 @@ mod common;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{f32_bytes, http, open, server_or_skip, Server};
+use common::{f32_bytes, http_full, open, server_or_skip, Server};
 use tensorvault_store::{DType, StoreConfig, StoreErr, Tier};
 use tensorvault_store_object::manifest::Layout;
 use tensorvault_store_object::{object_err, ObjectErr, ObjectLocation, ObjectOptions};
@@ -77,16 +77,23 @@ fn killed(layout: Layout) {
         acked.len()
     );
     assert!(acked.len() >= 8);
-    // Restart with the same data: a new server replays the recording of the old one
-    // (a request torn by the kill is dropped from the file first).
-    let text = std::fs::read_to_string(&rec).unwrap_or_default();
-    let whole = text.rfind('\n').map_or(0, |i| i + 1);
-    std::fs::write(&rec, &text[..whole]).unwrap();
+    // Restart with the same data: a new server replays the recording of the old one.
+    sanitize_recording(&rec);
     let srv = Server::start(Some(&rec)).expect("restart the server");
-    assert_eq!(
-        http(srv.port, "POST", "/moto-api/recorder/replay-recording").unwrap(),
-        200
-    );
+    let (code, body) = http_full(srv.port, "POST", "/moto-api/recorder/replay-recording").unwrap();
+    if code != 200 {
+        let log = std::fs::read_to_string(rec.with_extension(format!("{}.log", srv.port)))
+            .unwrap_or_default();
+        let tail: String = log
+            .lines()
+            .filter(|l| !l.contains("\" 200 -") && !l.contains("\" 404 -"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        panic!(
+            "replay failed with {code}: {}\nserver logs (tail): {tail}",
+            &body[..body.len().min(500)]
+        );
+    }
     let opts = srv.options();
     let s = open(&srv, &loc, "w", &opts, StoreConfig::default()).expect("the store reopens");
     for &(i, n) in &acked {
@@ -110,4 +117,24 @@ fn killed(layout: Layout) {
     s.close().unwrap();
     let s = open(&srv, &loc, "w", &opts, StoreConfig::default()).unwrap();
     assert_eq!(s.get_tensor("after").unwrap().data, fresh);
+}
+
+/// moto's recorder appends `entry` and `"\n"` with two writes from each server thread, so
+/// concurrent requests can share a line, and the kill can tear the last entry: rewrite
+/// the file as one JSON entry per line, up to the first torn one.
+fn sanitize_recording(rec: &std::path::Path) {
+    let text = std::fs::read_to_string(rec).unwrap_or_default();
+    let mut out = String::new();
+    'lines: for line in text.lines() {
+        for v in serde_json::Deserializer::from_str(line).into_iter::<serde_json::Value>() {
+            match v {
+                Ok(v) => {
+                    out.push_str(&v.to_string());
+                    out.push('\n');
+                }
+                Err(_) => break 'lines,
+            }
+        }
+    }
+    std::fs::write(rec, out).unwrap();
 }

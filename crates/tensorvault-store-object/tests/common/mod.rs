@@ -55,20 +55,28 @@ fn free_port() -> u16 {
 /// Raw HTTP request to the server (bucket creation, moto's control API): returns the
 /// status code.
 pub fn http(port: u16, method: &str, path: &str) -> std::io::Result<u16> {
+    http_full(port, method, path).map(|(c, _)| c)
+}
+
+/// [`http`] with the response text.
+pub fn http_full(port: u16, method: &str, path: &str) -> std::io::Result<(u16, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(120)))?;
     write!(
         s,
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp)?;
-    resp.split_whitespace()
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let resp = String::from_utf8_lossy(&raw).into_owned();
+    let code = resp
+        .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| {
             std::io::Error::other(format!("bad HTTP response {:?}", resp.lines().next()))
-        })
+        })?;
+    Ok((code, resp))
 }
 
 impl Server {
@@ -85,6 +93,9 @@ impl Server {
         if let Some(r) = recording {
             cmd.env("MOTO_ENABLE_RECORDING", "True")
                 .env("MOTO_RECORDER_FILEPATH", r);
+            if let Ok(log) = std::fs::File::create(r.with_extension(format!("{port}.log"))) {
+                cmd.stderr(log);
+            }
         }
         let child = cmd
             .spawn()
