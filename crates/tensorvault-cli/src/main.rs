@@ -16,9 +16,9 @@ mod report;
 mod store_cmd;
 mod store_metrics_cmd;
 mod store_report_cmd;
-mod svg_charts;
 #[cfg(feature = "s3")]
 mod store_s3_cmd;
+mod svg_charts;
 
 use clap::{Parser, Subcommand};
 
