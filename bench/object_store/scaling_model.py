@@ -72,13 +72,13 @@ def main():
     ap.add_argument("--tier-mix", default="0.05,0.25,0.30,0.40", help="share of blocks in tiers 0..3")
     ap.add_argument("--blocks-per-collection", type=int, default=1_000_000,
                     help="collection size cap (reopen of 1M blocks measured in RESULTS)")
-    ap.add_argument("--reopen-s-per-m", type=float, default=0.8,
+    ap.add_argument("--reopen-s-per-m", type=float, default=1.0,
                     help="MEASURED: reopen seconds per 1M blocks (RESULTS 'Object store')")
     ap.add_argument("--index-bytes", type=float, default=405,
                     help="MEASURED: heap bytes per block of the open index (RESULTS 'Store')")
-    ap.add_argument("--cold-get-cpu-us", type=float, default=600,
-                    help="MEASURED: client CPU per uncached 16 KiB get on loopback, us (upper bound: includes moto's share of the 2 cores)")
-    ap.add_argument("--warm-get-us", type=float, default=60, help="MEASURED: cached get, us")
+    ap.add_argument("--cold-get-cpu-us", type=float, default=650,
+                    help="MEASURED: CPU of the reading process per uncached 16 KiB get (SigV4, HTTP, CRC; /proc/self/stat), us")
+    ap.add_argument("--warm-get-us", type=float, default=20, help="MEASURED: CPU per get served from the local cache, us")
     ap.add_argument("--nic-gbit", type=float, default=10, help="ASSUMED: NIC of a serving machine")
     ap.add_argument("--s3-get-ms", type=float, default=20, help="ASSUMED: S3 first-byte latency")
     ap.add_argument("--cores", type=int, default=2, help="cores of a serving machine (this one: 2)")
@@ -96,9 +96,12 @@ def main():
     print("## 1. Layout")
     print(f"raw {a.raw_tb:g} TB of f32 = {blocks / 1e6:,.0f} M blocks of 16 KiB; tier mix {mix}")
     for (k, b), m in zip(PAYLOAD.items(), mix):
-        print(f"  {k:12s}: {blocks * m / 1e6:8,.0f} M objects of {b + TRAILER:6,d} B = {blocks * m * (b + TRAILER) / 1e12:6.2f} TB")
-    print(f"stored: {stored / 1e12:.2f} TB in {blocks / 1e6:,.0f} M block objects "
-          f"({stored / (a.raw_tb * 1e12):.3f} of raw)")
+        print(f"  {k:12s}: {blocks * m / 1e6:8,.0f} M blocks, {b + TRAILER:6,d} B framed = {blocks * m * (b + TRAILER) / 1e12:6.2f} TB")
+    print(f"stored: {stored / 1e12:.2f} TB ({stored / (a.raw_tb * 1e12):.3f} of raw) in "
+          f"{blocks / 256 / 1e6:,.1f} M pack objects (layout packs, 256 entries: "
+          f"{256 * (PAYLOAD['tier0 f32'] + TRAILER) / 2**20:.1f} MiB at tier0, "
+          f"{256 * (PAYLOAD['tier3 3-bit'] + TRAILER) / 2**20:.2f} MiB at tier3) "
+          f"or {blocks / 1e6:,.0f} M block objects (layout objects)")
     snap = a.blocks_per_collection * RECORD * 2  # Create + Access record per block, worst case
     print(f"collections of <= {a.blocks_per_collection:,} blocks: {ncoll:,}; per collection "
           f"1 manifest (~1 KB), 1 snapshot of {a.blocks_per_collection * RECORD / 1e6:.0f}-{snap / 1e6:.0f} MB, "
@@ -106,9 +109,10 @@ def main():
     print()
     print("## 2. Requests")
     print("  get_block, cold: 1 ranged GET of data_len + 16 B; warm: 0")
-    print("  get_tensor of k blocks: k GETs cold (issued one after the other), 0 warm")
-    print("  put_tensor of k blocks: k block PUTs (32 in flight) + 1 segment PUT + 1 conditional manifest PUT"
-          " (+1 manifest PUT per slot reservation: 256, 512, ... 65536 slots)")
+    print("  get_tensor of k blocks: packs + cache: ceil(k/64) GETs cold (read-ahead), 0 warm;"
+          " objects or no cache: k GETs, issued one after the other")
+    print("  put_tensor of k blocks: packs: ceil(k/256) pack PUTs; objects: k PUTs (32 in flight);"
+          " + 1 segment PUT + 1 conditional manifest PUT (+1 manifest PUT per slot reservation)")
     print(f"  open: 1 manifest + 1 snapshot + <= 32 segment + 1 names GET; "
           f"{a.reopen_s_per_m * a.blocks_per_collection / 1e6:.1f} s for {a.blocks_per_collection:,} blocks (measured rate)")
     print()
