@@ -25,7 +25,7 @@ pub enum StoreCmd {
     /// Read a tensor back into a .npy file (its stored dtype; dequantized if its blocks
     /// are in a quantized tier).
     Get {
-        /// Store root directory.
+        /// Store root directory, or s3://bucket/prefix (feature s3).
         root: PathBuf,
         /// Tenant name.
         tenant: String,
@@ -38,7 +38,7 @@ pub enum StoreCmd {
     },
     /// List the collections under ROOT, or the tensors of one collection.
     Ls {
-        /// Store root directory.
+        /// Store root directory, or s3://bucket/prefix (feature s3).
         root: PathBuf,
         /// Tenant (with COLLECTION: list that collection's tensors).
         tenant: Option<String>,
@@ -51,7 +51,7 @@ pub enum StoreCmd {
     /// Blocks and bytes per tier, compression, log size and replay time, per collection
     /// and in total.
     Stats {
-        /// Store root directory.
+        /// Store root directory, or s3://bucket/prefix (feature s3).
         root: PathBuf,
         /// Print JSON.
         #[arg(long)]
@@ -69,7 +69,7 @@ pub enum StoreCmd {
     /// Read and checksum every block (of every collection under ROOT when none is named).
     /// Exit code 1 if anything is corrupt.
     Verify {
-        /// Store root directory.
+        /// Store root directory, or s3://bucket/prefix (feature s3).
         root: PathBuf,
         /// Tenant.
         tenant: Option<String>,
@@ -81,7 +81,7 @@ pub enum StoreCmd {
     },
     /// Move a tensor's blocks to another tier (re-quantizing them).
     Migrate {
-        /// Store root directory.
+        /// Store root directory, or s3://bucket/prefix (feature s3).
         root: PathBuf,
         /// Tenant name.
         tenant: String,
@@ -96,7 +96,7 @@ pub enum StoreCmd {
     /// Rewrite the metadata log as a snapshot of the live index (of every collection
     /// under ROOT when none is named).
     Compact {
-        /// Store root directory.
+        /// Store root directory, or s3://bucket/prefix (feature s3).
         root: PathBuf,
         /// Tenant.
         tenant: Option<String>,
@@ -105,7 +105,7 @@ pub enum StoreCmd {
     },
     /// Delete a tensor.
     Rm {
-        /// Store root directory.
+        /// Store root directory, or s3://bucket/prefix (feature s3).
         root: PathBuf,
         /// Tenant name.
         tenant: String,
@@ -128,7 +128,7 @@ pub enum DurabilityArg {
 /// Arguments of `store put`.
 #[derive(Debug, Args)]
 pub struct PutArgs {
-    /// Store root directory (created if missing).
+    /// Store root directory (created if missing), or s3://bucket/prefix (feature s3).
     pub root: PathBuf,
     /// Tenant name: ASCII letters, digits, '.', '_', '-'.
     pub tenant: String,
