@@ -44,7 +44,7 @@ passed=$((passed + s3_passed))
 echo "== CLI with --features s3: tensorvault store ... s3://bucket/prefix against moto"
 cargo clippy -p tensorvault-cli --features s3 --all-targets -q -- -D warnings
 cargo build -q -p tensorvault-cli --features s3
-if ! bash crates/tensorvault-store-object/tests/cli_s3.sh target/debug/tensorvault "$TV_MOTO_SERVER" > "$log" 2>&1; then
+if ! bash crates/tensorvault-store-object/tests/cli_s3.sh "${CARGO_TARGET_DIR:-target}/debug/tensorvault" "$TV_MOTO_SERVER" > "$log" 2>&1; then
   cat "$log"
   echo "CLI s3 checks failed" >&2
   exit 1
@@ -65,7 +65,7 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import numpy, safeten
   "$venv/bin/pip" install -q numpy safetensors
 fi
 reg_dir=$(mktemp -d)
-tv=target/release/tensorvault
+tv="${CARGO_TARGET_DIR:-target}/release/tensorvault"
 "$tv" -q registry init "$reg_dir/reg" --tiny --seed 42 > /dev/null
 ckpt=$(ls -d "$reg_dir"/reg/versions/*/ | head -1)
 "$tv" -q registry inspect "$ckpt" --json > "$reg_dir/rust.json"
