@@ -180,19 +180,7 @@ impl BlockIO for BufferBlockIO {
     fn rewrite_block(&self, tier: Tier, offset: u64, src: &[u8]) -> Result<()> {
         let t = self.tier(tier);
         let alloc = t.lock_alloc();
-        let index = alloc.index_of(offset)?;
-        if src.len() as u64 > t.slot_len {
-            return Err(StoreErr::InvalidArgument {
-                field: "src",
-                reason: format!("{} bytes, a {tier} slot holds {}", src.len(), t.slot_len),
-            });
-        }
-        if alloc.is_free(index) {
-            return Err(StoreErr::InvalidArgument {
-                field: "offset",
-                reason: format!("slot at {offset} in {tier} is free, not live"),
-            });
-        }
+        alloc.check_rewrite(offset, src.len())?;
         t.write_at(src, offset)
     }
 

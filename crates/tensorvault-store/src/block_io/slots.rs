@@ -140,6 +140,31 @@ impl SlotAlloc {
         index >= self.next || self.holes.contains(&index)
     }
 
+    /// Check an in-place rewrite of `src_len` bytes at `offset`: a live slot start, and a
+    /// payload that fits the slot. Shared by every backend's `rewrite_block`.
+    ///
+    /// # Errors
+    /// [`StoreErr::InvalidArgument`] naming `offset` or `src`.
+    pub(crate) fn check_rewrite(&self, offset: u64, src_len: usize) -> Result<()> {
+        let index = self.index_of(offset)?;
+        if src_len as u64 > self.slot_len {
+            return Err(StoreErr::InvalidArgument {
+                field: "src",
+                reason: format!(
+                    "{src_len} bytes, a {} slot holds {}",
+                    self.tier, self.slot_len
+                ),
+            });
+        }
+        if self.is_free(index) {
+            return Err(StoreErr::InvalidArgument {
+                field: "offset",
+                reason: format!("slot at {offset} in {} is free, not live", self.tier),
+            });
+        }
+        Ok(())
+    }
+
     /// Return the slot at `offset` to the free list.
     ///
     /// # Errors
