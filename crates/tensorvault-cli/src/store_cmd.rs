@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use tensorvault_store::fs::list_collections;
-use tensorvault_store::{CollectionConfig, DirStore, Durability, StoreConfig, StoreStats, Tier};
+use tensorvault_store::{
+    CollectionConfig, DirStore, Durability, StoreConfig, StoreStats, TensorInfo, Tier,
+};
 
 use crate::error::CliError;
 use crate::npy;
@@ -373,56 +375,60 @@ fn get(
     Ok(0)
 }
 
-fn tier_cells(b: &[u64; 4]) -> String {
+pub(crate) fn tier_cells(b: &[u64; 4]) -> String {
     b.iter().map(u64::to_string).collect::<Vec<_>>().join("/")
+}
+
+/// Print a collection's tensors as a table or JSON (shared by local and S3 roots).
+pub(crate) fn print_tensors(tensors: &[TensorInfo], json: bool) {
+    if json {
+        let v: Vec<_> = tensors
+            .iter()
+            .map(|t| {
+                json!({"name": t.name, "tensor_id": format!("{:032x}", t.tensor_id), "dtype": t.dtype.name(),
+                    "shape": t.shape, "blocks": t.blocks, "expected_blocks": t.expected_blocks,
+                    "tier_blocks": t.tier_blocks, "stored_bytes": t.stored_bytes, "raw_bytes": t.raw_bytes})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).expect("JSON values serialize")
+        );
+        return;
+    }
+    let mut table = Table::new(&[
+        "tensor",
+        "dtype",
+        "shape",
+        "blocks",
+        "t0/t1/t2/t3",
+        "stored",
+        "ratio",
+    ]);
+    for t in tensors {
+        table.row(vec![
+            t.name
+                .clone()
+                .unwrap_or_else(|| format!("{:032x}", t.tensor_id)),
+            t.dtype.to_string(),
+            format!("{:?}", t.shape),
+            if t.blocks == t.expected_blocks {
+                t.blocks.to_string()
+            } else {
+                format!("{}/{} INCOMPLETE", t.blocks, t.expected_blocks)
+            },
+            tier_cells(&t.tier_blocks),
+            report::size(t.stored_bytes),
+            format!("{:.2}x", t.raw_bytes as f64 / t.stored_bytes.max(1) as f64),
+        ]);
+    }
+    print!("{}", table.render());
 }
 
 fn ls(root: &Path, one: Option<(String, String)>, json: bool) -> Result<i32, CliError> {
     if let Some((tenant, collection)) = one {
         let s = open(root, &tenant, &collection)?;
-        let tensors = s.tensors()?;
-        if json {
-            let v: Vec<_> = tensors
-                .iter()
-                .map(|t| {
-                    json!({"name": t.name, "tensor_id": format!("{:032x}", t.tensor_id), "dtype": t.dtype.name(),
-                        "shape": t.shape, "blocks": t.blocks, "expected_blocks": t.expected_blocks,
-                        "tier_blocks": t.tier_blocks, "stored_bytes": t.stored_bytes, "raw_bytes": t.raw_bytes})
-                })
-                .collect();
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&v).expect("JSON values serialize")
-            );
-            return Ok(0);
-        }
-        let mut table = Table::new(&[
-            "tensor",
-            "dtype",
-            "shape",
-            "blocks",
-            "t0/t1/t2/t3",
-            "stored",
-            "ratio",
-        ]);
-        for t in &tensors {
-            table.row(vec![
-                t.name
-                    .clone()
-                    .unwrap_or_else(|| format!("{:032x}", t.tensor_id)),
-                t.dtype.to_string(),
-                format!("{:?}", t.shape),
-                if t.blocks == t.expected_blocks {
-                    t.blocks.to_string()
-                } else {
-                    format!("{}/{} INCOMPLETE", t.blocks, t.expected_blocks)
-                },
-                tier_cells(&t.tier_blocks),
-                report::size(t.stored_bytes),
-                format!("{:.2}x", t.raw_bytes as f64 / t.stored_bytes.max(1) as f64),
-            ]);
-        }
-        print!("{}", table.render());
+        print_tensors(&s.tensors()?, json);
         return Ok(0);
     }
     let mut rows = Vec::new();

@@ -254,44 +254,7 @@ fn ls(t: &Target, one: Option<(String, String)>, json: bool) -> Result<i32, CliE
         return Ok(0);
     };
     let s = t.open(&tenant, &collection, StoreConfig::default(), false)?;
-    let tensors = s.tensors()?;
-    if json {
-        let v: Vec<_> = tensors
-            .iter()
-            .map(|x| json!({"name": x.name, "tensor_id": format!("{:032x}", x.tensor_id), "dtype": x.dtype.name(),
-                "shape": x.shape, "blocks": x.blocks, "tier_blocks": x.tier_blocks, "stored_bytes": x.stored_bytes}))
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).expect("JSON values serialize")
-        );
-        return Ok(0);
-    }
-    let mut table = Table::new(&[
-        "tensor",
-        "dtype",
-        "shape",
-        "blocks",
-        "t0/t1/t2/t3",
-        "stored",
-    ]);
-    for x in &tensors {
-        table.row(vec![
-            x.name
-                .clone()
-                .unwrap_or_else(|| format!("{:032x}", x.tensor_id)),
-            x.dtype.to_string(),
-            format!("{:?}", x.shape),
-            x.blocks.to_string(),
-            x.tier_blocks
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join("/"),
-            report::size(x.stored_bytes),
-        ]);
-    }
-    print!("{}", table.render());
+    crate::store_cmd::print_tensors(&s.tensors()?, json);
     Ok(0)
 }
 
