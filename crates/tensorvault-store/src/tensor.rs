@@ -340,11 +340,23 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     fn tensor_info(&self, id: u128) -> Result<Option<TensorInfo>> {
         let metas: Vec<BlockMeta> = {
             let idx = self.read_index()?;
-            idx.map
-                .values()
-                .filter(|m| m.key.tensor_id == id)
-                .copied()
-                .collect()
+            match idx.get(&BlockKey::new(id, 0)) {
+                // The shape in block 0 says which blocks the tensor has: look those up
+                // rather than scan the whole index (put_tensor calls this every time).
+                Some(first) => {
+                    let n = self.blocks_for(first.shape())?;
+                    (0..n)
+                        .filter_map(|i| u32::try_from(i).ok())
+                        .filter_map(|i| idx.get(&BlockKey::new(id, i)).copied())
+                        .collect()
+                }
+                None => idx
+                    .map
+                    .values()
+                    .filter(|m| m.key.tensor_id == id)
+                    .copied()
+                    .collect(),
+            }
         };
         if metas.is_empty() {
             return Ok(None);
