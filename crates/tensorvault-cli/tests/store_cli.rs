@@ -4,40 +4,13 @@ mod common;
 
 use std::path::Path;
 
-use common::{s, tv};
-
-fn write_npy<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[u64], vals: &[T]) {
-    use npyz::WriterBuilder;
-    let mut bytes = Vec::new();
-    {
-        let mut w = npyz::WriteOptions::new()
-            .default_dtype()
-            .shape(shape)
-            .writer(&mut bytes)
-            .begin_nd()
-            .unwrap();
-        w.extend(vals.iter().copied()).unwrap();
-        w.finish().unwrap();
-    }
-    std::fs::write(path, bytes).unwrap();
-}
+use common::{ok, s, tv, write_npy};
 
 fn read_f32(path: &Path) -> (Vec<u64>, Vec<f32>) {
     let bytes = std::fs::read(path).unwrap();
     let f = npyz::NpyFile::new(&bytes[..]).unwrap();
     let shape = f.shape().to_vec();
     (shape, f.into_vec::<f32>().unwrap())
-}
-
-fn ok(o: &std::process::Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).unwrap()
 }
 
 fn fails(o: &std::process::Output, code: i32, needle: &str) {

@@ -9,40 +9,13 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{s, tv};
-
-fn write_npy(path: &Path, vals: &[f32]) {
-    use npyz::WriterBuilder;
-    let mut bytes = Vec::new();
-    {
-        let mut w = npyz::WriteOptions::new()
-            .default_dtype()
-            .shape(&[vals.len() as u64])
-            .writer(&mut bytes)
-            .begin_nd()
-            .unwrap();
-        w.extend(vals.iter().copied()).unwrap();
-        w.finish().unwrap();
-    }
-    std::fs::write(path, bytes).unwrap();
-}
-
-fn ok(o: &std::process::Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
+use common::{ok, s, tv, write_npy};
 
 /// Store `n` f32 values as tensor `name` of collection t/c, in `tier`.
 fn put(root: &Path, name: &str, n: usize, tier: &str) {
     let npy = root.with_extension(format!("{name}.npy"));
     let vals: Vec<f32> = (0..n).map(|i| (i as f32 * 0.01).sin()).collect();
-    write_npy(&npy, &vals);
+    write_npy(&npy, &[vals.len() as u64], &vals);
     ok(&tv(&[
         "store",
         "put",

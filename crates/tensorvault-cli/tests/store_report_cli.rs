@@ -5,34 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{s, tv};
-
-fn write_npy(path: &Path, shape: &[u64], vals: &[f32]) {
-    use npyz::WriterBuilder;
-    let mut bytes = Vec::new();
-    {
-        let mut w = npyz::WriteOptions::new()
-            .default_dtype()
-            .shape(shape)
-            .writer(&mut bytes)
-            .begin_nd()
-            .unwrap();
-        w.extend(vals.iter().copied()).unwrap();
-        w.finish().unwrap();
-    }
-    std::fs::write(path, bytes).unwrap();
-}
-
-fn ok(o: &std::process::Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
+use common::{ok, s, tv, write_npy};
 
 /// A store with 3 blocks in tier 0 and 5 in tier 3 (blocks of 64 elements).
 fn small_store(root: &Path) {

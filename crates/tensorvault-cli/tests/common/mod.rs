@@ -17,3 +17,32 @@ pub fn tv(args: &[&str]) -> Output {
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// Write `vals` as a C-order `.npy` file of `shape`.
+pub fn write_npy<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[u64], vals: &[T]) {
+    use npyz::WriterBuilder;
+    let mut bytes = Vec::new();
+    {
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(shape)
+            .writer(&mut bytes)
+            .begin_nd()
+            .unwrap();
+        w.extend(vals.iter().copied()).unwrap();
+        w.finish().unwrap();
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Assert the command succeeded (printing its output if not) and return its stdout.
+pub fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
