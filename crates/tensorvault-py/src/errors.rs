@@ -172,7 +172,8 @@ pub fn registry_err(e: RegistryError) -> PyErr {
         RegistryError::Json { .. }
         | RegistryError::Safetensors { .. }
         | RegistryError::BadChecksumFormat { .. }
-        | RegistryError::UnexpectedTensor { .. } => Kind::InvalidFormat,
+        | RegistryError::UnexpectedTensor { .. }
+        | RegistryError::ManifestInvalidVersion { .. } => Kind::InvalidFormat,
         RegistryError::UnsupportedDtype { .. } => Kind::UnsupportedFormat,
         RegistryError::Unsupported { .. } => Kind::Unsupported,
         _ => Kind::InvalidArgument,

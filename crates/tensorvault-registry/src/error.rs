@@ -104,6 +104,19 @@ pub enum RegistryError {
         /// Why.
         reason: String,
     },
+    /// `registry.json` names a version that is not a valid version string (a crafted or
+    /// damaged manifest; such a name could point outside the registry directory).
+    #[error("{path}: field {field}: invalid version string {version:?}: {reason}")]
+    ManifestInvalidVersion {
+        /// The manifest file.
+        path: PathBuf,
+        /// The JSON field holding it (`versions[3].version`, `golden`, `current`).
+        field: String,
+        /// The rejected string.
+        version: String,
+        /// Why.
+        reason: String,
+    },
     /// The version is not in the registry.
     #[error("version {version} not found in registry")]
     VersionNotFound {

@@ -83,6 +83,36 @@ struct Manifest {
     retention: Option<usize>,
 }
 
+impl Manifest {
+    /// Every version string the manifest names must be one the CLI would accept: the
+    /// manifest is a file, and a crafted one (`"../../victim"`) must never choose which
+    /// directory retention deletes or which one a load reads.
+    fn validate(&self, path: &Path) -> Result<()> {
+        let named = self
+            .versions
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("versions[{i}].version"), &v.version))
+            .chain(self.golden.iter().map(|v| ("golden".to_owned(), v)))
+            .chain(self.current.iter().map(|v| ("current".to_owned(), v)));
+        for (field, version) in named {
+            if let Err(e) = validate_version(version) {
+                let reason = match e {
+                    RegistryError::InvalidVersion { reason, .. } => reason,
+                    other => other.to_string(),
+                };
+                return Err(RegistryError::ManifestInvalidVersion {
+                    path: path.to_owned(),
+                    field,
+                    version: version.clone(),
+                    reason,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// FuseMoE weight registry. All methods take `&self` and are safe to call from many threads.
 pub struct WeightRegistry {
     root: PathBuf,
@@ -150,7 +180,12 @@ impl WeightRegistry {
         }
         let mpath = root.join(MANIFEST_FILE);
         let manifest = match fs::read(&mpath) {
-            Ok(b) => serde_json::from_slice(&b).map_err(RegistryError::json(&mpath))?,
+            Ok(b) => {
+                let m: Manifest =
+                    serde_json::from_slice(&b).map_err(RegistryError::json(&mpath))?;
+                m.validate(&mpath)?;
+                m
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest {
                 format_version: 1,
                 ..Manifest::default()
@@ -544,7 +579,8 @@ impl WeightRegistry {
         self.persist(&next)?;
         *m = next;
         for v in &removed {
-            let dir = self.root.join(VERSIONS_DIR).join(v);
+            // validated again here: nothing outside versions/ is ever removed.
+            let dir = self.version_dir(v)?;
             if let Err(e) = fs::remove_dir_all(&dir) {
                 warn!(path = %dir.display(), error = %e, "could not remove pruned version");
             }

@@ -191,6 +191,52 @@ fn retention_keeps_golden_and_current() {
     assert_eq!(listed, ["1.0.0", "1.0.1", "1.0.5", "2.0.0"]);
 }
 
+/// A crafted `registry.json` naming `../../victim` with retention 1 used to make the next
+/// save delete a directory outside the registry. Opening such a manifest is now refused with
+/// the field named, and the victim survives.
+#[test]
+fn crafted_manifest_version_cannot_escape() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("a").join("reg");
+    let victim = tmp.path().join("victim");
+    fs::create_dir_all(&victim).unwrap();
+    fs::write(victim.join("precious"), b"user data").unwrap();
+    let reg = open(&root);
+    reg.save_checkpoint(&init(1, "1.0.0"), None).unwrap();
+    drop(reg);
+    let mpath = root.join(MANIFEST_FILE);
+    let mut m: serde_json::Value = serde_json::from_slice(&fs::read(&mpath).unwrap()).unwrap();
+    let mut forged = m["versions"][0].clone();
+    forged["version"] = "../../../victim".into();
+    m["versions"].as_array_mut().unwrap().insert(0, forged);
+    m["retention"] = 1.into();
+    fs::write(&mpath, serde_json::to_vec(&m).unwrap()).unwrap();
+    let err =
+        WeightRegistry::with_config(&root, Device::Cpu, config("golden"), FusionConfig::tiny())
+            .unwrap_err();
+    match &err {
+        RegistryError::ManifestInvalidVersion { field, version, .. } => {
+            assert_eq!(field, "versions[0].version");
+            assert_eq!(version, "../../../victim");
+        }
+        other => panic!("expected ManifestInvalidVersion, got {other:?}"),
+    }
+    assert!(victim.join("precious").exists());
+    m["versions"].as_array_mut().unwrap().remove(0);
+    for field in ["golden", "current"] {
+        let mut m2 = m.clone();
+        m2[field] = "/etc".into();
+        fs::write(&mpath, serde_json::to_vec(&m2).unwrap()).unwrap();
+        let e =
+            WeightRegistry::with_config(&root, Device::Cpu, config("golden"), FusionConfig::tiny())
+                .unwrap_err();
+        assert!(
+            matches!(&e, RegistryError::ManifestInvalidVersion { field: f, .. } if f == field),
+            "{e:?}"
+        );
+    }
+}
+
 #[test]
 fn interrupted_save_is_not_listed() {
     let tmp = tempfile::tempdir().unwrap();
