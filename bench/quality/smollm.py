@@ -92,39 +92,41 @@ class SmolLM:
     def rms(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
 
-    @lru_cache(maxsize=4)
-    def _rope_tables(self, n: int):
+    @lru_cache(maxsize=8)
+    def _rope_tables(self, pos0: int, n: int):
         half = self.hd // 2
         inv = self.rope_base ** (-np.arange(half, dtype=np.float64) * 2.0 / self.hd)
-        ang = np.arange(n, dtype=np.float64)[:, None] * inv[None, :]
+        ang = np.arange(pos0, pos0 + n, dtype=np.float64)[:, None] * inv[None, :]
         return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
-    def rope(self, x: np.ndarray) -> np.ndarray:
-        """x: [heads, tokens, hd]; rotates adjacent pairs (2i, 2i+1) by pos * base^(-2i/hd)."""
-        cos, sin = self._rope_tables(x.shape[1])
+    def rope(self, x: np.ndarray, pos0: int = 0) -> np.ndarray:
+        """x: [heads, tokens, hd] at positions pos0..; rotates adjacent pairs (2i, 2i+1)
+        by pos * base^(-2i/hd)."""
+        cos, sin = self._rope_tables(pos0, x.shape[1])
         a, b = x[..., 0::2], x[..., 1::2]
         out = np.empty_like(x)
         out[..., 0::2] = a * cos - b * sin
         out[..., 1::2] = a * sin + b * cos
         return out
 
-    def qkv(self, layer: int, x: np.ndarray):
+    def qkv(self, layer: int, x: np.ndarray, pos0: int = 0):
         """Post-RoPE q [n_head, T, hd] and k, v [n_kv, T, hd] (f32) of `layer` for the
-        residual stream x [T, d]."""
+        residual stream x [T, d] of the tokens at positions pos0..pos0+T."""
         p = f"blk.{layer}."
         h = self.rms(x, self.w[p + "attn_norm.weight"])
         T = x.shape[0]
         q = (h @ self.w[p + "attn_q.weight"].T).reshape(T, self.n_head, self.hd).transpose(1, 0, 2)
         k = (h @ self.w[p + "attn_k.weight"].T).reshape(T, self.n_kv, self.hd).transpose(1, 0, 2)
         v = (h @ self.w[p + "attn_v.weight"].T).reshape(T, self.n_kv, self.hd).transpose(1, 0, 2)
-        return self.rope(q), self.rope(k), v
+        return self.rope(q, pos0), self.rope(k, pos0), v
 
     def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Causal GQA attention: q [n_head, T, hd], k/v [n_kv, T, hd] -> [n_head, T, hd]."""
-        T = q.shape[1]
+        """Causal GQA attention: q [n_head, n, hd] of the last n positions, k/v [n_kv, T,
+        hd] of all T positions -> [n_head, n, hd]."""
+        n, T = q.shape[1], k.shape[1]
         g = self.n_head // self.n_kv
         out = np.empty_like(q)
-        mask = np.triu(np.full((T, T), -np.inf, dtype=np.float32), 1)
+        mask = np.triu(np.full((n, T), -np.inf, dtype=np.float32), T - n + 1)
         scale = 1.0 / np.sqrt(self.hd)
         for h in range(self.n_head):
             kv = h // g
@@ -161,6 +163,27 @@ class SmolLM:
             up = h @ self.w[p + "ffn_up.weight"].T
             act = gate / (1.0 + np.exp(-gate)) * up
             x = x + act @ self.w[p + "ffn_down.weight"].T
+        x = self.rms(x, self.w["output_norm.weight"])
+        return x @ self.out.T
+
+    def forward_chunk(self, tokens: np.ndarray, pos0: int, cache) -> np.ndarray:
+        """Logits [n, vocab] of `tokens` at positions pos0.. given a cache holding the
+        positions before: per layer, `cache.append(layer, k16, v16)` stores the chunk's
+        f16 keys/values ([n_kv, n, hd]) and `cache.read(layer, pos0 + n)` returns what
+        attention reads (f16 [n_kv, pos0 + n, hd] keys and values)."""
+        x = self.emb[tokens].astype(np.float32)
+        n = len(tokens)
+        for layer in range(self.n_layer):
+            p = f"blk.{layer}."
+            q, k, v = self.qkv(layer, x, pos0)
+            cache.append(layer, k.astype(np.float16), v.astype(np.float16))
+            kk, vv = cache.read(layer, pos0 + n)
+            a = self.attend(q, kk.astype(np.float32), vv.astype(np.float32))
+            x = x + a.transpose(1, 0, 2).reshape(n, self.d) @ self.w[p + "attn_output.weight"].T
+            h = self.rms(x, self.w[p + "ffn_norm.weight"])
+            gate = h @ self.w[p + "ffn_gate.weight"].T
+            up = h @ self.w[p + "ffn_up.weight"].T
+            x = x + (gate / (1.0 + np.exp(-gate)) * up) @ self.w[p + "ffn_down.weight"].T
         x = self.rms(x, self.w["output_norm.weight"])
         return x @ self.out.T
 

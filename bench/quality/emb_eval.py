@@ -1,0 +1,122 @@
+"""Embedding quality per tier: nearest-neighbour recall@10 on real embeddings.
+
+Two sets:
+* `sentences`: all-MiniLM-L6-v2 sentence embeddings (numpy forward, mean pooling,
+  L2-normalised) of the 21,000 committed passages (`data/passages.txt.gz`); computed once
+  and cached under target/quality-cache (about 10 minutes on one core);
+* `tokens`: SmolLM2's token-embedding table (49152 x 576, Q8_0 in the GGUF, dequantized),
+  rows L2-normalised.
+
+The first 1000 rows (the passages are shuffled; the token rows are taken in a seeded
+random order) are the queries, kept in f32; the rest is the database, which goes through
+the store at each tier (kind="embedding" when the binding has kinds) and through CVC
+fp16 / int8 (`tensorvault.pack_cvc` + `load_cvc`). Ground truth: exact top-10 by inner
+product (= cosine) over the f32 database. recall@10 raw: top-10 over the decoded
+database; 4x re-scored: top-40 over the decoded database re-ranked with the f32 vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+import tensorvault as tv
+from common import CACHE, HERE, passages
+from tvstore import roundtrip
+
+N_QUERIES = 1000
+K = 10
+RESCORE = 4
+
+
+def sentence_embeddings(limit: int = 0, log=print) -> np.ndarray:
+    path = os.path.join(HERE, "data", "passages.txt.gz")
+    digest = hashlib.sha256(open(path, "rb").read()).hexdigest()[:16]
+    ps = passages()
+    if limit:
+        ps = ps[:limit]
+    cache = os.path.join(CACHE, f"minilm_passages_{digest}_{len(ps)}.npy")
+    if os.path.exists(cache):
+        return np.load(cache)
+    from minilm import MiniLM
+
+    t0 = time.time()
+    log(f"    embedding {len(ps)} passages with all-MiniLM-L6-v2 (cached afterwards) ...")
+    e = MiniLM().embed(ps)
+    os.makedirs(CACHE, exist_ok=True)
+    np.save(cache, e)
+    log(f"    ... {time.time() - t0:.0f}s")
+    return e
+
+
+def token_embeddings() -> np.ndarray:
+    import gguf
+
+    from smollm import model_path
+
+    r = gguf.GGUFReader(model_path())
+    t = next(t for t in r.tensors if t.name == "token_embd.weight")
+    e = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+    e /= np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+    perm = np.random.default_rng(14).permutation(len(e))
+    return np.ascontiguousarray(e[perm])
+
+
+def _topk(s: np.ndarray, k: int) -> np.ndarray:
+    idx = np.argpartition(-s, k, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(s, idx, 1), axis=1)
+    return np.take_along_axis(idx, order, 1)
+
+
+def recall(q: np.ndarray, db: np.ndarray, dec: np.ndarray, exact_top: np.ndarray) -> Tuple[float, float]:
+    s = q @ dec.T
+    raw = _topk(s, K)
+    cand = _topk(s, K * RESCORE)
+    exact_c = np.einsum("qd,qkd->qk", q, db[cand])
+    res = np.take_along_axis(cand, _topk(exact_c, K), 1)
+
+    def rec(a):
+        return float(np.mean([len(set(a[i]) & set(exact_top[i])) / K for i in range(len(a))]))
+
+    return rec(raw), rec(res)
+
+
+def evaluate_set(name: str, e: np.ndarray, tiers: List[int], log=print) -> Dict:
+    q, db = e[:N_QUERIES], np.ascontiguousarray(e[N_QUERIES:])
+    exact_top = _topk(q @ db.T, K)
+    res: Dict = {"rows": int(len(db)), "dim": int(db.shape[1]), "tiers": {}, "cvc": {}}
+    for tier in tiers:
+        dec, stored, values = roundtrip([(name, db, "embedding")], tier)
+        d = dec[name].astype(np.float32)
+        r0, r4 = recall(q, db, d, exact_top)
+        res["tiers"][tier] = {"bits": stored * 8.0 / values, "recall": r0, "recall_rescored": r4,
+                              "rrmse": float(np.linalg.norm(d - db) / np.linalg.norm(db))}
+        log(f"    {name} tier {tier}: bits/value {stored * 8.0 / values:.3f}  recall@10 {r0:.4f}  4x re-scored {r4:.4f}")
+    tmp = tempfile.mkdtemp(prefix="tvq-cvc-")
+    try:
+        for comp in ("fp16", "int8"):
+            p = os.path.join(tmp, f"{comp}.cvc")
+            tv.pack_cvc(db, p, compression=comp, sync=False)
+            d = np.asarray(tv.load_cvc(p), dtype=np.float32)
+            r0, r4 = recall(q, db, d, exact_top)
+            bits = os.path.getsize(p) * 8.0 / db.size
+            res["cvc"][comp] = {"bits": bits, "recall": r0, "recall_rescored": r4}
+            log(f"    {name} CVC {comp}: bits/value {bits:.3f}  recall@10 {r0:.4f}  4x re-scored {r4:.4f}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res
+
+
+def evaluate(tiers: List[int], quick: bool = False, log=print) -> Dict:
+    out = {}
+    t0 = time.time()
+    out["sentences"] = evaluate_set("sentences", sentence_embeddings(limit=6000 if quick else 0, log=log), tiers, log)
+    out["tokens"] = evaluate_set("tokens", token_embeddings(), tiers, log)
+    log(f"    ({time.time() - t0:.0f}s)")
+    return out

@@ -1,0 +1,91 @@
+"""Round trips through the real product path: `tensorvault.Store` from Python.
+
+Every quantized figure of the harness comes from `put_tensor(name, array, tier=...)`
+followed by `get_tensor(name)` on a store in a scratch directory. When the binding takes
+`kind=` (codec v2, issue 14) the tensor's kind is passed; before that the call has no
+such argument and every tensor goes through the v1 (generic) codec. `kinds_supported()`
+finds out with a real put.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from typing import Dict, Iterable, Optional, Tuple
+
+import numpy as np
+
+import tensorvault as tv
+
+_KIND_OK: Optional[bool] = None
+
+
+def kinds_supported() -> bool:
+    """Whether `Store.put_tensor` accepts `kind=` (tried once, on a scratch store)."""
+    global _KIND_OK
+    if _KIND_OK is None:
+        d = tempfile.mkdtemp(prefix="tvq-probe-")
+        try:
+            with tv.Store(d, "q", "probe", durability="os") as s:
+                try:
+                    s.put_tensor("x", np.ones((4, 64), np.float16), tier=1, kind="kv_key")
+                    _KIND_OK = True
+                except TypeError:
+                    _KIND_OK = False
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    return _KIND_OK
+
+
+class Scratch:
+    """A store in a fresh temporary directory, deleted on close."""
+
+    def __init__(self, collection: str = "c", **opts) -> None:
+        self.dir = tempfile.mkdtemp(prefix="tvq-")
+        self.store = tv.Store(self.dir, "q", collection, durability="os", **opts)
+
+    def put(self, name: str, a: np.ndarray, tier: int, kind: Optional[str]) -> Dict:
+        if kind is not None and kinds_supported():
+            return self.store.put_tensor(name, a, tier=tier, kind=kind)
+        return self.store.put_tensor(name, a, tier=tier)
+
+    def get(self, name: str) -> np.ndarray:
+        return np.array(self.store.get_tensor(name))
+
+    def close(self) -> None:
+        self.store.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "Scratch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def roundtrip(
+    arrays: Iterable[Tuple[str, np.ndarray, Optional[str]]], tier: int, demote_from: Optional[int] = None
+) -> Tuple[Dict[str, np.ndarray], int, int]:
+    """Put every `(name, array, kind)` at `tier` and read it back.
+
+    With `demote_from`, each tensor is put at that (warmer) tier first and then moved to
+    `tier` with `migrate_tensor`, one tier at a time (the store's demotion path), so the
+    result carries the compounded error.
+
+    Returns `(decoded arrays by name, stored payload bytes, values)`.
+    """
+    out: Dict[str, np.ndarray] = {}
+    stored = values = 0
+    with Scratch() as s:
+        for name, a, kind in arrays:
+            if demote_from is None:
+                s.put(name, a, tier, kind)
+            else:
+                s.put(name, a, demote_from, kind)
+                for t in range(demote_from + 1, tier + 1):
+                    s.store.migrate_tensor(name, t)
+            out[name] = s.get(name)
+            values += a.size
+        for info in s.store.tensors():
+            stored += int(info["stored_bytes"])
+    return out, stored, values
