@@ -3,8 +3,9 @@
 Source: English prose available offline: every docstring of CPython's standard library
 (`Lib/**/*.py`, tests and idlelib excluded; PSF licence), the Python Language Reference
 text in `pydoc_data/topics.py` (PSF), the docstrings of the packages installed in the running
-Python's site-packages (on the machine that made the committed file: numpy, scipy,
-matplotlib, torch, pip, setuptools, ...; each under its own open licence; tests excluded) and the licence texts in /usr/share/common-licenses (if present). Each is split into sentences;
+Python's site-packages (on the machine that made the committed file: sympy, networkx,
+botocore, docutils, pygments, IPython, flask, pip, setuptools, ...; each under its own open
+licence; tests excluded) and the licence texts in /usr/share/common-licenses (if present). Each is split into sentences;
 a passage is a sentence of 40-300 characters with at least 6 words, mostly letters, no
 code (no `>>>`, braces or `=`), seen once (exact duplicates dropped). The result is
 shuffled with a fixed seed and the first N kept, one passage per line, so every clone

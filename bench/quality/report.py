@@ -139,3 +139,45 @@ def render(res: Dict) -> str:
     head = (f"## Quality per bit: {res['label']}\n\ntensorvault {res['tensorvault']}; {res['machine']}; "
             f"{'--quick; ' if res.get('quick') else ''}{res['started']}; {res.get('seconds', '?')} s.\n\n")
     return head + summary(res) + "\n\n" + details(res) + "\n"
+
+
+def compare(before: Dict, after: Dict) -> str:
+    """A before/after table of the headline figures per tier."""
+    rows = []
+    for tier in (1, 2, 3):
+        for tag, res in (("before", before), ("after", after)):
+            kv = [_t(r["tiers"], tier) for r in (res.get("kv") or {}).values()]
+            ppl = ", ".join(_pct(k.get("ppl_change_pct"), 2, sign=True) for k in kv if k) or "-"
+            rm = " ; ".join(f"{k['k_rrmse'] * 100:.2f}% / {k['v_rrmse'] * 100:.2f}%" for k in kv if k) or "-"
+            rec = []
+            for s in ("sentences", "tokens"):
+                e = _t(((res.get("emb") or {}).get(s) or {}).get("tiers"), tier)
+                rec.append(f"{e['recall']:.3f} / {e['recall_rescored']:.3f}" if e else "-")
+            w = _t((res.get("weights") or {}).get("tiers"), tier)
+            rows.append([f"{tier} {tag}", _bits(res, tier), ppl, rm, "; ".join(rec),
+                         _pct(w["rrmse"]) if w else "-"])
+    e2e_rows = []
+    for tag, res in (("before", before), ("after", after)):
+        e = res.get("e2e") or {}
+        if e and not e.get("pending"):
+            e2e_rows.append(f"- end to end {tag}: {e['tokens']} tokens, perplexity {_pct(e['ppl_change_pct'], 2, sign=True)}, "
+                            f"{e['disk_bytes'] / e['f16_bytes'] * 100:.1f}% of the f16 cache on disk")
+        elif e:
+            e2e_rows.append(f"- end to end {tag}: pending ({e['pending']})")
+    return (f"Before: {before['label']}; after: {after['label']}.\n\n"
+            + _table(["tier", "bits/value (KV / W / E)", "KV ppl change", "K / V rel. RMSE",
+                      "recall@10 raw / 4x: sentences; tokens", "weights rel. RMSE"], rows)
+            + ("\n\n" + "\n".join(e2e_rows) if e2e_rows else ""))
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    docs = [json.load(open(p)) for p in sys.argv[1:]]
+    if len(docs) == 1:
+        print(render(docs[0]))
+    elif len(docs) == 2:
+        print(compare(*docs))
+    else:
+        sys.exit("usage: report.py RESULTS.json [AFTER.json]")
