@@ -22,6 +22,17 @@ pub enum StoreErr {
         /// The logical name.
         name: String,
     },
+    /// Some blocks of a tensor are missing (an interrupted put, a lost or forged log
+    /// record): the tensor cannot be read whole.
+    #[error("tensor {name:?} is incomplete: {present} of its {expected} blocks are present")]
+    TensorIncomplete {
+        /// The tensor's name (or its id in hex).
+        name: String,
+        /// Blocks present.
+        present: u64,
+        /// Blocks its shape needs.
+        expected: u64,
+    },
     /// A block's payload does not match its checksum (and could not be rebuilt).
     #[error("block {key} in {tier} at offset {offset} is corrupt: crc32c {actual:#010x}, expected {expected:#010x}")]
     Corruption {
@@ -145,6 +156,7 @@ impl StoreErr {
             StoreErr::Corruption { .. }
                 | StoreErr::Decode { .. }
                 | StoreErr::InvalidRecord { .. }
+                | StoreErr::TensorIncomplete { .. }
                 | StoreErr::LineageTooDeep { .. }
                 | StoreErr::LineageCycle { .. }
         )

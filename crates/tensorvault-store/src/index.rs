@@ -35,6 +35,9 @@ pub enum Ignored {
     StaleMigrate,
     /// A slot offset or length that does not fit the collection geometry.
     BadSlot(String),
+    /// A Create whose shape no tensor of this collection can have: more elements than
+    /// 2^32 blocks hold.
+    BadShape(String),
 }
 
 impl BlockIndex {
@@ -147,6 +150,9 @@ impl BlockIndex {
         match rec {
             MetaRecord::Create { meta } => {
                 check_slot(geo, meta.tier, meta.data_offset, meta.data_len)?;
+                if let Some(why) = shape_problem(geo, meta.shape()) {
+                    return Err(Ignored::BadShape(why));
+                }
                 self.upsert(meta);
             }
             MetaRecord::Access {
@@ -193,6 +199,28 @@ impl BlockIndex {
         }
         Ok(())
     }
+}
+
+/// Why a block of a tensor of `shape` cannot exist in this collection, if it cannot: the
+/// element count overflows u64, or the shape needs more than 2^32 blocks (block indexes are
+/// u32). A record with a valid CRC may still carry any shape, so replay ignores such a
+/// Create and the write path refuses one. (Readers still size nothing from a shape alone:
+/// `get_tensor` checks that every block it needs is present first.)
+pub(crate) fn shape_problem(geo: &CollectionConfig, shape: &[u32]) -> Option<String> {
+    let Some(numel) = shape
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(u64::from(d)))
+    else {
+        return Some(format!("shape {shape:?} has more than 2^64 elements"));
+    };
+    let blocks = numel.div_ceil(u64::from(geo.block_elems.max(1)));
+    if blocks > 1 << 32 {
+        return Some(format!(
+            "shape {shape:?} needs {blocks} blocks of {} elements (at most 2^32)",
+            geo.block_elems
+        ));
+    }
+    None
 }
 
 /// Check that `(offset, len)` is a whole slot start with a payload that fits.

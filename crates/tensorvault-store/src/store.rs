@@ -21,6 +21,9 @@ use crate::codec;
 use crate::config::{CollectionConfig, Durability, StoreConfig};
 use crate::error::{Result, StoreErr};
 use crate::index::{BlockIndex, Ignored};
+
+/// Most index entries reserved up front at open (about 100 MiB of table); see `open`.
+const MAX_INDEX_RESERVE: u64 = 1 << 20;
 use crate::meta_log::{MetaLog, MetaRecord, ReplayStats};
 use crate::types::{BlockKey, BlockMeta, DType, ReconstructPolicy, Tier, MAX_NDIM};
 
@@ -146,16 +149,24 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         geo.validate()?;
         let started = crate::time::Stopwatch::start();
         let mut index = BlockIndex::default();
-        // Every Create is one record: reserving for the record count (bounded by the
-        // log's real size) avoids rehashing the table while it doubles.
+        // Every Create is one record: reserving for the record count avoids rehashing the
+        // table while it doubles. The count comes from the file's length, which a sparse or
+        // damaged file can inflate at no cost, so the reservation is capped (past the cap
+        // the table grows as records really arrive).
         index
             .map
-            .reserve(usize::try_from(log.record_count()).unwrap_or(0));
+            .reserve(usize::try_from(log.record_count().min(MAX_INDEX_RESERVE)).unwrap_or(0));
         let mut ignored = 0u64;
         let replay = log.replay(cfg.recovery, &mut |rec| {
             if let Err(why) = index.apply(rec, &geo) {
-                if let Ignored::BadSlot(reason) = &why {
-                    tracing::warn!(key = %rec.key(), reason, "ignoring metalog record with an impossible slot");
+                match &why {
+                    Ignored::BadSlot(reason) => {
+                        tracing::warn!(key = %rec.key(), reason, "ignoring metalog record with an impossible slot");
+                    }
+                    Ignored::BadShape(reason) => {
+                        tracing::warn!(key = %rec.key(), reason, "ignoring metalog record with an impossible shape");
+                    }
+                    Ignored::UnknownBlock | Ignored::StaleMigrate => {}
                 }
                 ignored += 1;
             }
@@ -347,6 +358,14 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             return Err(StoreErr::InvalidArgument {
                 field: "shape",
                 reason: format!("{} dimensions, at most {MAX_NDIM}", info.shape.len()),
+            });
+        }
+        if let Some(reason) = crate::index::shape_problem(&self.geo, info.shape) {
+            // Replay would ignore such a block: refuse it rather than acknowledge a write
+            // that a reopen loses.
+            return Err(StoreErr::InvalidArgument {
+                field: "shape",
+                reason,
             });
         }
         let mut shape = [0u32; MAX_NDIM];

@@ -107,6 +107,10 @@ pub struct StoreStats {
     pub replay_ignored: u64,
 }
 
+/// Most bytes [`TensorStore::get_tensor`] reserves before reading; past it the output
+/// grows as blocks are read and verified.
+const MAX_UPFRONT_BYTES: usize = 256 << 20;
+
 fn numel(shape: &[u32]) -> Option<u64> {
     shape
         .iter()
@@ -247,7 +251,19 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 reason: format!("{shape:?} does not fit in memory"),
             }
         })?;
-        let mut data = Vec::with_capacity(total);
+        // The shape is what a log record says; only blocks that really exist may size the
+        // output. Every block must be present before anything is allocated.
+        let info = self.tensor_info(id)?.ok_or(StoreErr::TensorNotFound {
+            name: format!("{id:032x}"),
+        })?;
+        if info.blocks < nblocks {
+            return Err(StoreErr::TensorIncomplete {
+                name: info.name.unwrap_or_else(|| format!("{id:032x}")),
+                present: info.blocks,
+                expected: nblocks,
+            });
+        }
+        let mut data = Vec::with_capacity(total.min(MAX_UPFRONT_BYTES));
         let mut buf = Vec::new();
         let block_bytes = self.geo.block_elems as usize * size;
         for i in 0..nblocks {
@@ -269,9 +285,6 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             }
             data.extend_from_slice(&buf);
         }
-        let info = self.tensor_info(id)?.ok_or(StoreErr::TensorNotFound {
-            name: format!("{id:032x}"),
-        })?;
         Ok(StoredTensor { info, data })
     }
 
@@ -343,14 +356,17 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             match idx.get(&BlockKey::new(id, 0)) {
                 // The shape in block 0 says which blocks the tensor has: look those up
                 // rather than scan the whole index (put_tensor calls this every time).
-                Some(first) => {
+                // A shape that claims more blocks than the whole index holds cannot be
+                // complete: scan instead, so the work is bounded by the index, not by
+                // what a record claims.
+                Some(first) if self.blocks_for(first.shape())? <= idx.len() as u64 => {
                     let n = self.blocks_for(first.shape())?;
                     (0..n)
                         .filter_map(|i| u32::try_from(i).ok())
                         .filter_map(|i| idx.get(&BlockKey::new(id, i)).copied())
                         .collect()
                 }
-                None => idx
+                _ => idx
                     .map
                     .values()
                     .filter(|m| m.key.tensor_id == id)

@@ -317,6 +317,18 @@ impl MetaLog for FileMetaLog {
         let mut buf = vec![0u8; CHUNK];
         let mut pos = RECORD_LEN as u64;
         while pos < len && !r.stopped() {
+            // Skip holes of a sparse file as whole runs of zero records: the work stays
+            // proportional to the bytes the file holds, not to the length it claims.
+            let data = next_data(&self.file, pos, len);
+            if data > pos {
+                let whole = (data - pos) / RECORD_LEN as u64;
+                r.feed_zeros(whole, pos);
+                pos += whole * RECORD_LEN as u64;
+                self.file
+                    .seek(SeekFrom::Start(pos))
+                    .map_err(|e| StoreErr::io("seek", &self.path, e))?;
+                continue;
+            }
             // Bounded by CHUNK, so the cast is lossless.
             let n = (len - pos).min(CHUNK as u64) as usize;
             let chunk = &mut buf[..n];
@@ -366,4 +378,30 @@ impl MetaLog for FileMetaLog {
     fn record_count(&self) -> u64 {
         self.len.saturating_sub(RECORD_LEN as u64) / RECORD_LEN as u64
     }
+}
+
+/// The first offset at or after `pos` that holds data (`lseek(SEEK_DATA)`), or `len` if
+/// the rest of the file is a hole. Where the filesystem cannot say, `pos` (read it all).
+#[cfg(all(unix, feature = "mmap"))]
+fn next_data(file: &File, pos: u64, len: u64) -> u64 {
+    use std::os::fd::AsRawFd;
+    let Ok(at) = libc::off_t::try_from(pos) else {
+        return pos;
+    };
+    // SAFETY: lseek on an fd this File owns; it only moves the file offset, which the
+    // caller resets with a seek before reading.
+    let r = unsafe { libc::lseek(file.as_raw_fd(), at, libc::SEEK_DATA) };
+    if r >= 0 {
+        // r >= 0 was just checked.
+        (r as u64).min(len)
+    } else if io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
+        len
+    } else {
+        pos
+    }
+}
+
+#[cfg(not(all(unix, feature = "mmap")))]
+fn next_data(_file: &File, pos: u64, _len: u64) -> u64 {
+    pos
 }

@@ -493,6 +493,31 @@ impl Replayer {
         Ok(())
     }
 
+    /// `count` records starting at `offset` are all zero bytes (a hole in a sparse file):
+    /// each is invalid (its CRC field is zero, the CRC-32C of 120 zero bytes is not), so
+    /// they count as `count` corrupt records, without decoding them one by one. This keeps
+    /// replay work proportional to the bytes a file really holds: a 64 GiB sparse
+    /// `meta.log` replays in milliseconds.
+    pub(crate) fn feed_zeros(&mut self, count: u64, offset: u64) {
+        if count == 0 || self.stopped {
+            return;
+        }
+        let reason = "all-zero record (a hole in the file)".to_owned();
+        match self.mode {
+            RecoveryMode::PointInTime => {
+                tracing::warn!(offset, %reason, "metalog: corrupt record, point-in-time replay stops here");
+                self.stats.stopped_at = Some(offset);
+                self.stopped = true;
+            }
+            RecoveryMode::SkipAnyCorruptedRecords => {
+                if self.stats.skipped.len() + self.pending.len() < MAX_SKIPPED_ENTRIES {
+                    self.pending.push((offset, reason));
+                }
+                self.pending_total += count;
+            }
+        }
+    }
+
     /// A valid record follows the pending invalid ones: they were corrupt records in the
     /// middle of the log, skipped.
     fn flush_pending(&mut self) {

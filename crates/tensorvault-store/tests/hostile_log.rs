@@ -1,0 +1,143 @@
+//! Crafted `meta.log` files (issue 16, "Hostile inputs"): a record with a valid CRC-32C
+//! is still only what a file says. Each case forges the log of a small real store and
+//! checks that opening, listing and reading it gives a typed error or a bounded result:
+//! never a panic, an abort or an allocation sized by a claimed shape or file length.
+#![cfg(feature = "mmap")]
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::path::Path;
+
+use tensorvault_store::meta_log::layout::RECORD_LEN;
+use tensorvault_store::meta_log::{decode_record, encode_record};
+use tensorvault_store::{DType, DirStore, MetaRecord, StoreConfig, StoreErr};
+
+const TENANT: &str = "t";
+const COLL: &str = "c";
+
+fn cfg() -> StoreConfig {
+    common::store_config()
+}
+
+/// A store holding tensor `w`: 3 blocks of f32 at Tier0 (`BLOCK_ELEMS` elements each).
+fn make_store(root: &Path) {
+    let store = DirStore::open_path(root, TENANT, COLL, cfg(), true).unwrap();
+    let n = 3 * common::BLOCK_ELEMS as usize;
+    let data: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    store
+        .put_tensor(
+            "w",
+            DType::F32,
+            &[3, common::BLOCK_ELEMS],
+            &data,
+            tensorvault_store::Tier::Tier0,
+        )
+        .unwrap();
+}
+
+fn log_path(root: &Path) -> std::path::PathBuf {
+    common::coll_dir(root, TENANT, COLL).join("meta.log")
+}
+
+/// Rewrites every Create record of `meta.log` with `shape`, re-sealing its CRC-32C.
+fn forge_shapes(root: &Path, shape: &[u32]) -> usize {
+    let path = log_path(root);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mut forged = 0;
+    for at in (RECORD_LEN..bytes.len()).step_by(RECORD_LEN) {
+        let rec: [u8; RECORD_LEN] = bytes[at..at + RECORD_LEN].try_into().unwrap();
+        if let Ok(MetaRecord::Create { mut meta }) = decode_record(&rec, at as u64) {
+            meta.shape = [0; 8];
+            meta.shape[..shape.len()].copy_from_slice(shape);
+            meta.shape_ndim = shape.len() as u8;
+            bytes[at..at + RECORD_LEN]
+                .copy_from_slice(&encode_record(&MetaRecord::Create { meta }));
+            forged += 1;
+        }
+    }
+    std::fs::write(&path, bytes).unwrap();
+    forged
+}
+
+/// Shape `[2^32-1, 2^32-1]`: more than 2^32 blocks. Replay ignores the records (counted),
+/// so the tensor is gone rather than read with an impossible size.
+#[test]
+fn create_with_a_shape_past_2_pow_32_blocks_is_ignored() {
+    let tmp = common::scratch_dir("hostile-shape");
+    make_store(tmp.path());
+    assert_eq!(forge_shapes(tmp.path(), &[u32::MAX, u32::MAX]), 3);
+    let store = DirStore::open_path(tmp.path(), TENANT, COLL, cfg(), false).unwrap();
+    assert_eq!(store.stats().unwrap().replay_ignored, 3);
+    assert!(store.tensors().unwrap().is_empty());
+    assert!(matches!(
+        store.get_tensor("w"),
+        Err(StoreErr::TensorNotFound { .. })
+    ));
+}
+
+/// Shape `[2^20, 2^16]` (2^36 elements, 256 GiB of f32, 2^28 blocks of 256): a legal
+/// geometry, but the tensor's blocks are not there. `get_tensor` must say so before it
+/// allocates, and listing must not walk 2^28 keys.
+#[test]
+fn create_with_a_huge_but_legal_shape_reads_as_incomplete() {
+    let tmp = common::scratch_dir("hostile-big");
+    make_store(tmp.path());
+    forge_shapes(tmp.path(), &[1 << 20, 1 << 16]);
+    let store = DirStore::open_path(tmp.path(), TENANT, COLL, cfg(), false).unwrap();
+    let listed = store.tensors().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].blocks, 3);
+    assert_eq!(listed[0].expected_blocks, 1 << 28);
+    match store.get_tensor("w") {
+        Err(
+            e @ StoreErr::TensorIncomplete {
+                present: 3,
+                expected,
+                ..
+            },
+        ) => {
+            assert_eq!(expected, 1 << 28);
+            assert!(e.is_corruption());
+        }
+        other => panic!("expected TensorIncomplete, got {other:?}"),
+    }
+}
+
+/// Putting a tensor whose shape needs more than 2^32 blocks is refused up front: replay
+/// would ignore its records, so acknowledging it would lose it.
+#[test]
+fn put_of_an_impossible_shape_is_refused() {
+    let tmp = common::scratch_dir("hostile-put");
+    let store = DirStore::open_path(tmp.path(), TENANT, COLL, cfg(), true).unwrap();
+    let data = [0u8; 16];
+    let e = store
+        .put_block(
+            tensorvault_store::BlockKey::new(7, 0),
+            tensorvault_store::Tier::Tier0,
+            &tensorvault_store::BlockInfo::new(DType::F32, &[u32::MAX, u32::MAX]),
+            &data,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e, StoreErr::InvalidArgument { field: "shape", .. }),
+        "{e:?}"
+    );
+}
+
+/// A 64 GiB sparse `meta.log` (the record count its length claims is 2^29): open replays
+/// it without reserving an index for 2^29 entries and without decoding the hole record by
+/// record; the real records before the hole survive.
+#[test]
+fn sparse_64_gib_log_opens_with_bounded_work() {
+    let tmp = common::scratch_dir("hostile-sparse");
+    make_store(tmp.path());
+    let path = log_path(tmp.path());
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(64 << 30).unwrap();
+    drop(f);
+    let store = DirStore::open_path(tmp.path(), TENANT, COLL, cfg(), false).unwrap();
+    let t = store.get_tensor("w").unwrap();
+    assert_eq!(t.data.len(), 3 * common::BLOCK_ELEMS as usize * 4);
+    assert_eq!(t.data[4..8], 1f32.to_le_bytes());
+}
