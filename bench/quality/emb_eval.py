@@ -40,6 +40,10 @@ def sentence_embeddings(limit: int = 0, log=print) -> np.ndarray:
     path = os.path.join(HERE, "data", "passages.txt.gz")
     digest = hashlib.sha256(open(path, "rb").read()).hexdigest()[:16]
     ps = passages()
+    full = os.path.join(CACHE, f"minilm_passages_{digest}_{len(ps)}.npy")
+    if os.path.exists(full):
+        e = np.load(full)
+        return e[:limit] if limit else e
     if limit:
         ps = ps[:limit]
     cache = os.path.join(CACHE, f"minilm_passages_{digest}_{len(ps)}.npy")
