@@ -10,6 +10,7 @@ mod demo_store;
 mod error;
 mod mobi_cmd;
 mod npy;
+mod npy_header;
 mod quant_cmd;
 mod registry_cmd;
 mod report;

@@ -2,12 +2,13 @@
 //! output (a header written by `npyz`, then raw little-endian f32 rows streamed after it).
 
 use std::fs::File;
-use std::io::{Seek, Write};
+use std::io::Write;
 use std::path::Path;
 
-use npyz::{DType, Order, TypeChar};
+use npyz::DType;
 
 use crate::error::CliError;
+use crate::npy_header::read_header;
 
 /// Element type of an input array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,39 +57,24 @@ impl NpyInput {
             reason,
         };
         let mut file = File::open(path).map_err(CliError::io("open", &name))?;
-        let header = npyz::NpyHeader::from_reader(&mut file)
-            .map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
-        let data_offset = file
-            .stream_position()
-            .map_err(CliError::io("seek", &name))?;
-        let elem = match header.dtype() {
-            DType::Plain(t)
-                if t.type_char() == TypeChar::Float && t.endianness() != npyz::Endianness::Big =>
-            {
-                match t.size_field() {
-                    4 => NpyElem::F32,
-                    8 => NpyElem::F64,
-                    2 => NpyElem::F16,
-                    n => {
-                        return Err(bad(format!(
-                            "unsupported float width {n} (use float16, float32 or float64)"
-                        )))
-                    }
-                }
-            }
+        let header = read_header(&mut file, &name)?;
+        let data_offset = header.data_offset;
+        let elem = match header.descr.replace('=', "<").as_str() {
+            "<f4" => NpyElem::F32,
+            "<f8" => NpyElem::F64,
+            "<f2" => NpyElem::F16,
             other => {
                 return Err(bad(format!(
-                    "dtype {} is not a little-endian float array",
-                    other.descr()
+                    "dtype {other} is not a little-endian float16, float32 or float64 array"
                 )))
             }
         };
-        if header.order() != Order::C {
+        if header.fortran_order {
             return Err(bad(
                 "Fortran-order arrays are not supported; save with np.ascontiguousarray".into(),
             ));
         }
-        let (rows, dim) = match *header.shape() {
+        let (rows, dim) = match *header.shape.as_slice() {
             [r, d] => (r, d),
             ref s => {
                 return Err(bad(format!(
@@ -244,15 +230,9 @@ pub fn read_tensor(path: &Path) -> Result<(tensorvault_store::DType, Vec<u64>, V
         reason,
     };
     let mut file = File::open(path).map_err(CliError::io("open", &name))?;
-    let header = npyz::NpyHeader::from_reader(&mut file)
-        .map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
-    let data_offset = file
-        .stream_position()
-        .map_err(CliError::io("seek", &name))?;
-    let descr = match header.dtype() {
-        DType::Plain(t) => t.to_string(),
-        other => other.descr(),
-    };
+    let header = read_header(&mut file, &name)?;
+    let data_offset = header.data_offset;
+    let descr = header.descr.replace('=', "<");
     let (dtype, src_size) = match descr.as_str() {
         "<f4" => (S::F32, 4),
         "<f8" => (S::F32, 8),
@@ -265,12 +245,12 @@ pub fn read_tensor(path: &Path) -> Result<(tensorvault_store::DType, Vec<u64>, V
             )))
         }
     };
-    if header.order() != Order::C {
+    if header.fortran_order {
         return Err(bad(
             "Fortran-order arrays are not supported; save with np.ascontiguousarray".into(),
         ));
     }
-    let shape = header.shape().to_vec();
+    let shape = header.shape;
     if shape.is_empty() || shape.len() > 8 {
         return Err(bad(format!(
             "shape {shape:?}: the store takes 1 to 8 dimensions"
