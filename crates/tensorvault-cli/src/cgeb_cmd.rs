@@ -338,7 +338,26 @@ fn get(a: &GetArgs) -> Result<(), CliError> {
 fn verify(a: &FileArgs) -> Result<i32, CliError> {
     if !is_batch(&a.input) {
         let bytes = read_single(&a.input)?;
-        let r = EmbeddingBinaryCodec::new().decode(&bytes)?;
+        let codec = EmbeddingBinaryCodec::new();
+        let len = codec.decode_zero_copy(&bytes)?.record_len();
+        if len != bytes.len() {
+            // A single-record file is exactly one record. Trailing bytes are most often a
+            // batch data file whose .cgei index is missing: its first record is not "the
+            // file", and saying "ok" would vouch for bytes nothing checked.
+            let msg = format!(
+                "{}: {} bytes after the record that ends at offset {len} are not covered by \
+                 any check (a batch .cgeb whose .cgei index is missing?)",
+                a.input.display(),
+                bytes.len() - len
+            );
+            if a.json {
+                println!("{}", json!({"kind": "record", "ok": false, "error": msg}));
+            } else {
+                eprintln!("FAILED {msg}");
+            }
+            return Ok(1);
+        }
+        let r = codec.decode(&bytes)?;
         if a.json {
             println!(
                 "{}",

@@ -103,6 +103,15 @@ fn single_record_and_bad_input() {
         json(&tv(&["cgeb", "verify", s(&one), "--json"]))["ok"],
         true
     );
+    // The batch data file without its .cgei: its first record is not the whole file, so
+    // verify must not say ok (issue 16).
+    let orphan = dir.path().join("orphan.cgeb");
+    std::fs::write(&orphan, &data).unwrap();
+    let v = tv(&["cgeb", "verify", s(&orphan)]);
+    assert_eq!(v.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&v.stderr);
+    assert!(err.contains(".cgei index is missing"), "{err}");
+    assert!(v.stdout.is_empty());
     std::fs::write(&one, &data[..100]).unwrap();
     let r = tv(&["cgeb", "get", s(&one)]);
     assert_eq!(r.status.code(), Some(2));

@@ -165,7 +165,7 @@ fn corrupt_file_fails_cleanly_and_leaves_no_output() {
     std::fs::write(&bad, &bytes).unwrap();
 
     let v = tv(&["cvc", "verify", s(&bad), "--json"]);
-    assert_eq!(v.status.code(), Some(2));
+    assert_eq!(v.status.code(), Some(1));
     let rep: serde_json::Value = serde_json::from_slice(&v.stdout).unwrap();
     assert_eq!(rep["valid"], false);
     assert_eq!(rep["corrupt_chunks"][0]["chunk"], 3);

@@ -365,6 +365,21 @@ fn mistyped_header_fields_are_refused() {
         FormatError::InvalidField { field, reason, .. }
             if field == "chunks[1].rows" && reason.contains("overflows")
     );
+    // Overlapping and repeated sections (issue 16: a 274 KB file made a section load write
+    // 512 MB by listing the same rows again and again).
+    for (start, end) in [(0, 10), (3, 10), (0, 3)] {
+        let b = with_json(&sections_fixture(), |v| {
+            let mut s = v["sections"][0].clone();
+            s["start_index"] = json!(start);
+            s["end_index"] = json!(end);
+            v["sections"].as_array_mut().unwrap().push(s);
+        });
+        assert_err!(
+            reject(&b),
+            FormatError::InvalidField { field, reason, .. }
+                if field.ends_with(".start_index") && reason.contains("overlaps")
+        );
+    }
     // A section past the last vector, and a reversed section.
     let sections = fixture_bytes("i_sections_int8.cvc");
     for (end, reason_part) in [(11, "past num_vectors"), (2, "before start_index")] {
@@ -564,3 +579,7 @@ fn non_finite_int8_parameters_are_refused() {
 
 // ---------------------------------------------------------------------------------------
 // Chunk frames against the header and the file.
+
+fn sections_fixture() -> Vec<u8> {
+    fixture_bytes("i_sections_int8.cvc")
+}

@@ -259,6 +259,32 @@ impl CvcHeader {
                 return Err(top.invalid("sections", format!("expected an array, found {}", kind(v))))
             }
         };
+        // Sections partition rows (`pack_cvc_sections` writes them in order, back to back).
+        // Overlapping or repeated ones would let a small file make a section load write the
+        // same rows any number of times; out-of-range ones name rows that do not exist.
+        let mut prev_end = 0u64;
+        for (i, sec) in sections.iter().enumerate() {
+            if sec.start_index < prev_end {
+                return Err(top.invalid(
+                    &format!("sections[{i}].start_index"),
+                    format!(
+                        "start_index {} overlaps the previous section (ends at {prev_end}); \
+                         sections must be in row order and must not overlap",
+                        sec.start_index
+                    ),
+                ));
+            }
+            if sec.end_index > num_vectors {
+                return Err(top.invalid(
+                    &format!("sections[{i}].end_index"),
+                    format!(
+                        "end_index {} is past num_vectors {num_vectors}",
+                        sec.end_index
+                    ),
+                ));
+            }
+            prev_end = sec.end_index;
+        }
 
         let mut chunks = Vec::with_capacity(raw_chunks.len());
         let mut rows_total: u64 = 0;
