@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use tensorvault_formats::mobi::{
-    listing, models, to_dot, validate, Header, Model, QuantTarget, WriteOptions,
+    listing, models, printable, to_dot, validate, Header, Model, QuantTarget, WriteOptions,
 };
 use tensorvault_formats::FormatError;
 
@@ -164,7 +164,7 @@ fn inspect(a: &FileArgs) -> Result<(), CliError> {
                 )
             ),
             ("size", report::size(u64::from(h.total_size))),
-            ("name", m.metadata.name.clone()),
+            ("name", printable(&m.metadata.name)),
             ("framework", m.metadata.framework_version.to_string()),
             ("created", m.metadata.created_unix.to_string()),
             ("parameters", m.parameter_count().to_string()),
@@ -175,7 +175,7 @@ fn inspect(a: &FileArgs) -> Result<(), CliError> {
         for s in v {
             io.row(vec![
                 kind.into(),
-                s.name.clone(),
+                printable(&s.name),
                 s.dtype.name().into(),
                 format!("{:?}", s.shape),
             ]);
@@ -224,7 +224,7 @@ fn validate_cmd(a: &FileArgs) -> Result<i32, CliError> {
     } else {
         println!("{}: {} problem(s)", a.input.display(), r.problems.len());
         for p in &r.problems {
-            println!("  {p}");
+            println!("  {}", printable(&p.to_string()));
         }
     }
     Ok(if r.is_ok() { 0 } else { 1 })

@@ -83,3 +83,39 @@ fn validate_lists_every_problem_and_fails() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("checksum"));
 }
+
+/// Names come from the file: printed raw, an escape sequence in one could clear the
+/// terminal or forge lines of output (issue 16). Text output escapes control characters.
+#[test]
+fn control_characters_in_names_are_escaped() {
+    use tensorvault_formats::mobi::{models, WriteOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("evil.mobi");
+    let mut m = models::lenet5(1).unwrap();
+    m.metadata.name = "evil\u{1b}[2J\nFAKE LINE".into();
+    m.inputs[0].name = "in\u{1b}]0;pwned\u{7}".into();
+    m.save(&path, &WriteOptions::default()).unwrap();
+    for args in [
+        vec!["mobi", "inspect", s(&path)],
+        vec!["mobi", "graph", s(&path)],
+        vec!["mobi", "graph", "--dot", s(&path)],
+        vec!["mobi", "validate", s(&path)],
+    ] {
+        let out = ok(&tv(&args));
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{7}'),
+            "{args:?}: {out:?}"
+        );
+        assert!(
+            !out.lines().any(|l| l.starts_with("FAKE")),
+            "{args:?}: {out}"
+        );
+    }
+    let text = ok(&tv(&["mobi", "inspect", s(&path)]));
+    assert!(text.contains(r"evil\u{1b}[2J\nFAKE LINE"), "{text}");
+    // JSON output keeps the exact name (serde escapes control characters itself).
+    assert_eq!(
+        json(&tv(&["mobi", "inspect", s(&path), "--json"]))["name"],
+        "evil\u{1b}[2J\nFAKE LINE"
+    );
+}

@@ -4,16 +4,32 @@ use std::fmt::Write;
 
 use super::types::Model;
 
+/// `s` with every control character (newlines, escape sequences, bidi-free C0/C1 codes)
+/// shown as a Rust-style escape, so a name read from a file cannot move the cursor, clear
+/// the screen or forge output lines when it is printed to a terminal.
+#[must_use]
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn value_name(m: &Model, id: u32) -> String {
     let n_in = m.inputs.len();
     if let Some(s) = m.inputs.get(id as usize) {
-        return format!("%{}", s.name);
+        return format!("%{}", printable(&s.name));
     }
     if let Some(s) = (id as usize)
         .checked_sub(n_in)
         .and_then(|j| m.outputs.get(j))
     {
-        return format!("%{}", s.name);
+        return format!("%{}", printable(&s.name));
     }
     match m.tensor(id) {
         Some(t) => format!("#{id}:{}{:?}", t.dtype.name(), t.shape),
@@ -27,7 +43,11 @@ pub fn listing(m: &Model) -> String {
     for (i, op) in m.operators.iter().enumerate() {
         let outs: Vec<String> = op.outputs.iter().map(|&id| value_name(m, id)).collect();
         let ins: Vec<String> = op.inputs.iter().map(|&id| value_name(m, id)).collect();
-        let params: Vec<String> = op.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let params: Vec<String> = op
+            .params
+            .iter()
+            .map(|(k, v)| printable(&format!("{k}={v}")))
+            .collect();
         let _ = write!(
             s,
             "{i:>3}: {} = {}({})",
@@ -44,7 +64,7 @@ pub fn listing(m: &Model) -> String {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
+    printable(s).replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 /// Graphviz DOT of the graph: operators as boxes, graph inputs/outputs as ellipses,

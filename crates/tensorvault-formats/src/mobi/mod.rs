@@ -34,7 +34,7 @@ mod write;
 
 pub use builder::{ModelBuilder, Value};
 pub use error::MobiError;
-pub use graph::{listing, to_dot};
+pub use graph::{listing, printable, to_dot};
 pub use header::Header;
 pub use read::{read_with, validate, validate_with, ReadOptions, Report};
 pub use types::{
