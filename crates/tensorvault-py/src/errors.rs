@@ -173,7 +173,8 @@ pub fn registry_err(e: RegistryError) -> PyErr {
         | RegistryError::Safetensors { .. }
         | RegistryError::BadChecksumFormat { .. }
         | RegistryError::UnexpectedTensor { .. }
-        | RegistryError::ManifestInvalidVersion { .. } => Kind::InvalidFormat,
+        | RegistryError::ManifestInvalidVersion { .. }
+        | RegistryError::InvalidMetadata { .. } => Kind::InvalidFormat,
         RegistryError::UnsupportedDtype { .. } => Kind::UnsupportedFormat,
         RegistryError::Unsupported { .. } => Kind::Unsupported,
         _ => Kind::InvalidArgument,

@@ -193,7 +193,40 @@ pub fn read_metadata(dir: &Path) -> Result<CheckpointMetadata> {
         }
         Err(e) => return Err(RegistryError::io(&mpath)(e)),
     };
-    serde_json::from_slice(&bytes).map_err(RegistryError::json(&mpath))
+    let meta: CheckpointMetadata =
+        serde_json::from_slice(&bytes).map_err(RegistryError::json(&mpath))?;
+    check_config_size(dir, &mpath, &meta.config)?;
+    Ok(meta)
+}
+
+/// Most experts a `config` may name when no weights file bounds it.
+pub const MAX_EXPERTS_WITHOUT_WEIGHTS: usize = 1 << 16;
+
+/// No checksum covers `metadata.json`'s `config`, yet its sizes decide what a load
+/// allocates (one name per expert tensor, one buffer per tensor). It must describe no more
+/// values than the weights file can hold (every value takes at least 2 bytes: f16/bf16),
+/// or, without a weights file, at most [`MAX_EXPERTS_WITHOUT_WEIGHTS`] experts.
+fn check_config_size(dir: &Path, mpath: &Path, c: &FusionConfig) -> Result<()> {
+    let bad = |reason: String| RegistryError::InvalidMetadata {
+        path: mpath.to_owned(),
+        field: "config",
+        reason,
+    };
+    let values = c
+        .checked_value_count()
+        .ok_or_else(|| bad(format!("{c:?} describes more than 2^64 values")))?;
+    match fs::metadata(dir.join(WEIGHTS_FILE)) {
+        Ok(m) if values.saturating_mul(2) > m.len() => Err(bad(format!(
+            "{values} values cannot fit in the {}-byte {WEIGHTS_FILE}",
+            m.len()
+        ))),
+        Ok(_) => Ok(()),
+        Err(_) if c.num_experts > MAX_EXPERTS_WITHOUT_WEIGHTS => Err(bad(format!(
+            "num_experts {} exceeds {MAX_EXPERTS_WITHOUT_WEIGHTS} (and there is no {WEIGHTS_FILE})",
+            c.num_experts
+        ))),
+        Err(_) => Ok(()),
+    }
 }
 
 fn check_checksum(path: &Path, bytes: &[u8], expected: &str) -> Result<()> {

@@ -30,6 +30,17 @@ pub enum RegistryError {
         /// What the safetensors parser rejected.
         reason: String,
     },
+    /// A field of `metadata.json` is impossible for the checkpoint it describes (e.g. a
+    /// `config` with more values than the weights file holds).
+    #[error("{path}: field {field}: {reason}")]
+    InvalidMetadata {
+        /// The metadata file.
+        path: PathBuf,
+        /// The field.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
     /// `metadata.json` is missing from a checkpoint directory.
     #[error("checkpoint {dir} has no metadata.json")]
     MissingMetadata {

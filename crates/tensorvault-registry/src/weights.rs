@@ -78,6 +78,30 @@ impl FusionConfig {
         v
     }
 
+    /// Number of values of all tensors, computed without allocating and with overflow
+    /// checks (`None` on overflow): what a `config` read from a file claims, to be checked
+    /// against the bytes really present before [`Self::tensor_specs`] is called.
+    #[must_use]
+    pub fn checked_value_count(&self) -> Option<u64> {
+        let [i, e, h, o, p] = [
+            self.input_dim,
+            self.num_experts,
+            self.expert_hidden_dim,
+            self.expert_output_dim,
+            self.output_dim,
+        ]
+        .map(|v| v as u64);
+        let expert = i
+            .checked_mul(h)?
+            .checked_add(h.checked_mul(h)?)?
+            .checked_add(h.checked_mul(o)?)?;
+        i.checked_mul(e)?
+            .checked_add(e)?
+            .checked_add(1)?
+            .checked_add(e.checked_mul(expert)?)?
+            .checked_add(p.checked_mul(p)?)
+    }
+
     /// Total f32 bytes of all tensors.
     #[must_use]
     pub fn total_bytes(&self) -> usize {

@@ -115,8 +115,13 @@ fn truncated_file_is_typed_error() {
     for cut in [4, 100, b.len() / 2, b.len() - 1] {
         resign(&ck, &b[..cut]);
         let r = load_checkpoint_dir(&ck, &FusionConfig::tiny(), opts(true));
+        // A cut short enough that the metadata's config no longer fits is reported as
+        // such before the safetensors parser runs.
         assert!(
-            matches!(r, Err(RegistryError::Safetensors { .. })),
+            matches!(
+                r,
+                Err(RegistryError::Safetensors { .. } | RegistryError::InvalidMetadata { .. })
+            ),
             "cut {cut}: {r:?}"
         );
     }
@@ -346,4 +351,51 @@ fn python_fixture_loads() {
     let v = tensor_to_f32("special.bf16", &sp, &map).unwrap();
     assert_eq!(v.data()[4], f32::INFINITY);
     assert_eq!(v.data()[7], f32::from_bits(0x0001_0000));
+}
+
+/// `config.num_experts = 2e9` in `metadata.json` (no checksum covers it) used to make a
+/// load build 6e9 tensor names and abort after 3 GB (issue 16). A config must describe no
+/// more values than the weights file holds.
+#[test]
+fn metadata_config_larger_than_the_weights_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ck, _) = saved(tmp.path());
+    let mpath = ck.join(METADATA_FILE);
+    let pristine = fs::read(&mpath).unwrap();
+    for (field, value) in [
+        ("num_experts", serde_json::json!(2_000_000_000u64)),
+        ("input_dim", serde_json::json!(1u64 << 40)),
+        ("expert_hidden_dim", serde_json::json!(u64::MAX)),
+    ] {
+        let mut m: serde_json::Value = serde_json::from_slice(&pristine).unwrap();
+        m["config"][field] = value;
+        fs::write(&mpath, serde_json::to_vec(&m).unwrap()).unwrap();
+        for e in [
+            read_metadata(&ck).unwrap_err(),
+            load_checkpoint_dir(&ck, &FusionConfig::tiny(), opts(true)).unwrap_err(),
+        ] {
+            assert!(
+                matches!(
+                    &e,
+                    RegistryError::InvalidMetadata {
+                        field: "config",
+                        ..
+                    }
+                ),
+                "{field}: {e:?}"
+            );
+        }
+    }
+    // Without a weights file only the expert count is bounded.
+    let mut m: serde_json::Value = serde_json::from_slice(&pristine).unwrap();
+    m["config"]["num_experts"] = serde_json::json!(2_000_000_000u64);
+    fs::write(&mpath, serde_json::to_vec(&m).unwrap()).unwrap();
+    fs::remove_file(ck.join(WEIGHTS_FILE)).unwrap();
+    assert!(matches!(
+        read_metadata(&ck),
+        Err(RegistryError::InvalidMetadata {
+            field: "config",
+            ..
+        })
+    ));
 }
