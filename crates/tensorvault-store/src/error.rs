@@ -22,6 +22,13 @@ pub enum StoreErr {
         /// The logical name.
         name: String,
     },
+    /// A tenant or collection directory, or a file inside a collection, is a symbolic
+    /// link: the store never follows links out of its root.
+    #[error("{} is a symbolic link; the store does not follow links out of its root", path.display())]
+    SymlinkRefused {
+        /// The link.
+        path: std::path::PathBuf,
+    },
     /// Some blocks of a tensor are missing (an interrupted put, a lost or forged log
     /// record): the tensor cannot be read whole.
     #[error("tensor {name:?} is incomplete: {present} of its {expected} blocks are present")]

@@ -76,7 +76,11 @@ pub fn list_collections(root: &Path) -> Result<Vec<(String, String)>> {
         let Ok(tenant) = t.file_name().into_string() else {
             continue;
         };
-        if validate_component("tenant", &tenant).is_err() || !t.path().is_dir() {
+        // file_type() does not follow links: a linked tenant is not listed (and would be
+        // refused at open).
+        if validate_component("tenant", &tenant).is_err()
+            || !t.file_type().is_ok_and(|ft| ft.is_dir())
+        {
             continue;
         }
         let Ok(rd2) = std::fs::read_dir(t.path()) else {
@@ -86,7 +90,9 @@ pub fn list_collections(root: &Path) -> Result<Vec<(String, String)>> {
             let Ok(coll) = c.file_name().into_string() else {
                 continue;
             };
-            if validate_component("collection", &coll).is_ok() && c.path().join(META_LOG).is_file()
+            if validate_component("collection", &coll).is_ok()
+                && c.file_type().is_ok_and(|ft| ft.is_dir())
+                && c.path().join(META_LOG).is_file()
             {
                 out.push((tenant.clone(), coll));
             }
@@ -94,6 +100,42 @@ pub fn list_collections(root: &Path) -> Result<Vec<(String, String)>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// The store never follows a symbolic link out of `root`: the tenant and collection
+/// directories must be real directories and every entry of the collection directory (tier
+/// files, logs, LOCK, lineage side files) a real file or directory. A link planted there
+/// would otherwise have the store write through it to a place outside the root. (`root`
+/// itself is the caller's choice and may be a link.)
+fn refuse_links(root: &Path, dir: &Path) -> Result<()> {
+    let is_link = |p: &Path| -> Result<bool> {
+        match std::fs::symlink_metadata(p) {
+            Ok(m) => Ok(m.file_type().is_symlink()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(StoreErr::io("stat", p, e)),
+        }
+    };
+    // The directories first: if one is a link, nothing below is even listed.
+    for p in [dir.parent().unwrap_or(root), dir] {
+        if p != root && is_link(p)? {
+            return Err(StoreErr::SymlinkRefused { path: p.to_owned() });
+        }
+    }
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StoreErr::io("read dir", dir, e)),
+    };
+    for e in rd {
+        let e = e.map_err(|e| StoreErr::io("read dir", dir, e))?;
+        let ft = e
+            .file_type()
+            .map_err(|err| StoreErr::io("stat", e.path(), err))?;
+        if ft.is_symlink() {
+            return Err(StoreErr::SymlinkRefused { path: e.path() });
+        }
+    }
+    Ok(())
 }
 
 /// Take the collection's exclusive lock (one process at a time).
@@ -144,6 +186,8 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
         create: bool,
     ) -> Result<Self> {
         let dir = collection_dir(root, tenant, collection)?;
+        // Before anything is created: a linked tenant must not receive a new directory.
+        refuse_links(root, &dir)?;
         let log_path = dir.join(META_LOG);
         if !log_path.exists() {
             if !create {
@@ -156,6 +200,7 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
             cfg.collection.validate()?;
             std::fs::create_dir_all(&dir).map_err(|e| StoreErr::io("create dir", &dir, e))?;
         }
+        refuse_links(root, &dir)?;
         let lock = lock(&dir)?;
         let log = if log_path.exists() {
             FileMetaLog::open(&log_path)?

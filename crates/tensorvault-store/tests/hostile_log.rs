@@ -141,3 +141,56 @@ fn sparse_64_gib_log_opens_with_bounded_work() {
     assert_eq!(t.data.len(), 3 * common::BLOCK_ELEMS as usize * 4);
     assert_eq!(t.data[4..8], 1f32.to_le_bytes());
 }
+
+/// Path escape (issue 16): a tenant directory, a collection directory or a file inside a
+/// collection that is a symbolic link to a place outside the root is refused, and nothing
+/// is created or written through it.
+#[test]
+fn symlinks_out_of_the_root_are_refused() {
+    use std::os::unix::fs::symlink;
+    let tmp = common::scratch_dir("hostile-link");
+    let root = tmp.path().join("root");
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let listing = |p: &Path| std::fs::read_dir(p).unwrap().count();
+
+    // A linked tenant: open with create must not make `outside/c`.
+    symlink(&outside, root.join("t")).unwrap();
+    let e = open_err(&root, true);
+    assert!(matches!(e, StoreErr::SymlinkRefused { .. }), "{e:?}");
+    assert_eq!(listing(&outside), 0);
+    assert!(tensorvault_store::fs::list_collections(&root)
+        .unwrap()
+        .is_empty());
+    std::fs::remove_file(root.join("t")).unwrap();
+
+    // A linked collection directory.
+    std::fs::create_dir_all(root.join("t")).unwrap();
+    symlink(&outside, root.join("t").join("c")).unwrap();
+    let e = open_err(&root, true);
+    assert!(matches!(e, StoreErr::SymlinkRefused { .. }), "{e:?}");
+    assert_eq!(listing(&outside), 0);
+    std::fs::remove_file(root.join("t").join("c")).unwrap();
+
+    // A linked tier file in a real collection.
+    make_store(&root);
+    let tier0 = common::coll_dir(&root, TENANT, COLL).join("tier0.dat");
+    let victim = outside.join("victim");
+    std::fs::write(&victim, b"user data").unwrap();
+    std::fs::remove_file(&tier0).unwrap();
+    symlink(&victim, &tier0).unwrap();
+    let e = open_err(&root, false);
+    match e {
+        StoreErr::SymlinkRefused { path } => assert_eq!(path, tier0),
+        other => panic!("expected SymlinkRefused, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&victim).unwrap(), b"user data");
+}
+
+fn open_err(root: &Path, create: bool) -> StoreErr {
+    match DirStore::open_path(root, TENANT, COLL, cfg(), create) {
+        Ok(_) => panic!("open of {} succeeded", root.display()),
+        Err(e) => e,
+    }
+}
