@@ -68,12 +68,12 @@ def hadamard(d: int = 64, seed: int = 14) -> np.ndarray:
 
 
 def quant_kv(k: np.ndarray, v: np.ndarray, bits: int, group: int, clip: bool, sink: bool,
-             rot_v: bool = False):
+             rot_v: bool = False, vbits: int = 0):
     """k, v: f16 [heads, T, 64] -> quantized f16 (keys per channel over `group` tokens,
     values per token; with rot_v, values rotated by a randomized Hadamard first)."""
     if rot_v:
         R = hadamard(v.shape[-1])
-        kq, vq = quant_kv(k, (v.astype(np.float32) @ R), bits, group, clip, sink)
+        kq, vq = quant_kv(k, (v.astype(np.float32) @ R), bits, group, clip, sink, vbits=vbits)
         return kq, (vq.astype(np.float32) @ R.T).astype(np.float16)
     H, T, D = k.shape
     start = 1 if sink else 0
@@ -86,7 +86,7 @@ def quant_kv(k: np.ndarray, v: np.ndarray, bits: int, group: int, clip: bool, si
         g = kk.reshape(H, -1, group, D).transpose(0, 1, 3, 2).reshape(-1, group)
         y = quant_groups(g, bits, clip).reshape(H, -1, D, group).transpose(0, 1, 3, 2).reshape(H, -1, D)
         kq[:, start:] = y[:, :body]
-        vq[:, start:] = quant_groups(v[:, start:].reshape(-1, D), bits, clip).reshape(H, body, D)
+        vq[:, start:] = quant_groups(v[:, start:].reshape(-1, D), vbits or bits, clip).reshape(H, body, D)
     return kq.astype(np.float16), vq.astype(np.float16)
 
 
@@ -94,6 +94,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=1536)
     ap.add_argument("--texts", default=",".join(TEXTS))
+    ap.add_argument("--only", default="", help="run the configs whose name contains this")
     a = ap.parse_args()
     m = SmolLM()
     configs = [
@@ -107,6 +108,8 @@ def main() -> None:
         ("3-bit asym +sink", 3, 64, False, True),
         ("3-bit asym +sink +Hadamard(V)", 3, 64, False, True, True),
         ("4-bit asym +sink +Hadamard(V)", 4, 64, False, True, True),
+        ("K 2-bit (groups of 64) / V 4-bit +sink +Hadamard(V)", 2, 64, False, True, True, 4),
+        ("K 2-bit (groups of 128) / V 4-bit +sink", 2, 128, False, True, False, 4),
     ]
     print("| text | config | bits/value | K rel. RMSE | V rel. RMSE | perplexity | change |")
     print("|---|---|---|---|---|---|---|")
@@ -114,11 +117,14 @@ def main() -> None:
         ids = m.encode(text(name))[: a.tokens]
         ref = nll_ppl(m.forward(ids), ids)
         for cname, bits, group, clip, sink, *rot in configs:
+            if a.only and a.only not in cname:
+                continue
             t0 = time.time()
             err = {"k": [0.0, 0.0], "v": [0.0, 0.0]}
 
             def hook(layer, k, v):
-                kq, vq = quant_kv(k, v, bits, group, clip, sink, bool(rot and rot[0]))
+                vbits = rot[1] if len(rot) > 1 else bits
+                kq, vq = quant_kv(k, v, bits, group, clip, sink, bool(rot and rot[0]), vbits)
                 for key, x, y in (("k", k, kq), ("v", v, vq)):
                     x = x.astype(np.float64)
                     err[key][0] += float(((y - x) ** 2).sum())
@@ -128,8 +134,9 @@ def main() -> None:
             p = nll_ppl(m.forward(ids, kv_hook=hook), ids)
             T = len(ids)
             side = 32 / group / 2 + 32 / 64 / 2  # keys and values, half the cache each
-            sink_bits = (16 - bits) / T if sink else 0.0
-            bpv = bits + side + sink_bits
+            vbits = rot[1] if len(rot) > 1 else bits
+            sink_bits = (32 - bits - vbits) / 2 / T if sink else 0.0
+            bpv = (bits + vbits) / 2 + side + sink_bits
             print(f"| {name} | {cname} | {bpv:.3f} | {(err['k'][0] / err['k'][1]) ** .5 * 100:.2f}% | "
                   f"{(err['v'][0] / err['v'][1]) ** .5 * 100:.2f}% | {p:.3f} | {(p / ref - 1) * 100:+.2f}% |",
                   flush=True)
