@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 import tensorvault as tv  # noqa: E402
 from common import TEXTS, text  # noqa: E402
 from report import render  # noqa: E402
-from tvstore import kinds_supported  # noqa: E402
+from tvstore import disable_kinds, kinds_supported  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -42,13 +42,17 @@ def main() -> int:
     ap.add_argument("--e2e-tokens", type=int, default=2048)
     ap.add_argument("--json", default="", help="also write the raw results here")
     ap.add_argument("--label", default="", help="name of this run in the table title")
+    ap.add_argument("--no-kinds", action="store_true", help="never pass kind= (the generic codec)")
     a = ap.parse_args()
     sections = [s.strip() for s in a.sections.split(",") if s.strip()]
     tiers = [1, 2, 3] if a.quick else [0, 1, 2, 3]
     ntok = a.tokens or (1024 if a.quick else 1536)
+    if a.no_kinds:
+        disable_kinds()
     kinds = kinds_supported()
     res = {
-        "label": a.label or ("codec v2 (kind=... per tensor)" if kinds else "codec v1 (no kind= in the binding)"),
+        "label": a.label or ("kind=... per tensor" if kinds else
+                             "no kind= passed" if a.no_kinds else "codec v1 (no kind= in the binding)"),
         "kinds": kinds,
         "tensorvault": tv.__version__,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}, numpy {np.__version__}",

@@ -20,6 +20,12 @@ import tensorvault as tv
 _KIND_OK: Optional[bool] = None
 
 
+def disable_kinds() -> None:
+    """Never pass `kind=` (measure the generic codec even where kinds exist)."""
+    global _KIND_OK
+    _KIND_OK = False
+
+
 def kinds_supported() -> bool:
     """Whether `Store.put_tensor` accepts `kind=` (tried once, on a scratch store)."""
     global _KIND_OK
