@@ -138,8 +138,13 @@ fn refuse_links(root: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Take the collection's exclusive lock (one process at a time).
-fn lock(dir: &Path) -> Result<File> {
+/// Take the collection's exclusive lock (one process at a time): an advisory `flock` on
+/// the `LOCK` file (what earlier versions take) and on the collection directory itself.
+/// The directory lock cannot be lost: deleting or replacing `LOCK` while a process holds
+/// it used to let a second process in (whose acknowledged writes the first then lost),
+/// but a directory cannot be removed while it holds the store's files, and its lock
+/// lives on the open descriptor.
+fn lock(dir: &Path) -> Result<Vec<File>> {
     let path = dir.join(LOCK_FILE);
     let f = OpenOptions::new()
         .read(true)
@@ -148,6 +153,14 @@ fn lock(dir: &Path) -> Result<File> {
         .truncate(false)
         .open(&path)
         .map_err(|e| StoreErr::io("open", &path, e))?;
+    let d = File::open(dir).map_err(|e| StoreErr::io("open", dir, e))?;
+    flock_exclusive(&f, &path, dir)?;
+    flock_exclusive(&d, dir, dir)?;
+    Ok(vec![f, d])
+}
+
+/// `flock(LOCK_EX | LOCK_NB)` on `f` (the file at `path`) guarding collection `dir`.
+fn flock_exclusive(f: &File, path: &Path, dir: &Path) -> Result<()> {
     #[cfg(unix)]
     {
         use std::os::fd::AsRawFd;
@@ -162,11 +175,13 @@ fn lock(dir: &Path) -> Result<File> {
                     reason: format!("{} is open in another process", dir.display()),
                 }
             } else {
-                StoreErr::io("lock", &path, e)
+                StoreErr::io("lock", path, e)
             });
         }
     }
-    Ok(f)
+    #[cfg(not(unix))]
+    let _ = (f, path, dir);
+    Ok(())
 }
 
 impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {

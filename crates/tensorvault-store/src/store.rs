@@ -118,7 +118,7 @@ pub struct TensorStore<C: Clock, B: BlockIO, M: MetaLog> {
     pub(crate) replay_nanos: u64,
     pub(crate) replay_ignored: u64,
     /// The collection's `LOCK` file, held while open (directory stores only).
-    pub(crate) _lock: Option<std::fs::File>,
+    pub(crate) _lock: Option<Vec<std::fs::File>>,
     /// Deltas and factors of `Delta` / `Factor` blocks (src/reconstruct.rs).
     pub(crate) lineage: crate::lineage::LineageStore,
 }

@@ -194,3 +194,29 @@ fn open_err(root: &Path, create: bool) -> StoreErr {
         Err(e) => e,
     }
 }
+
+/// Deleting `LOCK` while a store is open used to let a second opener in, whose
+/// acknowledged writes the first could then overwrite (issue 16). The collection
+/// directory's own lock still holds.
+#[test]
+fn deleting_the_lock_file_does_not_admit_a_second_writer() {
+    let tmp = common::scratch_dir("hostile-lock");
+    make_store(tmp.path());
+    let a = DirStore::open_path(tmp.path(), TENANT, COLL, cfg(), false).unwrap();
+    let lock = common::coll_dir(tmp.path(), TENANT, COLL).join("LOCK");
+    std::fs::remove_file(&lock).unwrap();
+    let e = open_err(tmp.path(), false);
+    assert!(
+        matches!(
+            e,
+            StoreErr::InvalidArgument {
+                field: "collection",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    drop(a);
+    // Once the first store is closed, the collection opens again.
+    DirStore::open_path(tmp.path(), TENANT, COLL, cfg(), false).unwrap();
+}
