@@ -161,6 +161,13 @@ fn verify_exits_1_on_a_flipped_bit_and_names_the_block() {
         "corrupt",
     );
     assert!(!dir.path().join("o.npy").exists(), "no partial output");
+
+    // An emptied tier file: its blocks are lost, and verify says so (issue 16).
+    std::fs::write(&tier1, b"").unwrap();
+    let o = tv(&["store", "verify", s(&root)]);
+    fails(&o, 1, "CORRUPT");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("beyond the end of the tier1 file"), "{out}");
 }
 
 #[test]

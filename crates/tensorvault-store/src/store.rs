@@ -117,6 +117,9 @@ pub struct TensorStore<C: Clock, B: BlockIO, M: MetaLog> {
     pub(crate) replay: ReplayStats,
     pub(crate) replay_nanos: u64,
     pub(crate) replay_ignored: u64,
+    /// Blocks dropped at open because their slot lies beyond the end of their tier file (a
+    /// missing, emptied or truncated tier file): reported by `verify`.
+    pub(crate) lost_on_open: Vec<BlockMeta>,
     /// The collection's `LOCK` file, held while open (directory stores only).
     pub(crate) _lock: Option<Vec<std::fs::File>>,
     /// Deltas and factors of `Delta` / `Factor` blocks (src/reconstruct.rs).
@@ -177,17 +180,18 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         // drop it rather than let the backend allocate up to a forged offset.
         // (One `usage` per tier, not per block: it stats the tier file.)
         let tier_bytes = Tier::ALL.map(|t| io.usage(t).bytes);
-        let lost: Vec<BlockKey> = index
+        let mut lost: Vec<BlockMeta> = index
             .map
             .values()
             .filter(|m| {
                 m.data_offset.saturating_add(u64::from(m.data_len)) > tier_bytes[m.tier.index()]
             })
-            .map(|m| m.key)
+            .copied()
             .collect();
-        for k in &lost {
-            tracing::warn!(key = %k, "block's slot lies beyond its tier file: dropped as lost");
-            index.remove(k);
+        lost.sort_by_key(|m| m.key);
+        for m in &lost {
+            tracing::warn!(key = %m.key, "block's slot lies beyond its tier file: dropped as lost");
+            index.remove(&m.key);
             ignored += 1;
         }
         if let Err(e) =
@@ -228,6 +232,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             replay,
             replay_nanos: started.elapsed_nanos(),
             replay_ignored: ignored,
+            lost_on_open: lost,
             _lock: None,
             lineage: crate::lineage::LineageStore::in_memory(),
         }
