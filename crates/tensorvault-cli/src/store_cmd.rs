@@ -568,18 +568,21 @@ fn verify(
     for (tenant, collection) in cols {
         let s = open(root, &tenant, &collection)?;
         let r = s.verify()?;
-        let skipped = s.replay_stats().0.skipped_total;
-        corrupt += r.problems.len() + skipped as usize;
-        results.push((tenant, collection, r, skipped));
+        let (skipped, tail) = {
+            let st = s.replay_stats().0;
+            (st.skipped_total, st.truncated_bytes)
+        };
+        corrupt += r.problems.len() + skipped as usize + usize::from(tail > 0);
+        results.push((tenant, collection, r, skipped, tail));
         bar.inc(1);
     }
     bar.finish_and_clear();
     if json {
         let v: Vec<_> = results
             .iter()
-            .map(|(t, c, r, skipped)| {
+            .map(|(t, c, r, skipped, tail)| {
                 json!({"tenant": t, "collection": c, "blocks": r.checked, "bytes": r.bytes,
-                    "log_records_skipped": skipped,
+                    "log_records_skipped": skipped, "log_tail_bytes_invalid": tail,
                     "problems": r.problems.iter().map(|p| json!({"block": p.key.to_string(), "tensor": p.tensor,
                         "tier": p.tier as u8, "offset": p.offset, "error": p.error})).collect::<Vec<_>>()})
             })
@@ -589,8 +592,8 @@ fn verify(
             serde_json::to_string_pretty(&v).expect("JSON values serialize")
         );
     } else {
-        for (t, c, r, skipped) in &results {
-            let status = if r.problems.is_empty() && *skipped == 0 {
+        for (t, c, r, skipped, tail) in &results {
+            let status = if r.problems.is_empty() && *skipped == 0 && *tail == 0 {
                 "ok"
             } else {
                 "CORRUPT"
@@ -602,6 +605,12 @@ fn verify(
             );
             if *skipped > 0 {
                 println!("  meta.log: {skipped} corrupt records skipped on replay");
+            }
+            if *tail > 0 {
+                println!(
+                    "  meta.log: the last {tail} bytes are not valid records (a torn write or a \
+                     corrupt last record); left in place, cut by the next write"
+                );
             }
             for p in &r.problems {
                 println!(

@@ -241,3 +241,57 @@ fn bad_input_is_one_line_and_exit_2() {
         "0",
     ]));
 }
+
+/// Read-only commands never write (issue 16): a flipped bit in the last meta.log record
+/// used to be cut away by `store verify` itself as a torn tail. Now `ls`, `stats` and
+/// `verify` leave every file byte for byte as it was, and verify reports the bad tail.
+#[test]
+fn read_only_commands_leave_a_damaged_store_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let input = dir.path().join("a.npy");
+    let vals: Vec<f32> = (0..5000).map(|i| i as f32).collect();
+    write_npy(&input, &[5000], &vals);
+    ok(&tv(&[
+        "store",
+        "put",
+        s(&root),
+        "t",
+        "c",
+        "x",
+        s(&input),
+        "--tier",
+        "1",
+    ]));
+    let coll = root.join("t/c");
+    let log = coll.join("meta.log");
+    let mut b = std::fs::read(&log).unwrap();
+    let n = b.len();
+    b[n - 60] ^= 0x04; // inside the last record
+    std::fs::write(&log, &b).unwrap();
+    let snapshot = || {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(&coll)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = snapshot();
+    ok(&tv(&["store", "ls", s(&root)]));
+    ok(&tv(&["store", "stats", s(&root)]));
+    let o = tv(&["store", "verify", s(&root)]);
+    fails(&o, 1, "CORRUPT");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("128 bytes are not valid records"), "{out}");
+    assert!(
+        before == snapshot(),
+        "a read-only command modified the store"
+    );
+}

@@ -35,6 +35,10 @@ pub struct FileMetaLog {
     poisoned: bool,
     /// Reused encode buffer for appends.
     scratch: Vec<u8>,
+    /// Length the file must be cut to before the next append (replay found a torn or
+    /// corrupt tail). The cut waits for a write so that opening, listing and verifying a
+    /// store never modify it: the damaged bytes stay on disk for `verify` to report.
+    pending_cut: Option<u64>,
 }
 
 fn parent_of(path: &Path) -> PathBuf {
@@ -146,6 +150,7 @@ impl FileMetaLog {
             replayed: true,
             poisoned: false,
             scratch: Vec::new(),
+            pending_cut: None,
         })
     }
 
@@ -182,6 +187,7 @@ impl FileMetaLog {
             replayed: false,
             poisoned: false,
             scratch: Vec::new(),
+            pending_cut: None,
         })
     }
 
@@ -272,6 +278,19 @@ impl MetaLog for FileMetaLog {
         if recs.is_empty() {
             return Ok(());
         }
+        if let Some(cut) = self.pending_cut {
+            // The torn or corrupt tail replay found goes now, before anything follows it
+            // (appends land at `len`, which replay set to the cut).
+            self.file.set_len(cut).map_err(|e| {
+                self.poisoned = true;
+                StoreErr::io("truncate", &self.path, e)
+            })?;
+            self.file.sync_data().map_err(|e| {
+                self.poisoned = true;
+                StoreErr::io("fsync", &self.path, e)
+            })?;
+            self.pending_cut = None;
+        }
         let mut buf = std::mem::take(&mut self.scratch);
         buf.clear();
         let res = encode_checked(recs, self.len, &mut buf).and_then(|()| {
@@ -339,14 +358,7 @@ impl MetaLog for FileMetaLog {
             pos += n as u64;
         }
         let (stats, cut) = r.finish(len);
-        if cut < len {
-            self.file
-                .set_len(cut)
-                .map_err(|e| StoreErr::io("truncate", &self.path, e))?;
-            self.file
-                .sync_data()
-                .map_err(|e| StoreErr::io("fsync", &self.path, e))?;
-        }
+        self.pending_cut = (cut < len).then_some(cut);
         self.len = cut;
         self.replayed = true;
         self.poisoned = false;
@@ -369,6 +381,7 @@ impl MetaLog for FileMetaLog {
         // Renamed in: the open handle is now the log (whatever the directory fsync says).
         self.file = file;
         self.len = len;
+        self.pending_cut = None;
         self.generation += 1;
         self.replayed = true;
         self.poisoned = false;
