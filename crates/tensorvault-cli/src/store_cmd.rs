@@ -572,7 +572,10 @@ fn verify(
             let st = s.replay_stats().0;
             (st.skipped_total, st.truncated_bytes)
         };
-        corrupt += r.problems.len() + skipped as usize + usize::from(tail > 0);
+        corrupt += r.problems.len()
+            + skipped as usize
+            + usize::from(tail > 0)
+            + r.catalog_skipped as usize;
         results.push((tenant, collection, r, skipped, tail));
         bar.inc(1);
     }
@@ -583,6 +586,7 @@ fn verify(
             .map(|(t, c, r, skipped, tail)| {
                 json!({"tenant": t, "collection": c, "blocks": r.checked, "bytes": r.bytes,
                     "log_records_skipped": skipped, "log_tail_bytes_invalid": tail,
+                    "names_records_skipped": r.catalog_skipped,
                     "problems": r.problems.iter().map(|p| json!({"block": p.key.to_string(), "tensor": p.tensor,
                         "tier": p.tier as u8, "offset": p.offset, "error": p.error})).collect::<Vec<_>>()})
             })
@@ -593,11 +597,12 @@ fn verify(
         );
     } else {
         for (t, c, r, skipped, tail) in &results {
-            let status = if r.problems.is_empty() && *skipped == 0 && *tail == 0 {
-                "ok"
-            } else {
-                "CORRUPT"
-            };
+            let status =
+                if r.problems.is_empty() && *skipped == 0 && *tail == 0 && r.catalog_skipped == 0 {
+                    "ok"
+                } else {
+                    "CORRUPT"
+                };
             println!(
                 "{t}/{c}: {} blocks, {} checked: {status}",
                 r.checked,
@@ -605,6 +610,12 @@ fn verify(
             );
             if *skipped > 0 {
                 println!("  meta.log: {skipped} corrupt records skipped on replay");
+            }
+            if r.catalog_skipped > 0 {
+                println!(
+                    "  names.log: {} corrupt records skipped (those tensors are listed without a name)",
+                    r.catalog_skipped
+                );
             }
             if *tail > 0 {
                 println!(

@@ -294,4 +294,18 @@ fn read_only_commands_leave_a_damaged_store_untouched() {
         before == snapshot(),
         "a read-only command modified the store"
     );
+
+    // A corrupt names.log record is reported too (it used to go unreported).
+    std::fs::write(
+        &log,
+        &before.iter().find(|(n, _)| n == "meta.log").unwrap().1,
+    )
+    .unwrap();
+    let names = coll.join("names.log");
+    let mut nb = std::fs::read(&names).unwrap();
+    nb[128 + 20] ^= 0x01;
+    std::fs::write(&names, &nb).unwrap();
+    let o = tv(&["store", "verify", s(&root)]);
+    fails(&o, 1, "names.log: 1 corrupt records skipped");
+    assert_eq!(std::fs::read(&names).unwrap(), nb, "verify wrote names.log");
 }

@@ -170,10 +170,10 @@ impl Catalog {
             }
         }
         if good_end < bytes.len() {
-            // Torn or corrupt tail: cut it so the next append lands on a record boundary.
-            file.set_len(good_end as u64)
-                .map_err(|e| io("truncate", e))?;
-            file.sync_data().map_err(|e| io("fsync", e))?;
+            // A torn or corrupt tail stays on disk (opening a store never writes it; verify
+            // reports the skipped records): the next append lands on the record boundary
+            // at or below the file's end, over a partial record if there is one.
+            tracing::warn!(path = %path.display(), bytes = bytes.len() - good_end, "names.log ends in invalid bytes");
         }
         cat.file = Some(file);
         Ok(cat)
@@ -287,11 +287,18 @@ mod tests {
         assert_eq!(c.name(2), None);
         assert_eq!(c.name(3), Some("third"));
         assert_eq!(c.skipped, 1);
+        // Opening leaves the torn tail in place; the next append overwrites it on the
+        // record boundary.
         assert_eq!(
             std::fs::metadata(&p).unwrap().len(),
-            4 * NAME_RECORD_LEN as u64
+            4 * NAME_RECORD_LEN as u64 + 50
         );
         c.insert(4, "four", true).unwrap();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().len(),
+            5 * NAME_RECORD_LEN as u64
+        );
+        assert_eq!(Catalog::open(&p).unwrap().name(4), Some("four"));
         c.compact(&|id| id != 1).unwrap();
         let c = Catalog::open(&p).unwrap();
         assert_eq!(c.name(1), None);

@@ -72,6 +72,9 @@ pub struct VerifyReport {
     pub bytes: u64,
     /// Every corrupt block.
     pub problems: Vec<BlockProblem>,
+    /// `names.log` records skipped as corrupt when the store was opened (their tensors
+    /// are listed without a name).
+    pub catalog_skipped: u64,
 }
 
 /// Store-wide numbers.
@@ -445,6 +448,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 });
             }
         }
+        report.catalog_skipped = self.lock_writer()?.catalog.skipped;
         // Blocks whose slot was past the end of their tier file at open are gone: the
         // file was removed, emptied or cut short. Each is a problem, not a silent absence.
         for m in &self.lost_on_open {
