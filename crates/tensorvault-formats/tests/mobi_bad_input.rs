@@ -549,3 +549,37 @@ fn errors_convert_into_format_error() {
         Err(FormatError::Io { .. })
     ));
 }
+
+/// The gzip cap used to be per tensor only: many small compressed tensors, each under it,
+/// let a 1 MB file inflate to 1 GB (issue 16). Inflation of all tensors together has a
+/// budget too.
+#[test]
+fn gzip_inflation_has_a_per_file_budget() {
+    use tensorvault_formats::mobi::{read_with, ReadOptions};
+    let mut b = ModelBuilder::new("many").framework_version(1);
+    let x = b.input("x", DataType::F32, &[1, 4]);
+    let mut last = x;
+    for _ in 0..8 {
+        let w = b.constant_f32(&[4, 4], &[0.0; 16]).unwrap();
+        last = b.op(OperatorType::FullyConnected, &[last, w], vec![]);
+    }
+    b.output("y", DataType::F32, &[1, 4], last);
+    let mut m = b.build().unwrap();
+    for t in &mut m.tensors {
+        t.gzip = true;
+    }
+    let bytes = m.to_bytes().unwrap();
+    // 8 tensors of 64 bytes: a 300-byte budget admits 4 of them.
+    let opts = ReadOptions {
+        max_inflated_bytes: 300,
+        ..ReadOptions::default()
+    };
+    match read_with(&bytes, &opts).unwrap_err() {
+        MobiError::InflateBudget { total, limit, .. } => {
+            assert_eq!((total, limit), (320, 300));
+        }
+        e => panic!("expected InflateBudget, got {e}"),
+    }
+    // The default budget reads it.
+    read_with(&bytes, &ReadOptions::default()).unwrap();
+}

@@ -140,6 +140,19 @@ pub enum MobiError {
         /// Bytes stored (or inflated).
         found: u64,
     },
+    /// Gzip inflation of the file's tensors together would exceed the per-file budget
+    /// ([`super::ReadOptions::max_inflated_bytes`]).
+    #[error("mobi: tensor {tensor_id} at offset {offset}: inflating it brings the file's gzip output to {total} bytes, over the {limit}-byte budget")]
+    InflateBudget {
+        /// The tensor.
+        tensor_id: u32,
+        /// Offset of the tensor header.
+        offset: u64,
+        /// Inflated bytes of this and the earlier tensors.
+        total: u64,
+        /// The budget.
+        limit: u64,
+    },
     /// A decoded tensor larger than the reader's limit.
     #[error("mobi: tensor {tensor_id} at offset {offset} decodes to {size} bytes, above the limit {limit}")]
     TensorTooLarge {

@@ -85,3 +85,5 @@ pub const TAG_FLOATS: u8 = 5;
 pub const MAX_RANK: u16 = 8;
 /// Default limit on one tensor's decoded (uncompressed) payload: 1 GiB. A reader knob.
 pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 1 << 30;
+/// Default cap on the bytes gzip inflation produces for all tensors of one file.
+pub const DEFAULT_MAX_INFLATED_BYTES: u64 = 1 << 30;

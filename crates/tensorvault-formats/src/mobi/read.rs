@@ -18,12 +18,17 @@ use super::types::*;
 pub struct ReadOptions {
     /// Largest decoded payload of one tensor (bounds gzip inflation as well).
     pub max_tensor_bytes: u64,
+    /// Most bytes gzip inflation may produce for all tensors of one file together. Without
+    /// it, many small compressed tensors, each under the per-tensor cap, let a 1 MB file
+    /// reach 1 GB of memory.
+    pub max_inflated_bytes: u64,
 }
 
 impl Default for ReadOptions {
     fn default() -> Self {
         ReadOptions {
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
+            max_inflated_bytes: DEFAULT_MAX_INFLATED_BYTES,
         }
     }
 }
@@ -283,6 +288,7 @@ fn inflate(payload: &[u8], expected: u64, id: u32, at: u64) -> Result<Vec<u8>, M
 fn tensor(
     c: &mut Cur<'_>,
     opts: &ReadOptions,
+    inflated: &mut u64,
     p: &mut Vec<MobiError>,
 ) -> Result<Option<ConstantTensor>, MobiError> {
     let at = c.pos as u64;
@@ -319,6 +325,17 @@ fn tensor(
         return Ok(None);
     }
     let data = if gzip {
+        let total = inflated.saturating_add(expected);
+        if total > opts.max_inflated_bytes {
+            p.push(MobiError::InflateBudget {
+                tensor_id: id,
+                offset: at,
+                total,
+                limit: opts.max_inflated_bytes,
+            });
+            return Ok(None);
+        }
+        *inflated = total;
         match inflate(payload, expected, id, payload_at) {
             Ok(d) => d,
             Err(e) => {
@@ -579,9 +596,10 @@ fn decode(b: &[u8], opts: &ReadOptions, p: &mut Vec<MobiError>) -> (Option<Heade
         |c, p| {
             let n = c.u32("tensor count")?;
             let n = c.count(u64::from(n), TENSOR_MIN_SIZE as u64, "tensor count")?;
+            let mut inflated = 0u64;
             for _ in 0..n {
                 let at = c.pos as u64;
-                if let Some(t) = tensor(c, opts, p)? {
+                if let Some(t) = tensor(c, opts, &mut inflated, p)? {
                     model.tensors.push(t);
                     t_offsets.push(at);
                 }

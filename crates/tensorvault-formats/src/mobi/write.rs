@@ -337,6 +337,7 @@ impl Model {
             &out,
             &ReadOptions {
                 max_tensor_bytes: u64::MAX,
+                max_inflated_bytes: u64::MAX,
             },
         )?;
         Ok(out)
