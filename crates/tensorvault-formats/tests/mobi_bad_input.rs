@@ -583,3 +583,31 @@ fn gzip_inflation_has_a_per_file_budget() {
     // The default budget reads it.
     read_with(&bytes, &ReadOptions::default()).unwrap();
 }
+
+/// With default options the budget follows the file's size: four 8 MiB all-zero tensors
+/// deflate to a ~35 KB file, far more output than 64x the file plus 16 MiB.
+#[test]
+fn gzip_budget_follows_the_file_size_by_default() {
+    let mut b = ModelBuilder::new("zeros").framework_version(1);
+    let n = 2 << 20;
+    let x = b.input("x", DataType::F32, &[1, n as u64]);
+    let mut last = x;
+    for _ in 0..4 {
+        let w = b.constant_f32(&[n as u64], &vec![0.0; n]).unwrap();
+        last = b.op(OperatorType::Add, &[last, w], vec![]);
+    }
+    b.output("y", DataType::F32, &[1, n as u64], last);
+    let mut m = b.build().unwrap();
+    for t in &mut m.tensors {
+        t.gzip = true;
+    }
+    let bytes = m.to_bytes().unwrap();
+    assert!(bytes.len() < 200_000, "{}", bytes.len());
+    match err(&bytes) {
+        MobiError::InflateBudget { total, limit, .. } => {
+            assert!(total > limit, "{total} {limit}");
+            assert_eq!(limit, bytes.len() as u64 * 64 + (16 << 20));
+        }
+        e => panic!("expected InflateBudget, got {e}"),
+    }
+}

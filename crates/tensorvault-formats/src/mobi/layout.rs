@@ -87,3 +87,10 @@ pub const MAX_RANK: u16 = 8;
 pub const DEFAULT_MAX_TENSOR_BYTES: u64 = 1 << 30;
 /// Default cap on the bytes gzip inflation produces for all tensors of one file.
 pub const DEFAULT_MAX_INFLATED_BYTES: u64 = 1 << 30;
+/// Default gzip output allowed per byte of file (all tensors together), on top of
+/// [`INFLATE_SLACK_BYTES`]. A model whose tensors deflate better than this on average
+/// (near-constant data) is refused by default readers; raise
+/// `ReadOptions::max_inflate_ratio` (or set it to 0) to read it.
+pub const INFLATE_RATIO_BUDGET: u64 = 64;
+/// Gzip output always allowed per file, whatever its size.
+pub const INFLATE_SLACK_BYTES: u64 = 16 << 20;

@@ -22,6 +22,9 @@ pub struct ReadOptions {
     /// it, many small compressed tensors, each under the per-tensor cap, let a 1 MB file
     /// reach 1 GB of memory.
     pub max_inflated_bytes: u64,
+    /// Gzip output allowed per byte of file (all tensors together, on top of
+    /// [`INFLATE_SLACK_BYTES`]); 0 turns this size-relative bound off.
+    pub max_inflate_ratio: u64,
 }
 
 impl Default for ReadOptions {
@@ -29,6 +32,7 @@ impl Default for ReadOptions {
         ReadOptions {
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
             max_inflated_bytes: DEFAULT_MAX_INFLATED_BYTES,
+            max_inflate_ratio: INFLATE_RATIO_BUDGET,
         }
     }
 }
@@ -597,9 +601,22 @@ fn decode(b: &[u8], opts: &ReadOptions, p: &mut Vec<MobiError>) -> (Option<Heade
             let n = c.u32("tensor count")?;
             let n = c.count(u64::from(n), TENSOR_MIN_SIZE as u64, "tensor count")?;
             let mut inflated = 0u64;
+            // Real weights deflate by a few times at most; only near-constant data reaches
+            // gzip's ~1000x. The budget follows the file (by default 64x its size plus
+            // 16 MiB), never more than `max_inflated_bytes`.
+            let per_file = match opts.max_inflate_ratio {
+                0 => u64::MAX,
+                r => (b.len() as u64)
+                    .saturating_mul(r)
+                    .saturating_add(INFLATE_SLACK_BYTES),
+            };
+            let opts = ReadOptions {
+                max_inflated_bytes: opts.max_inflated_bytes.min(per_file),
+                ..*opts
+            };
             for _ in 0..n {
                 let at = c.pos as u64;
-                if let Some(t) = tensor(c, opts, &mut inflated, p)? {
+                if let Some(t) = tensor(c, &opts, &mut inflated, p)? {
                     model.tensors.push(t);
                     t_offsets.push(at);
                 }

@@ -338,6 +338,7 @@ impl Model {
             &ReadOptions {
                 max_tensor_bytes: u64::MAX,
                 max_inflated_bytes: u64::MAX,
+                max_inflate_ratio: 0,
             },
         )?;
         Ok(out)
