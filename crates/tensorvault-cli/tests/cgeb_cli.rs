@@ -155,3 +155,26 @@ fn demo_has_a_cgeb_section() {
     ]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("CGEB:"));
 }
+
+/// `cgeb pack` used to leave OUT.cgeb behind when OUT.cgei could not be written (issue
+/// 16). Now a failed pack leaves neither file nor any temporary.
+#[test]
+fn failed_index_write_leaves_no_data_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("emb");
+    // OUT.cgei is a non-empty directory: nothing can be renamed over it.
+    std::fs::create_dir_all(out.with_extension("cgei").join("x")).unwrap();
+    let o = tv(&["cgeb", "pack", s(&fixture()), s(&out)]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!out.with_extension("cgeb").exists(), "OUT.cgeb left behind");
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["emb.cgei"], "leftovers: {names:?}");
+}

@@ -123,16 +123,25 @@ impl BatchBinaryEncoder {
     /// if the index write itself fails, which the reader detects by the data hash).
     pub fn write_gds_file(&self, path: &Path) -> Result<(PathBuf, PathBuf), FormatError> {
         let (data_path, index_path) = batch_paths(path);
-        write_file(&data_path, &self.buffer)?;
-        write_file(&index_path, &self.index().to_bytes())?;
+        // Both files are written in full to temporaries before either is renamed in, so a
+        // failure to write the index (a full disk, an unwritable path) leaves no new data
+        // file behind. If the index rename itself fails after the data's, the new data
+        // file is removed rather than left without its index.
+        let data = staged(&data_path, &self.buffer)?;
+        let index = staged(&index_path, &self.index().to_bytes())?;
+        data.commit()?;
+        if let Err(e) = index.commit() {
+            let _ = std::fs::remove_file(&data_path);
+            return Err(e.into());
+        }
         Ok((data_path, index_path))
     }
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), FormatError> {
+/// `bytes` written to a temporary file that replaces `path` on commit.
+fn staged(path: &Path, bytes: &[u8]) -> Result<AtomicFile, FormatError> {
     let mut f = AtomicFile::create(path)?;
     f.write_all(bytes)
         .map_err(FormatError::io("write", f.temp_path().display()))?;
-    f.commit()?;
-    Ok(())
+    Ok(f)
 }
