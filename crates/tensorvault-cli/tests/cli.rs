@@ -298,3 +298,49 @@ fn demo_runs_and_reports_every_format() {
         std::fs::read(d.join("embeddings_int8.cvc")).unwrap()
     );
 }
+
+/// SIGTERM during `cvc load` used to leave the hidden temporary output file behind (issue
+/// 16): the CLI now removes it and exits with 128 + 15.
+#[test]
+fn sigterm_during_load_leaves_no_temp_file() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("in.npy");
+    let (rows, dim) = (60_000u64, 256u64);
+    let vals: Vec<f32> = (0..rows * dim).map(|i| (i % 977) as f32 * 0.001).collect();
+    common::write_npy(&npy, &[rows, dim], &vals);
+    let cvc = dir.path().join("in.cvc");
+    common::ok(&tv(&["cvc", "pack", s(&npy), s(&cvc)]));
+    std::fs::remove_file(&npy).unwrap();
+    let out = dir.path().join("out.npy");
+    let temps = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| {
+                let n = e.unwrap().file_name().to_string_lossy().into_owned();
+                n.ends_with(".tmp").then_some(n)
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tensorvault"))
+        .args(["-q", "cvc", "load", s(&cvc), s(&out)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while temps().is_empty() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "load finished before the test could signal it"
+        );
+        assert!(start.elapsed().as_secs() < 30, "no temp file appeared");
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15), "{status:?}");
+    assert!(temps().is_empty(), "left: {:?}", temps());
+    assert!(!out.exists());
+}

@@ -8,8 +8,38 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::CoreError;
+
+/// Temporary files of the [`AtomicFile`]s alive in this process, for
+/// [`remove_live_temps`].
+static LIVE_TEMPS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn live_temps() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    LIVE_TEMPS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn forget_temp(tmp: &Path) {
+    let mut live = live_temps();
+    if let Some(i) = live.iter().position(|p| p == tmp) {
+        live.swap_remove(i);
+    }
+}
+
+/// Remove the temporary file of every uncommitted [`AtomicFile`] of this process and
+/// return how many there were. For a process about to exit on a signal (SIGTERM,
+/// SIGINT), where destructors do not run: call it from a normal thread (e.g. one that
+/// waits for the signal with `sigwait`), never from a signal handler.
+pub fn remove_live_temps() -> usize {
+    let live = std::mem::take(&mut *live_temps());
+    for p in &live {
+        let _ = std::fs::remove_file(p);
+    }
+    live.len()
+}
 
 /// A file being written that replaces `dest` only when committed.
 #[derive(Debug)]
@@ -41,11 +71,12 @@ impl AtomicFile {
                 .open(&tmp)
             {
                 Ok(file) => {
+                    live_temps().push(tmp.clone());
                     return Ok(AtomicFile {
                         file: Some(file),
                         tmp,
                         dest,
-                    })
+                    });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 1000 => {
                     attempt += 1;
@@ -110,6 +141,7 @@ impl AtomicFile {
         }
         drop(file);
         std::fs::rename(&self.tmp, &self.dest).map_err(io_err("rename", &self.dest))?;
+        forget_temp(&self.tmp);
         if durable {
             let dir = parent_dir(&self.dest);
             sync_dir(&dir).map_err(io_err("fsync directory", &dir))?;
@@ -141,6 +173,7 @@ impl Drop for AtomicFile {
         if !self.tmp.as_os_str().is_empty() {
             self.file = None;
             let _ = std::fs::remove_file(&self.tmp);
+            forget_temp(&self.tmp);
         }
     }
 }
