@@ -11,6 +11,7 @@ mod cgeb;
 mod cvc;
 mod errors;
 mod json;
+mod kv;
 mod mobi;
 mod registry;
 mod store;
@@ -36,6 +37,7 @@ fn _tensorvault(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<registry::LoadedWeightsOwner>()?;
     m.add_function(wrap_pyfunction!(registry::registry_load_checkpoint, m)?)?;
     m.add_class::<store::Store>()?;
+    m.add_class::<kv::KvCache>()?;
     m.add_class::<store::StoreBuffer>()?;
     m.add_function(wrap_pyfunction!(mobi::mobi_read, m)?)?;
     m.add_function(wrap_pyfunction!(mobi::mobi_from_bytes, m)?)?;

@@ -17,7 +17,7 @@ use pyo3::types::{PyDict, PyList};
 use tensorvault_store::tiering::Reason;
 use tensorvault_store::{
     CollectionConfig, DType, DirStore, Durability, MaintainReport, StoreConfig, StoreErr,
-    TensorInfo, Tier, VerifyReport,
+    StoreStats, TensorInfo, Tier, VerifyReport,
 };
 
 use crate::errors::{arg_err, err, Kind};
@@ -43,7 +43,7 @@ impl StoreBuffer {
 }
 
 /// `data` as a writable 1-D `uint8` array whose base is a [`StoreBuffer`], without a copy.
-fn bytes_array(py: Python<'_>, data: Vec<u8>) -> PyResult<Bound<'_, PyArray1<u8>>> {
+pub(crate) fn bytes_array(py: Python<'_>, data: Vec<u8>) -> PyResult<Bound<'_, PyArray1<u8>>> {
     let owner = Bound::new(py, StoreBuffer { data })?;
     let bytes = &owner.get().data;
     let view = ArrayView1::from(bytes.as_slice());
@@ -125,7 +125,7 @@ fn parse_tier(t: u8) -> PyResult<Tier> {
     })
 }
 
-fn parse_durability(s: &str) -> PyResult<Durability> {
+pub(crate) fn parse_durability(s: &str) -> PyResult<Durability> {
     match s {
         "every-write" | "every_write" => Ok(Durability::EveryWrite),
         "os" => Ok(Durability::Os),
@@ -179,7 +179,7 @@ fn problems_list<'py>(py: Python<'py>, r: &VerifyReport) -> PyResult<Bound<'py, 
     Ok(out)
 }
 
-fn maintain_dict<'py>(
+pub(crate) fn maintain_dict<'py>(
     py: Python<'py>,
     r: &MaintainReport,
     names: &HashMap<u128, String>,
@@ -203,6 +203,35 @@ fn maintain_dict<'py>(
     d.set_item("deferred", r.deferred)?;
     d.set_item("over_capacity", r.over_capacity)?;
     d.set_item("plan_nanos", r.plan_nanos)?;
+    Ok(d)
+}
+
+/// Store-wide statistics as a dict (shared by `Store.stats` and `KvCache.stats`).
+pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &StoreStats) -> PyResult<Bound<'py, PyDict>> {
+    let usage = PyList::empty(py);
+    for u in &s.usage {
+        let d = PyDict::new(py);
+        d.set_item("slot_len", u.slot_len)?;
+        d.set_item("slots", u.slots)?;
+        d.set_item("free_slots", u.free_slots)?;
+        d.set_item("bytes", u.bytes)?;
+        usage.append(d)?;
+    }
+    let d = PyDict::new(py);
+    d.set_item("tensors", s.tensors)?;
+    d.set_item("blocks", s.blocks.to_vec())?;
+    d.set_item("payload_bytes", s.payload_bytes.to_vec())?;
+    d.set_item("raw_bytes", s.raw_bytes.to_vec())?;
+    d.set_item("usage", usage)?;
+    d.set_item("log_records", s.log_records)?;
+    d.set_item("reads", s.reads)?;
+    d.set_item("writes", s.writes)?;
+    d.set_item("migrations", s.migrations)?;
+    d.set_item("deletes", s.deletes)?;
+    d.set_item("checksum_failures", s.checksum_failures)?;
+    d.set_item("replay_nanos", s.replay_nanos)?;
+    d.set_item("replay_skipped", s.replay_skipped)?;
+    d.set_item("replay_ignored", s.replay_ignored)?;
     Ok(d)
 }
 
@@ -391,31 +420,7 @@ impl Store {
     /// Store-wide statistics.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.with(py, |s| s.stats())?;
-        let usage = PyList::empty(py);
-        for u in &s.usage {
-            let d = PyDict::new(py);
-            d.set_item("slot_len", u.slot_len)?;
-            d.set_item("slots", u.slots)?;
-            d.set_item("free_slots", u.free_slots)?;
-            d.set_item("bytes", u.bytes)?;
-            usage.append(d)?;
-        }
-        let d = PyDict::new(py);
-        d.set_item("tensors", s.tensors)?;
-        d.set_item("blocks", s.blocks.to_vec())?;
-        d.set_item("payload_bytes", s.payload_bytes.to_vec())?;
-        d.set_item("raw_bytes", s.raw_bytes.to_vec())?;
-        d.set_item("usage", usage)?;
-        d.set_item("log_records", s.log_records)?;
-        d.set_item("reads", s.reads)?;
-        d.set_item("writes", s.writes)?;
-        d.set_item("migrations", s.migrations)?;
-        d.set_item("deletes", s.deletes)?;
-        d.set_item("checksum_failures", s.checksum_failures)?;
-        d.set_item("replay_nanos", s.replay_nanos)?;
-        d.set_item("replay_skipped", s.replay_skipped)?;
-        d.set_item("replay_ignored", s.replay_ignored)?;
-        Ok(d)
+        stats_dict(py, &s)
     }
 
     /// One tiering step with at most `budget` migrations; returns the report.

@@ -289,7 +289,11 @@ def test_truncated_tier_file_is_not_a_crash(root, rng):
         assert s.stats()["replay_ignored"] > 0
         with pytest.raises(tv.NotFoundError):
             s.get_tensor("w")
-        assert s.verify() == []
+        # ... and verify reports every block the truncation lost (issue 16: it used to
+        # say nothing).
+        problems = s.verify()
+        assert [p["block"] for p in problems] == [0, 1]
+        assert all("beyond the end of the tier0 file" in p["error"] for p in problems)
 
 
 def test_corrupt_and_truncated_metadata_log(root, rng):

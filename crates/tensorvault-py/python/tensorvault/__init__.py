@@ -46,6 +46,7 @@ from ._cvc import (
 from ._mobi import IoSpec, MobiModel, Operator, Tensor, example_model, read_mobi
 from ._registry import Registry, Weights, load_checkpoint
 from ._store import Store
+from ._kv import KvCache
 from ._errors import (
     CapacityError,
     CorruptedChunkError,
@@ -81,6 +82,7 @@ __all__ = [
     "BatchReader",
     "Registry",
     "Store",
+    "KvCache",
     "MobiModel",
     "IoSpec",
     "Tensor",

@@ -1,0 +1,182 @@
+"""An attention KV cache kept in the temporal tensor store, for Python inference loops.
+
+One float16 ``[tokens, head_dim]`` tensor per (layer, KV head, ``"k"`` | ``"v"``), named
+``L{layer}.H{head}.{k|v}`` in one store collection created with the KV layout. A decode
+step appends every head's new token positions as one store batch; attention reads the
+token range it needs; :meth:`KvCache.maintain` runs the store's tiering, which keeps
+recently read blocks raw and demotes cold ones to 8, 5 or 3 bits. The partial tail
+block of each tensor stays raw and pinned.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _tensorvault as _native
+from ._common import PathLike, fspath
+from ._errors import InvalidArgumentError
+
+_F16 = np.dtype("<f2")
+
+
+def _index(v: Any, what: str) -> int:
+    if isinstance(v, bool):
+        raise InvalidArgumentError(f"{what} must be an int, got {v!r}")
+    try:
+        i = operator.index(v)
+    except TypeError as e:
+        raise InvalidArgumentError(f"{what} must be an int, got {v!r}") from e
+    if i < 0:
+        raise InvalidArgumentError(f"{what} must be >= 0, got {i}")
+    return i
+
+
+def _kind(kind: Any) -> str:
+    if kind not in ("k", "v"):
+        raise InvalidArgumentError(f"kind must be 'k' (keys) or 'v' (values), got {kind!r}")
+    return kind
+
+
+class KvCache:
+    """A KV cache in the store collection ``<root>/<tenant>/<collection>``.
+
+    Args:
+        root: Store root directory.
+        tenant: Tenant name.
+        collection: Collection name; created with the KV layout for ``head_dim`` when
+            ``create`` and absent.
+        head_dim: Values per token position of one head (e.g. 64).
+        create: Create the collection if it does not exist.
+        durability: As for :class:`tensorvault.Store` (``"every-write"``, ``"every-N"``,
+            an int, or ``"os"``).
+        max_blocks_per_tier: Four limits (``None`` = unlimited) on live blocks per tier.
+
+    Use it as a context manager or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        root: PathLike,
+        tenant: str,
+        collection: str,
+        head_dim: int,
+        *,
+        create: bool = True,
+        durability: Any = "every-write",
+        max_blocks_per_tier: Optional[Sequence[Optional[int]]] = None,
+    ) -> None:
+        self._head_dim = _index(head_dim, "head_dim")
+        self._c = _native.KvCache(
+            fspath(root),
+            str(tenant),
+            str(collection),
+            self._head_dim,
+            bool(create),
+            str(durability),
+            None if max_blocks_per_tier is None else list(max_blocks_per_tier),
+        )
+
+    @property
+    def head_dim(self) -> int:
+        """Values per token position."""
+        return self._c.head_dim
+
+    @property
+    def tokens_per_block(self) -> int:
+        """Token positions per store block."""
+        return self._c.tokens_per_block
+
+    @property
+    def path(self) -> str:
+        """The collection directory."""
+        return str(self._c.path)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._c.closed
+
+    def _bytes(self, values: Any, where: str) -> np.ndarray:
+        arr = np.asarray(values)
+        if arr.ndim == 1:
+            arr = arr.reshape(1, -1)
+        if arr.ndim != 2 or arr.shape[1] != self._head_dim or arr.shape[0] == 0:
+            raise InvalidArgumentError(
+                f"{where}: expected a [tokens, {self._head_dim}] array, got shape {arr.shape}"
+            )
+        return np.ascontiguousarray(arr, dtype=_F16).reshape(-1).view(np.uint8)
+
+    def append_batch(self, items: Iterable[Tuple[int, int, str, Any]]) -> None:
+        """Append ``(layer, head, kind, values[tokens, head_dim])`` items as one store
+        batch (one log append and, per the durability policy, one sync). All or nothing.
+        Values are stored as float16."""
+        native = []
+        for layer, head, kind, values in items:
+            layer, head, kind = _index(layer, "layer"), _index(head, "head"), _kind(kind)
+            native.append((layer, head, kind, self._bytes(values, f"L{layer}.H{head}.{kind}")))
+        if not native:
+            raise InvalidArgumentError("append_batch needs at least one item")
+        self._c.append_batch(native)
+
+    def append(self, layer: int, head: int, kind: str, values: Any) -> int:
+        """Append token positions to one tensor; returns its token count after."""
+        self.append_batch([(layer, head, kind, values)])
+        return self.tokens(layer, head, kind)
+
+    def tokens(self, layer: int, head: int, kind: str) -> int:
+        """Token positions stored for (layer, head, kind) (0 if none)."""
+        return self._c.tokens(_index(layer, "layer"), _index(head, "head"), _kind(kind))
+
+    def read(
+        self, layer: int, head: int, kind: str, start: int = 0, end: Optional[int] = None
+    ) -> np.ndarray:
+        """Token positions ``start:end`` (default: all) as a float16
+        ``[end - start, head_dim]`` array, each block decoded from its current tier.
+        Counts as an access for tiering."""
+        layer, head, kind = _index(layer, "layer"), _index(head, "head"), _kind(kind)
+        if end is None:
+            end = self._c.tokens(layer, head, kind)
+        start, end = _index(start, "start"), _index(end, "end")
+        raw = self._c.read(layer, head, kind, start, end)
+        return raw.view(_F16).reshape(-1, self._head_dim)
+
+    def pin(self, layer: int, head: int, kind: str, block_index: int) -> bool:
+        """Keep one block where it is (tiering skips it); True if newly pinned."""
+        return self._c.pin(
+            _index(layer, "layer"), _index(head, "head"), _kind(kind), _index(block_index, "block_index")
+        )
+
+    def unpin(self, layer: int, head: int, kind: str, block_index: int) -> bool:
+        """Undo :meth:`pin`; True if it was pinned."""
+        return self._c.unpin(
+            _index(layer, "layer"), _index(head, "head"), _kind(kind), _index(block_index, "block_index")
+        )
+
+    def maintain(self, budget: int = 1024) -> Dict[str, Any]:
+        """One tiering step of the store (at most ``budget`` block moves)."""
+        return self._c.maintain(_index(budget, "budget"))
+
+    def stats(self) -> Dict[str, Any]:
+        """The store's statistics (blocks, payload bytes and file usage per tier, ...)."""
+        return self._c.stats()
+
+    def flush(self) -> None:
+        """Make everything appended so far durable."""
+        self._c.flush()
+
+    def close(self) -> None:
+        """Flush and release the collection (idempotent)."""
+        self._c.close()
+
+    def __enter__(self) -> "KvCache":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = " (closed)" if self.closed else ""
+        return f"<tensorvault KvCache head_dim={self._head_dim} at {self.path}{state}>"

@@ -1,0 +1,264 @@
+//! The store's KV-cache API (`tensorvault_store::KvCache`) for Python inference loops:
+//! one f16 `[tokens, head_dim]` tensor per (layer, KV head, k|v) in a collection created
+//! with the KV layout, appended a decode step at a time, read back by token range, with
+//! the store's own tiering demoting older blocks (`maintain`) and pins keeping chosen
+//! blocks where they are.
+//!
+//! The native class takes and returns raw little-endian f16 bytes (1-D `uint8` arrays);
+//! `tensorvault/_kv.py` converts numpy arrays. Every call runs with the GIL released.
+
+use std::path::PathBuf;
+use std::sync::{PoisonError, RwLock};
+
+use half::f16;
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tensorvault_store::{
+    CollectionConfig, DirStore, FileMetaLog, KvCache as Cache, KvKind, KvSlot, MmapBlockIO,
+    StoreConfig, StoreErr, SystemClock,
+};
+
+use crate::errors::arg_err;
+use crate::store::{bytes_array, maintain_dict, parse_durability, stats_dict, store_err};
+
+type DirKv = Cache<SystemClock, MmapBlockIO, FileMetaLog>;
+
+fn kind(k: &str) -> PyResult<KvKind> {
+    match k {
+        "k" | "key" => Ok(KvKind::Key),
+        "v" | "value" => Ok(KvKind::Value),
+        other => Err(arg_err(format!(
+            "kind must be 'k' (keys) or 'v' (values), got {other:?}"
+        ))),
+    }
+}
+
+fn f16s(bytes: &[u8]) -> Vec<f16> {
+    bytes
+        .chunks_exact(2)
+        .map(|b| f16::from_le_bytes([b[0], b[1]]))
+        .collect()
+}
+
+fn f16_bytes(values: &[f16]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// A KV cache kept in one store collection (`<root>/<tenant>/<collection>`).
+#[pyclass(module = "tensorvault._tensorvault", name = "KvCache", frozen)]
+pub struct KvCache {
+    inner: RwLock<Option<DirKv>>,
+    path: PathBuf,
+    head_dim: u32,
+    tokens_per_block: u32,
+}
+
+impl KvCache {
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&DirKv) -> Result<T, StoreErr> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+            match guard.as_ref() {
+                Some(c) => f(c).map_err(Some),
+                None => Err(None),
+            }
+        })
+        .map_err(|e| match e {
+            Some(e) => store_err(&e),
+            None => arg_err(format!("KV cache {} is closed", self.path.display())),
+        })
+    }
+}
+
+#[pymethods]
+impl KvCache {
+    /// Open (or, with `create`, create with the KV layout for `head_dim`) the collection
+    /// `<root>/<tenant>/<collection>` as a KV cache.
+    #[new]
+    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="every-write", max_blocks_per_tier=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        root: PathBuf,
+        tenant: String,
+        collection: String,
+        head_dim: u32,
+        create: bool,
+        durability: &str,
+        max_blocks_per_tier: Option<Vec<Option<usize>>>,
+    ) -> PyResult<Self> {
+        let mut cfg = StoreConfig {
+            durability: parse_durability(durability)?,
+            collection: CollectionConfig::kv_cache(head_dim).map_err(|e| store_err(&e))?,
+            ..StoreConfig::default()
+        };
+        if let Some(limits) = max_blocks_per_tier {
+            if limits.len() != 4 {
+                return Err(arg_err(format!(
+                    "max_blocks_per_tier needs 4 entries (one per tier, None for unlimited), got {}",
+                    limits.len()
+                )));
+            }
+            for (slot, l) in cfg.max_blocks_per_tier.iter_mut().zip(limits) {
+                *slot = l.unwrap_or(usize::MAX);
+            }
+        }
+        let cache = py
+            .detach(|| {
+                let store = DirStore::open_path(&root, &tenant, &collection, cfg, create)?;
+                Cache::new(store, head_dim)
+            })
+            .map_err(|e| store_err(&e))?;
+        let tokens_per_block = cache.tokens_per_block();
+        Ok(KvCache {
+            inner: RwLock::new(Some(cache)),
+            path: root.join(&tenant).join(&collection),
+            head_dim,
+            tokens_per_block,
+        })
+    }
+
+    /// Values per token position.
+    #[getter]
+    fn head_dim(&self) -> u32 {
+        self.head_dim
+    }
+
+    /// Token positions per block.
+    #[getter]
+    fn tokens_per_block(&self) -> u32 {
+        self.tokens_per_block
+    }
+
+    /// The collection directory.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// Append to several (layer, head, kind) tensors as one store batch (one log append
+    /// and, per the durability policy, one sync): `items` is a list of
+    /// `(layer, head, kind, f16 bytes)`. All or nothing.
+    fn append_batch(
+        &self,
+        py: Python<'_>,
+        items: Vec<(u32, u32, String, PyReadonlyArray1<'_, u8>)>,
+    ) -> PyResult<()> {
+        let mut owned = Vec::with_capacity(items.len());
+        for (layer, head, k, data) in &items {
+            let bytes = data
+                .as_slice()
+                .map_err(|_| arg_err("data must be a C-contiguous uint8 array"))?;
+            if bytes.len() % 2 != 0 {
+                return Err(arg_err(format!(
+                    "{} bytes is not a whole number of float16 values",
+                    bytes.len()
+                )));
+            }
+            owned.push((KvSlot::new(*layer, *head, kind(k)?), f16s(bytes)));
+        }
+        self.with(py, |c| {
+            let refs: Vec<(KvSlot, &[f16])> =
+                owned.iter().map(|(s, v)| (*s, v.as_slice())).collect();
+            c.append_batch(&refs)
+        })
+    }
+
+    /// Token positions stored for (layer, head, kind).
+    fn tokens(&self, py: Python<'_>, layer: u32, head: u32, kind_: &str) -> PyResult<u64> {
+        let slot = KvSlot::new(layer, head, kind(kind_)?);
+        self.with(py, |c| c.tokens(slot))
+    }
+
+    /// Tokens `start..end` of (layer, head, kind) as f16 bytes (decoding only the blocks
+    /// that cover the range, each from its current tier; counts as an access).
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        layer: u32,
+        head: u32,
+        kind_: &str,
+        start: u64,
+        end: u64,
+    ) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        let slot = KvSlot::new(layer, head, kind(kind_)?);
+        let v = self.with(py, |c| c.read(slot, start..end))?;
+        bytes_array(py, f16_bytes(&v))
+    }
+
+    /// Keep block `block_index` of (layer, head, kind) where it is (tiering skips pinned
+    /// blocks); returns whether it was newly pinned.
+    fn pin(
+        &self,
+        py: Python<'_>,
+        layer: u32,
+        head: u32,
+        kind_: &str,
+        block_index: u32,
+    ) -> PyResult<bool> {
+        let slot = KvSlot::new(layer, head, kind(kind_)?);
+        self.with(py, |c| c.store().pin_block(c.block_key(slot, block_index)))
+    }
+
+    /// Undo `pin`; returns whether it was pinned.
+    fn unpin(
+        &self,
+        py: Python<'_>,
+        layer: u32,
+        head: u32,
+        kind_: &str,
+        block_index: u32,
+    ) -> PyResult<bool> {
+        let slot = KvSlot::new(layer, head, kind(kind_)?);
+        self.with(py, |c| {
+            c.store().unpin_block(&c.block_key(slot, block_index))
+        })
+    }
+
+    /// One tiering step of the store (at most `budget` migrations): cold blocks move to
+    /// fewer bits per the access statistics.
+    #[pyo3(signature = (budget=1024))]
+    fn maintain<'py>(&self, py: Python<'py>, budget: usize) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.with(py, |c| c.store().maintain(budget))?;
+        maintain_dict(py, &report, &std::collections::HashMap::new())
+    }
+
+    /// The store's statistics (blocks, payload and file bytes per tier, ...).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.with(py, |c| c.store().stats())?;
+        stats_dict(py, &s)
+    }
+
+    /// Make everything appended so far durable.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |c| c.store().flush())
+    }
+
+    /// Flush and release the collection (idempotent).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = py.detach(|| {
+            self.inner
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+                .map(|c| c.into_store().close())
+        });
+        match taken {
+            Some(Err(e)) => Err(store_err(&e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+    }
+}
