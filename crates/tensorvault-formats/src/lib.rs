@@ -6,6 +6,7 @@
 //!   reference package `decompressed` (legacy v0 and v1.0 framings).
 //! * [`mobi`]: compact mobile model files (`.mobi`): header, metadata, I/O specs,
 //!   constant tensors (f32/fp16/int8/int16, optional gzip), operator graph, CRC32.
+//! * [`npy`]: a strict, bounded parser of numpy `.npy` headers (the CLI's input).
 //!
 //! Every decoder here treats its input as untrusted: lengths are checked against the
 //! bytes present before anything is allocated, and every rejection is a typed
@@ -17,5 +18,6 @@ mod error;
 pub mod cgeb;
 pub mod cvc;
 pub mod mobi;
+pub mod npy;
 
 pub use error::FormatError;
