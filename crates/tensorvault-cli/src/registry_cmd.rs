@@ -50,12 +50,18 @@ pub enum RegistryCmd {
         version: String,
     },
     /// Tensors of a checkpoint directory or .safetensors file: dtype, shape, mean/std/min/max.
+    /// A checkpoint directory's weights are first checked against the SHA-256 in its
+    /// metadata.json (a mismatch is an error); a bare file has no checksum to check, which
+    /// is said on stderr.
     Inspect {
         /// Checkpoint directory or .safetensors file.
         ckpt: PathBuf,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Skip the SHA-256 check of a checkpoint directory (says so on stderr).
+        #[arg(long)]
+        no_verify: bool,
     },
 }
 
@@ -187,7 +193,11 @@ pub fn run(cmd: RegistryCmd) -> Result<i32, crate::error::CliError> {
         RegistryCmd::Verify { root, version } => verify(&root, &version),
         RegistryCmd::Save(a) => save(&a),
         RegistryCmd::Rollback { root, version } => rollback(&root, &version),
-        RegistryCmd::Inspect { ckpt, json } => inspect(&ckpt, json),
+        RegistryCmd::Inspect {
+            ckpt,
+            json,
+            no_verify,
+        } => inspect(&ckpt, json, no_verify),
     };
     Ok(match r {
         Ok(()) => 0,
@@ -393,10 +403,24 @@ fn rollback(root: &Path, version: &str) -> Result<(), RegistryError> {
     Ok(())
 }
 
-fn inspect(ckpt: &Path, as_json: bool) -> Result<(), RegistryError> {
+fn inspect(ckpt: &Path, as_json: bool, no_verify: bool) -> Result<(), RegistryError> {
     let file = if ckpt.is_dir() {
+        // What is shown must be what the checkpoint's checksum vouches for: a tampered
+        // header or tensor is an error here, not a table.
+        if no_verify {
+            eprintln!(
+                "note: --no-verify: {} not checked against its SHA-256",
+                ckpt.display()
+            );
+        } else {
+            tensorvault_registry::verify_checkpoint(ckpt)?;
+        }
         ckpt.join(WEIGHTS_FILE)
     } else {
+        eprintln!(
+            "note: {} is a bare file; no checksum covers it (inspect its checkpoint directory to verify)",
+            ckpt.display()
+        );
         ckpt.to_owned()
     };
     let map = map_file(&file)?;

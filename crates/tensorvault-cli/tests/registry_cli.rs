@@ -59,6 +59,21 @@ fn registry_commands_manage_a_directory() {
         .unwrap();
     assert_eq!(temp["stats"]["mean"], 1.0);
 
+    // A tampered checkpoint is not shown as if it were the saved one (issue 16).
+    let weights = ckpt.join("weights.safetensors");
+    let pristine = std::fs::read(&weights).unwrap();
+    let mut bad = pristine.clone();
+    let n = bad.len();
+    bad[n - 3] ^= 0x40;
+    std::fs::write(&weights, &bad).unwrap();
+    let (code, _, err) = tv(&["registry", "inspect", ckpt.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("checksum mismatch"), "{err}");
+    let (code, _, err) = tv(&["registry", "inspect", ckpt.to_str().unwrap(), "--no-verify"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("not checked"), "{err}");
+    std::fs::write(&weights, &pristine).unwrap();
+
     // One flipped byte -> verify fails with exit code 2.
     let w = ckpt.join("weights.safetensors");
     let mut b = std::fs::read(&w).unwrap();
