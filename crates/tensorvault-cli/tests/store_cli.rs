@@ -13,6 +13,27 @@ fn read_f32(path: &Path) -> (Vec<u64>, Vec<f32>) {
     (shape, f.into_vec::<f32>().unwrap())
 }
 
+/// A temp dir holding `root/t/c` with tensor `x` = 0..n as f32 at tier 1.
+fn store_with_x(n: u32) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let input = dir.path().join("a.npy");
+    let vals: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    write_npy(&input, &[u64::from(n)], &vals);
+    ok(&tv(&[
+        "store",
+        "put",
+        s(&root),
+        "t",
+        "c",
+        "x",
+        s(&input),
+        "--tier",
+        "1",
+    ]));
+    (dir, root)
+}
+
 fn fails(o: &std::process::Output, code: i32, needle: &str) {
     assert_eq!(
         o.status.code(),
@@ -123,22 +144,7 @@ fn put_get_ls_migrate_verify_compact() {
 
 #[test]
 fn verify_exits_1_on_a_flipped_bit_and_names_the_block() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    let input = dir.path().join("a.npy");
-    let vals: Vec<f32> = (0..8192).map(|i| i as f32).collect();
-    write_npy(&input, &[8192], &vals);
-    ok(&tv(&[
-        "store",
-        "put",
-        s(&root),
-        "t",
-        "c",
-        "x",
-        s(&input),
-        "--tier",
-        "1",
-    ]));
+    let (dir, root) = store_with_x(8192);
     let tier1 = root.join("t/c/tier1.dat");
     let mut b = std::fs::read(&tier1).unwrap();
     b[4224 + 500] ^= 1; // block 1's payload (slot length 4224 in the default geometry)
@@ -247,22 +253,7 @@ fn bad_input_is_one_line_and_exit_2() {
 /// `verify` leave every file byte for byte as it was, and verify reports the bad tail.
 #[test]
 fn read_only_commands_leave_a_damaged_store_untouched() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    let input = dir.path().join("a.npy");
-    let vals: Vec<f32> = (0..5000).map(|i| i as f32).collect();
-    write_npy(&input, &[5000], &vals);
-    ok(&tv(&[
-        "store",
-        "put",
-        s(&root),
-        "t",
-        "c",
-        "x",
-        s(&input),
-        "--tier",
-        "1",
-    ]));
+    let (_dir, root) = store_with_x(5000);
     let coll = root.join("t/c");
     let log = coll.join("meta.log");
     let mut b = std::fs::read(&log).unwrap();

@@ -20,7 +20,9 @@ use tensorvault_store::{
 };
 
 use crate::errors::arg_err;
-use crate::store::{bytes_array, maintain_dict, parse_durability, stats_dict, store_err};
+use crate::store::{
+    apply_tier_limits, bytes_array, maintain_dict, parse_durability, stats_dict, store_err,
+};
 
 type DirKv = Cache<SystemClock, MmapBlockIO, FileMetaLog>;
 
@@ -74,6 +76,26 @@ impl KvCache {
     }
 }
 
+impl KvCache {
+    /// Pin (`pin`) or unpin block `(layer, head, kind, block_index)`.
+    fn pinning(
+        &self,
+        py: Python<'_>,
+        (layer, head, k, block_index): (u32, u32, &str, u32),
+        pin: bool,
+    ) -> PyResult<bool> {
+        let slot = KvSlot::new(layer, head, kind(k)?);
+        self.with(py, |c| {
+            let key = c.block_key(slot, block_index);
+            if pin {
+                c.store().pin_block(key)
+            } else {
+                c.store().unpin_block(&key)
+            }
+        })
+    }
+}
+
 #[pymethods]
 impl KvCache {
     /// Open (or, with `create`, create with the KV layout for `head_dim`) the collection
@@ -96,17 +118,7 @@ impl KvCache {
             collection: CollectionConfig::kv_cache(head_dim).map_err(|e| store_err(&e))?,
             ..StoreConfig::default()
         };
-        if let Some(limits) = max_blocks_per_tier {
-            if limits.len() != 4 {
-                return Err(arg_err(format!(
-                    "max_blocks_per_tier needs 4 entries (one per tier, None for unlimited), got {}",
-                    limits.len()
-                )));
-            }
-            for (slot, l) in cfg.max_blocks_per_tier.iter_mut().zip(limits) {
-                *slot = l.unwrap_or(usize::MAX);
-            }
-        }
+        apply_tier_limits(&mut cfg, max_blocks_per_tier)?;
         let cache = py
             .detach(|| {
                 let store = DirStore::open_path(&root, &tenant, &collection, cfg, create)?;
@@ -200,8 +212,7 @@ impl KvCache {
         kind_: &str,
         block_index: u32,
     ) -> PyResult<bool> {
-        let slot = KvSlot::new(layer, head, kind(kind_)?);
-        self.with(py, |c| c.store().pin_block(c.block_key(slot, block_index)))
+        self.pinning(py, (layer, head, kind_, block_index), true)
     }
 
     /// Undo `pin`; returns whether it was pinned.
@@ -213,10 +224,7 @@ impl KvCache {
         kind_: &str,
         block_index: u32,
     ) -> PyResult<bool> {
-        let slot = KvSlot::new(layer, head, kind(kind_)?);
-        self.with(py, |c| {
-            c.store().unpin_block(&c.block_key(slot, block_index))
-        })
+        self.pinning(py, (layer, head, kind_, block_index), false)
     }
 
     /// One tiering step of the store (at most `budget` migrations): cold blocks move to

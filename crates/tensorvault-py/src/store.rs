@@ -206,6 +206,26 @@ pub(crate) fn maintain_dict<'py>(
     Ok(d)
 }
 
+/// Set `cfg.max_blocks_per_tier` from Python's four-entry list (`None` = unlimited).
+pub(crate) fn apply_tier_limits(
+    cfg: &mut StoreConfig,
+    limits: Option<Vec<Option<usize>>>,
+) -> PyResult<()> {
+    let Some(limits) = limits else {
+        return Ok(());
+    };
+    if limits.len() != 4 {
+        return Err(arg_err(format!(
+            "max_blocks_per_tier needs 4 entries (one per tier, None for unlimited), got {}",
+            limits.len()
+        )));
+    }
+    for (slot, l) in cfg.max_blocks_per_tier.iter_mut().zip(limits) {
+        *slot = l.unwrap_or(usize::MAX);
+    }
+    Ok(())
+}
+
 /// Store-wide statistics as a dict (shared by `Store.stats` and `KvCache.stats`).
 pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &StoreStats) -> PyResult<Bound<'py, PyDict>> {
     let usage = PyList::empty(py);
@@ -295,17 +315,7 @@ impl Store {
             durability: parse_durability(durability)?,
             ..StoreConfig::default()
         };
-        if let Some(limits) = max_blocks_per_tier {
-            if limits.len() != 4 {
-                return Err(arg_err(format!(
-                    "max_blocks_per_tier needs 4 entries (one per tier, None for unlimited), got {}",
-                    limits.len()
-                )));
-            }
-            for (slot, l) in cfg.max_blocks_per_tier.iter_mut().zip(limits) {
-                *slot = l.unwrap_or(usize::MAX);
-            }
-        }
+        apply_tier_limits(&mut cfg, max_blocks_per_tier)?;
         if let Some(n) = block_elems {
             cfg.collection = CollectionConfig::with_block_elems(n);
         }

@@ -434,41 +434,36 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 }
             };
             if let Err(e) = r {
-                let tensor = self
-                    .writer
-                    .lock()
-                    .ok()
-                    .and_then(|w| w.catalog.name(m.key.tensor_id).map(str::to_owned));
-                report.problems.push(BlockProblem {
-                    key: m.key,
-                    tensor,
-                    tier: m.tier,
-                    offset: m.data_offset,
-                    error: e.to_string(),
-                });
+                report.problems.push(self.problem(m, e.to_string()));
             }
         }
         report.catalog_skipped = self.lock_writer()?.catalog.skipped;
         // Blocks whose slot was past the end of their tier file at open are gone: the
         // file was removed, emptied or cut short. Each is a problem, not a silent absence.
         for m in &self.lost_on_open {
-            let tensor = self
-                .writer
-                .lock()
-                .ok()
-                .and_then(|w| w.catalog.name(m.key.tensor_id).map(str::to_owned));
-            report.problems.push(BlockProblem {
-                key: m.key,
-                tensor,
-                tier: m.tier,
-                offset: m.data_offset,
-                error: format!(
-                    "lost: its {}-byte slot lies beyond the end of the {} file (missing, emptied or truncated)",
-                    m.data_len, m.tier
-                ),
-            });
+            let error = format!(
+                "lost: its {}-byte slot lies beyond the end of the {} file (missing, emptied or truncated)",
+                m.data_len, m.tier
+            );
+            report.problems.push(self.problem(m, error));
         }
         Ok(report)
+    }
+
+    /// A verify problem for block `m`, named with its tensor's name when the catalog has it.
+    fn problem(&self, m: &BlockMeta, error: String) -> BlockProblem {
+        let tensor = self
+            .writer
+            .lock()
+            .ok()
+            .and_then(|w| w.catalog.name(m.key.tensor_id).map(str::to_owned));
+        BlockProblem {
+            key: m.key,
+            tensor,
+            tier: m.tier,
+            offset: m.data_offset,
+            error,
+        }
     }
 
     /// Store-wide statistics.
