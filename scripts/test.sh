@@ -58,6 +58,20 @@ demo_dir=$(mktemp -d)
 cargo run -q --release -p tensorvault-cli -- -q demo "$demo_dir/demo" --rows 2000 --dim 64 --chunk-size 500
 rm -rf "$demo_dir"
 
+echo "== Hostile-input sweep: damaged and crafted files of every format through the CLI"
+# tests/hostile/run.py: truncations, bit flips, lying length fields and garbage tails of
+# CVC, npy, MOBI, CGEB and store files, each through the commands that read them, under
+# ulimit -v and a timeout; any panic, abort, timeout, multi-line error or leftover output
+# fails it.
+if ! python3 tests/hostile/run.py "${CARGO_TARGET_DIR:-target}/release/tensorvault" tests/fixtures > "$log" 2>&1; then
+  cat "$log"
+  echo "hostile-input sweep failed" >&2
+  exit 1
+fi
+tail -1 "$log"
+hostile_cases=$(tail -1 "$log" | awk '{print $1}')
+passed=$((passed + hostile_cases))
+
 echo "== Python interop: our registry checkpoint read by Python's safetensors (numpy)"
 venv=target/py-interop
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import numpy, safetensors" 2>/dev/null; then
