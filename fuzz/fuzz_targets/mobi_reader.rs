@@ -10,6 +10,8 @@ fuzz_target!(|data: &[u8]| {
         data,
         &ReadOptions {
             max_tensor_bytes: 1 << 24,
+            max_inflated_bytes: 1 << 26,
+            ..ReadOptions::default()
         },
     );
     if report.is_ok() {
