@@ -298,6 +298,17 @@ fn open(root: &Path, tenant: &str, collection: &str) -> Result<DirStore, CliErro
     )?)
 }
 
+/// Open a collection for reading while other readers may hold it too (ls, stats, verify):
+/// waits for a writer in another process to finish, never writes.
+fn open_shared(root: &Path, tenant: &str, collection: &str) -> Result<DirStore, CliError> {
+    Ok(DirStore::open_path_shared(
+        root,
+        tenant,
+        collection,
+        StoreConfig::default(),
+    )?)
+}
+
 fn collections(
     root: &Path,
     one: Option<(String, String)>,
@@ -427,13 +438,13 @@ pub(crate) fn print_tensors(tensors: &[TensorInfo], json: bool) {
 
 fn ls(root: &Path, one: Option<(String, String)>, json: bool) -> Result<i32, CliError> {
     if let Some((tenant, collection)) = one {
-        let s = open(root, &tenant, &collection)?;
+        let s = open_shared(root, &tenant, &collection)?;
         print_tensors(&s.tensors()?, json);
         return Ok(0);
     }
     let mut rows = Vec::new();
     for (tenant, collection) in list_collections(root)? {
-        let s = open(root, &tenant, &collection)?;
+        let s = open_shared(root, &tenant, &collection)?;
         let st = s.stats()?;
         rows.push((tenant, collection, st));
     }
@@ -480,7 +491,7 @@ fn stats(root: &Path, json: bool) -> Result<i32, CliError> {
     let mut per = Vec::new();
     let mut total = StoreStats::default();
     for (tenant, collection) in list_collections(root)? {
-        let s = open(root, &tenant, &collection)?;
+        let s = open_shared(root, &tenant, &collection)?;
         let st = s.stats()?;
         total.tensors += st.tensors;
         total.log_records += st.log_records;
@@ -566,7 +577,7 @@ fn verify(
     let mut results = Vec::new();
     let mut corrupt = 0usize;
     for (tenant, collection) in cols {
-        let s = open(root, &tenant, &collection)?;
+        let s = open_shared(root, &tenant, &collection)?;
         let r = s.verify()?;
         let (skipped, tail) = {
             let st = s.replay_stats().0;

@@ -59,7 +59,7 @@ fn collect(root: &Path, last: &mut LastErrors) -> Result<StoreMetrics, CliError>
     let mut m = StoreMetrics::new();
     let mut errors = LastErrors::new();
     for (tenant, collection) in list_collections(root)? {
-        let snap = DirStore::open_path(root, &tenant, &collection, StoreConfig::default(), false)
+        let snap = DirStore::open_path_shared(root, &tenant, &collection, StoreConfig::default())
             .and_then(|s| {
                 m.add(&s)?;
                 s.close()

@@ -111,25 +111,50 @@ impl Catalog {
     }
 
     /// Open (or create) `path`, loading every valid record; corrupt records are skipped
-    /// with a warning and a torn tail is cut.
+    /// with a warning (and counted in `skipped`); an invalid tail stays until the next
+    /// append overwrites it.
     ///
     /// # Errors
     /// [`StoreErr::Io`]; [`StoreErr::BadHeader`] if the header is not a names header.
     pub fn open(path: &Path) -> Result<Self> {
+        Self::open_with(path, true)
+    }
+
+    /// Open `path` for reading only (a shared, read-only store): nothing is created or
+    /// written, and an insert fails with [`StoreErr::Io`]. A missing or headerless file
+    /// reads as an empty catalog.
+    ///
+    /// # Errors
+    /// As [`Catalog::open`].
+    pub fn open_read_only(path: &Path) -> Result<Self> {
+        Self::open_with(path, false)
+    }
+
+    fn open_with(path: &Path, writable: bool) -> Result<Self> {
         let io = |op, e| StoreErr::io(op, path, e);
-        let mut file = OpenOptions::new()
+        let opened = OpenOptions::new()
             .read(true)
-            .write(true)
-            .create(true)
+            .write(writable)
+            .create(writable)
             .truncate(false)
-            .open(path)
-            .map_err(|e| io("open", e))?;
+            .open(path);
+        let mut file = match opened {
+            Ok(f) => f,
+            Err(e) if !writable && e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Catalog::default());
+            }
+            Err(e) => return Err(io("open", e)),
+        };
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(|e| io("read", e))?;
         let mut cat = Catalog {
             path: Some(path.to_owned()),
             ..Catalog::default()
         };
+        if bytes.len() < NAME_RECORD_LEN && !writable {
+            cat.file = Some(file);
+            return Ok(cat);
+        }
         if bytes.len() < NAME_RECORD_LEN {
             // New (or torn while being created): start over with a header.
             file.set_len(0).map_err(|e| io("truncate", e))?;

@@ -159,6 +159,44 @@ fn lock(dir: &Path) -> Result<Vec<File>> {
     Ok(vec![f, d])
 }
 
+/// Most time a shared (reader) open waits for a writer to release the collection.
+pub const SHARED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Take the collection's shared lock (any number of readers, no writer): `flock(LOCK_SH)`
+/// on the collection directory, waiting up to [`SHARED_LOCK_WAIT`] for a writer (a put or
+/// a compaction in another process) to finish instead of failing at once.
+fn lock_shared(dir: &Path) -> Result<Vec<File>> {
+    let d = File::open(dir).map_err(|e| StoreErr::io("open", dir, e))?;
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let start = std::time::Instant::now();
+        loop {
+            // SAFETY: flock on a descriptor we own; no memory is passed.
+            let rc = unsafe { libc::flock(d.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+            if rc == 0 {
+                break;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::WouldBlock {
+                return Err(StoreErr::io("lock", dir, e));
+            }
+            if start.elapsed() >= SHARED_LOCK_WAIT {
+                return Err(StoreErr::InvalidArgument {
+                    field: "collection",
+                    reason: format!(
+                        "{} stayed open for writing in another process for {} s",
+                        dir.display(),
+                        SHARED_LOCK_WAIT.as_secs()
+                    ),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    Ok(vec![d])
+}
+
 /// `flock(LOCK_EX | LOCK_NB)` on `f` (the file at `path`) guarding collection `dir`.
 fn flock_exclusive(f: &File, path: &Path, dir: &Path) -> Result<()> {
     #[cfg(unix)]
@@ -237,7 +275,62 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
     }
 }
 
+impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
+    /// Open an existing collection for reading, sharing it with other readers: the
+    /// directory's lock is taken shared (waiting up to [`SHARED_LOCK_WAIT`] for a writer to
+    /// finish), the MetaLog is opened without write access (so a write through this store
+    /// fails with [`StoreErr::Io`] before anything is logged), access statistics are not
+    /// flushed and nothing is compacted. For listing, statistics and verification while
+    /// other processes read the same collection.
+    ///
+    /// # Errors
+    /// As [`TensorStore::open_dir`] without `create`; [`StoreErr::InvalidArgument`] if a
+    /// writer keeps the collection for longer than [`SHARED_LOCK_WAIT`].
+    pub fn open_dir_shared(
+        root: &Path,
+        tenant: &str,
+        collection: &str,
+        clock: C,
+        mut cfg: StoreConfig,
+    ) -> Result<Self> {
+        let dir = collection_dir(root, tenant, collection)?;
+        refuse_links(root, &dir)?;
+        let log_path = dir.join(META_LOG);
+        if !log_path.exists() {
+            return Err(StoreErr::io(
+                "open",
+                &log_path,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such collection"),
+            ));
+        }
+        let lock = lock_shared(&dir)?;
+        let log = FileMetaLog::open_read_only(&log_path)?;
+        let geo = crate::meta_log::MetaLog::collection(&log);
+        let io = MmapBlockIO::open(&dir, &geo)?;
+        let catalog = Catalog::open_read_only(&dir.join(NAMES_LOG))?;
+        cfg.compact_ratio = 0;
+        cfg.access_flush_every = u32::MAX;
+        let mut store = TensorStore::open(tenant, collection, clock, io, log, catalog, cfg)?;
+        store.lineage = crate::lineage::LineageStore::open_dir(&dir)?;
+        store._lock = Some(lock);
+        Ok(store)
+    }
+}
+
 impl DirStore<SystemClock> {
+    /// [`TensorStore::open_dir_shared`] with the system clock.
+    ///
+    /// # Errors
+    /// As [`TensorStore::open_dir_shared`].
+    pub fn open_path_shared(
+        root: &Path,
+        tenant: &str,
+        collection: &str,
+        cfg: StoreConfig,
+    ) -> Result<Self> {
+        Self::open_dir_shared(root, tenant, collection, SystemClock::new(), cfg)
+    }
+
     /// [`TensorStore::open_dir`] with the system clock.
     ///
     /// # Errors

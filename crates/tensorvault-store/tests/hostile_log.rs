@@ -239,3 +239,46 @@ fn emptied_tier_file_blocks_are_reported_by_verify() {
         assert!(p.error.contains("beyond the end"), "{}", p.error);
     }
 }
+
+/// Readers share a collection (issue 16: readers took the exclusive lock, so `ls` and
+/// `verify` were refused while another reader ran): any number of shared opens at once, a
+/// writer is kept out while they hold it, and a shared store cannot write.
+#[test]
+fn readers_share_the_collection_and_cannot_write() {
+    let tmp = common::scratch_dir("hostile-shared");
+    make_store(tmp.path());
+    let r1 = DirStore::open_path_shared(tmp.path(), TENANT, COLL, cfg()).unwrap();
+    let r2 = DirStore::open_path_shared(tmp.path(), TENANT, COLL, cfg()).unwrap();
+    assert_eq!(
+        r1.get_tensor("w").unwrap().data,
+        r2.get_tensor("w").unwrap().data
+    );
+    assert!(r2.verify().unwrap().problems.is_empty());
+    assert!(matches!(
+        open_err(tmp.path(), false),
+        StoreErr::InvalidArgument {
+            field: "collection",
+            ..
+        }
+    ));
+    let e = r1
+        .put_tensor(
+            "z",
+            DType::F32,
+            &[1],
+            &[0u8; 4],
+            tensorvault_store::Tier::Tier0,
+        )
+        .unwrap_err();
+    assert!(matches!(e, StoreErr::Io { .. }), "{e:?}");
+    drop((r1, r2));
+    // The refused write left nothing behind: the writer sees only "w".
+    let w = DirStore::open_path(tmp.path(), TENANT, COLL, cfg(), false).unwrap();
+    let names: Vec<_> = w
+        .tensors()
+        .unwrap()
+        .into_iter()
+        .filter_map(|t| t.name)
+        .collect();
+    assert_eq!(names, ["w"]);
+}

@@ -161,11 +161,27 @@ impl FileMetaLog {
     /// # Errors
     /// [`StoreErr::BadHeader`] if the header is missing or invalid; [`StoreErr::Io`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
-        remove_leftover_temp(&path)?;
+        Self::open_with(path.as_ref(), true)
+    }
+
+    /// Open an existing log for reading only (a shared, read-only store): the file is
+    /// opened without write access and nothing is removed, so replay reads it as it is and
+    /// any append fails with [`StoreErr::Io`].
+    ///
+    /// # Errors
+    /// As [`FileMetaLog::open`].
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path.as_ref(), false)
+    }
+
+    fn open_with(path: &Path, writable: bool) -> Result<Self> {
+        let path = path.to_path_buf();
+        if writable {
+            remove_leftover_temp(&path)?;
+        }
         let mut file = OpenOptions::new()
             .read(true)
-            .write(true)
+            .write(writable)
             .open(&path)
             .map_err(|e| StoreErr::io("open", &path, e))?;
         let len = file
