@@ -48,7 +48,7 @@ class MemCache:
 
 
 class StoreCache:
-    """The cache in `tensorvault.KvCache` (the binding codec v2 adds)."""
+    """The cache in `tensorvault.KvCache` (blocks per tier from its `stats()["blocks"]`)."""
 
     def __init__(self, root: str, n_kv: int, head_dim: int) -> None:
         self.n_kv = n_kv
@@ -109,7 +109,7 @@ def evaluate(m, ids: np.ndarray, log=print) -> Dict:
         c.close()
         disk = _disk_bytes(root)
         f16 = len(ids) * m.hd * 2 * 2 * m.n_kv * m.n_layer
-        tiers = [st["tiers"][t]["blocks"] for t in range(4)] if "tiers" in st else st.get("tier_blocks", "-")
+        tiers = list(st["blocks"]) if "blocks" in st else "-"
         r = {"tokens": int(len(ids)), "ppl_ref": ref, "ppl": ppl, "ppl_change_pct": (ppl / ref - 1) * 100,
              "disk_bytes": disk, "f16_bytes": f16, "tier_blocks": tiers, "chunk": CHUNK}
         log(f"    store cache: perplexity {ppl:.3f} ({r['ppl_change_pct']:+.2f}%), {disk} bytes on disk "
