@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# No incremental compilation: CI builds once from a clean clone, and the incremental
+# caches doubled target/ (2.7 GB of 11 GB); the whole run must fit a small CI disk.
+export CARGO_INCREMENTAL=0
 log=$(mktemp)
 
 echo "== cargo fmt --check"
