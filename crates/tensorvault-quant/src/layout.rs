@@ -69,6 +69,43 @@ pub const fn default_group_size(bits: u8) -> usize {
     }
 }
 
+// ---- version 2: asymmetric groups with coded scales and mins (docs/formats/quant.md §5) ----
+
+/// Version byte of an asymmetric (v2) segment.
+pub const V2_VERSION: u8 = 2;
+/// u8 grouping axis: [`V2_AXIS_FLAT`] or [`V2_AXIS_COLUMNS`].
+pub const V2_AXIS_OFFSET: usize = BITS_OFFSET + size_of::<u8>();
+/// u8 log2 of the group size.
+pub const V2_GROUP_LOG2_OFFSET: usize = V2_AXIS_OFFSET + size_of::<u8>();
+/// u32 number of values `n`.
+pub const V2_VALUES_OFFSET: usize = V2_GROUP_LOG2_OFFSET + size_of::<u8>();
+/// u16 row width (values per row).
+pub const V2_WIDTH_OFFSET: usize = V2_VALUES_OFFSET + size_of::<u32>();
+/// u16 leading rows kept raw (f16).
+pub const V2_RAW_ROWS_OFFSET: usize = V2_WIDTH_OFFSET + size_of::<u16>();
+/// f32 scale unit: group scale = unit x scale code.
+pub const V2_SCALE_UNIT_OFFSET: usize = V2_RAW_ROWS_OFFSET + size_of::<u16>();
+/// f32 min base: group min = base + min unit x min code.
+pub const V2_MIN_BASE_OFFSET: usize = V2_SCALE_UNIT_OFFSET + size_of::<f32>();
+/// f32 min unit.
+pub const V2_MIN_UNIT_OFFSET: usize = V2_MIN_BASE_OFFSET + size_of::<f32>();
+/// Header length of a v2 segment; the raw rows follow it.
+pub const V2_HEADER_LEN: usize = V2_MIN_UNIT_OFFSET + size_of::<f32>();
+/// Bytes of one raw value (f16).
+pub const V2_RAW_BYTES: usize = size_of::<u16>();
+/// Bytes of one group's parameters: a u8 scale code and a u8 min code.
+pub const V2_GROUP_BYTES: usize = 2 * size_of::<u8>();
+/// Largest scale / min code.
+pub const V2_MAX_CODE: u8 = u8::MAX;
+/// Groups are runs of `g` consecutive values (in row-major order).
+pub const V2_AXIS_FLAT: u8 = 0;
+/// The values are a `[rows, width]` matrix; a group is one column over `g` rows.
+pub const V2_AXIS_COLUMNS: u8 = 1;
+/// Smallest group size exponent of a v2 segment (groups of 4).
+pub const V2_MIN_GROUP_LOG2: u8 = 2;
+/// Largest group size exponent of a v2 segment (groups of 1024).
+pub const V2_MAX_GROUP_LOG2: u8 = 10;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,5 +120,18 @@ mod tests {
         assert_eq!(FRAME_COUNT_OFFSET, 16);
         assert_eq!(SCALE_SET_COUNT_OFFSET, 20);
         assert_eq!(HEADER_LEN, 24);
+    }
+
+    #[test]
+    fn v2_header_is_32_bytes_and_fields_are_contiguous() {
+        assert_eq!(V2_AXIS_OFFSET, 10);
+        assert_eq!(V2_GROUP_LOG2_OFFSET, 11);
+        assert_eq!(V2_VALUES_OFFSET, 12);
+        assert_eq!(V2_WIDTH_OFFSET, 16);
+        assert_eq!(V2_RAW_ROWS_OFFSET, 18);
+        assert_eq!(V2_SCALE_UNIT_OFFSET, 20);
+        assert_eq!(V2_MIN_BASE_OFFSET, 24);
+        assert_eq!(V2_MIN_UNIT_OFFSET, 28);
+        assert_eq!(V2_HEADER_LEN, 32);
     }
 }

@@ -10,6 +10,9 @@
 //! * [`segment`]: the self-describing quantized segment (one tensor, or a run of frames
 //!   that reuse scales while the data's range drifts less than a tolerance); its byte
 //!   layout is in [`layout`] and `docs/formats/quant.md`.
+//! * [`segment_v2`]: the asymmetric segment (version 2): u8-coded group scales and mins,
+//!   groups along the values or down the columns of a `[rows, width]` layout (KV keys per
+//!   channel), optional raw f16 leading rows (attention sinks); fitting in [`asym`].
 //! * [`affine`]: per-tensor and per-channel affine int8 / uint8 / int16 for model weights.
 //! * [`metrics`]: reconstruction error metrics (max abs error, RMSE, relative RMSE, SNR).
 //!
@@ -32,11 +35,13 @@ mod error;
 
 pub mod affine;
 pub mod affine_u8;
+pub mod asym;
 pub mod bitpack;
 pub mod float;
 pub mod groupwise;
 pub mod layout;
 pub mod metrics;
 pub mod segment;
+pub mod segment_v2;
 
 pub use error::QuantError;
