@@ -102,11 +102,13 @@ def details(res: Dict) -> str:
             out.append(f"End to end (decode with the cache in the store's KV API): pending: {e2e['pending']}")
         else:
             out.append("End to end (decode with the cache in the store's KV API):\n\n" + _table(
-                ["tokens", "f16-cache ppl", "store-cache ppl", "change", "bytes on disk", "f16 cache bytes",
-                 "ratio", "blocks per tier"],
+                ["tokens", "f16-cache ppl", "store-cache ppl", "change", "bytes on disk (du)",
+                 "apparent file bytes", "f16 cache bytes", "ratio (du)", "blocks per tier", "policy"],
                 [[str(e2e["tokens"]), f"{e2e['ppl_ref']:.3f}", f"{e2e['ppl']:.3f}",
-                  _pct(e2e["ppl_change_pct"], 2, sign=True), str(e2e["disk_bytes"]), str(e2e["f16_bytes"]),
-                  f"{e2e['disk_bytes'] / e2e['f16_bytes'] * 100:.1f}%", str(e2e.get("tier_blocks", "-"))]])
+                  _pct(e2e["ppl_change_pct"], 2, sign=True), str(e2e["disk_bytes"]),
+                  str(e2e.get("apparent_bytes", "-")), str(e2e["f16_bytes"]),
+                  f"{e2e['disk_bytes'] / e2e['f16_bytes'] * 100:.1f}%", str(e2e.get("tier_blocks", "-")),
+                  str(e2e.get("policy", "-"))]])
                 + ("\n\n" + e2e["note"] if e2e.get("note") else ""))
     w = res.get("weights")
     if w:

@@ -43,6 +43,26 @@ def kinds_supported() -> bool:
     return _KIND_OK
 
 
+def kv_layout(arrays) -> Dict:
+    """Store options for `arrays`: the KV-cache layout (`kv_head_dim`, codec v2) when every
+    array is a KV tensor of one head dimension and the binding takes it, as a user storing
+    a KV cache would create the collection; else the default layout."""
+    kinds = {kind for _, _, kind in arrays}
+    dims = {a.shape[-1] for _, a, _ in arrays}
+    if not kinds or not kinds <= {"kv_key", "kv_value"} or len(dims) != 1 or not kinds_supported():
+        return {}
+    head_dim = int(next(iter(dims)))
+    d = tempfile.mkdtemp(prefix="tvq-probe-")
+    try:
+        with tv.Store(d, "q", "probe", durability="os", kv_head_dim=head_dim):
+            pass
+    except TypeError:
+        return {}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return {"kv_head_dim": head_dim}
+
+
 class Scratch:
     """A store in a fresh temporary directory, deleted on close."""
 
@@ -80,9 +100,10 @@ def roundtrip(
 
     Returns `(decoded arrays by name, stored payload bytes, values)`.
     """
+    arrays = list(arrays)
     out: Dict[str, np.ndarray] = {}
     stored = values = 0
-    with Scratch() as s:
+    with Scratch(**kv_layout(arrays)) as s:
         for name, a, kind in arrays:
             if demote_from is None:
                 s.put(name, a, tier, kind)

@@ -10,7 +10,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use tensorvault_store::fs::list_collections;
 use tensorvault_store::{
-    CollectionConfig, DirStore, Durability, StoreConfig, StoreStats, TensorInfo, Tier,
+    BlockInfo, CollectionConfig, DirStore, Durability, StoreConfig, StoreStats, TensorInfo,
+    TensorKind, Tier,
 };
 
 use crate::error::CliError;
@@ -127,6 +128,37 @@ pub enum DurabilityArg {
     Os,
 }
 
+/// What a tensor holds, on the command line (picks the quantized tiers' codec layout).
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum KindArg {
+    /// Anything else: groups along the values, min/max ranges (the fastest encode).
+    Generic,
+    /// Attention keys [tokens, head_dim]: groups per channel over tokens, first token f16.
+    #[value(name = "kv_key")]
+    KvKey,
+    /// Attention values [tokens, head_dim]: groups along each token, first token f16.
+    #[value(name = "kv_value")]
+    KvValue,
+    /// Weight matrices: groups along rows, clip search.
+    Weight,
+    /// Embedding vectors [n, dim]: groups along each vector, clip search.
+    Embedding,
+}
+
+impl KindArg {
+    /// The store's kind.
+    #[must_use]
+    pub fn kind(self) -> TensorKind {
+        match self {
+            KindArg::Generic => TensorKind::Generic,
+            KindArg::KvKey => TensorKind::KvKey,
+            KindArg::KvValue => TensorKind::KvValue,
+            KindArg::Weight => TensorKind::Weight,
+            KindArg::Embedding => TensorKind::Embedding,
+        }
+    }
+}
+
 /// Arguments of `store put`.
 #[derive(Debug, Args)]
 pub struct PutArgs {
@@ -143,6 +175,10 @@ pub struct PutArgs {
     /// Tier: 0 raw (bit-exact), 1 8-bit, 2 5-bit, 3 3-bit.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub tier: u8,
+    /// What the tensor holds: quantized tiers lay their groups out by it (KV keys per
+    /// channel, values and embeddings per vector, weights per row).
+    #[arg(long, value_enum, default_value_t = KindArg::Generic)]
+    pub kind: KindArg,
     /// Elements per block for a NEW collection (default 4096 = 16 KiB of f32).
     #[arg(long)]
     pub block_elems: Option<u32>,
@@ -346,7 +382,8 @@ fn put(a: &PutArgs) -> Result<i32, CliError> {
     std::fs::create_dir_all(&a.root).map_err(CliError::io("create directory", a.root.display()))?;
     let s = DirStore::open_path(&a.root, &a.tenant, &a.collection, cfg, true)?;
     let t = std::time::Instant::now();
-    let info = s.put_tensor(&a.name, dtype, &shape32, &data, tier_of(a.tier))?;
+    let block = BlockInfo::new(dtype, &shape32).with_kind(a.kind.kind());
+    let info = s.put_tensor_with(&a.name, &block, &data, tier_of(a.tier))?;
     s.close()?;
     let secs = t.elapsed().as_secs_f64();
     println!(

@@ -217,7 +217,8 @@ fn put(p: &PutArgs, a: &S3Args) -> Result<i32, CliError> {
     let s = Target::new(&p.root, a)?.open(&p.tenant, &p.collection, cfg, true)?;
     let t = std::time::Instant::now();
     let tier = tensorvault_store::Tier::from_u8(p.tier).unwrap_or(tensorvault_store::Tier::Tier1);
-    let info = s.put_tensor(&p.name, dtype, &shape32, &data, tier)?;
+    let block = tensorvault_store::BlockInfo::new(dtype, &shape32).with_kind(p.kind.kind());
+    let info = s.put_tensor_with(&p.name, &block, &data, tier)?;
     s.close()?;
     println!(
         "{}: {} {:?} -> {} blocks in tier {}, {} stored, {:.0} MB/s",

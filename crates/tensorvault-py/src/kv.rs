@@ -15,8 +15,8 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tensorvault_store::{
-    CollectionConfig, DirStore, FileMetaLog, KvCache as Cache, KvKind, KvSlot, MmapBlockIO,
-    StoreConfig, StoreErr, SystemClock,
+    CollectionConfig, DirStore, FileMetaLog, KvAgePolicy, KvCache as Cache, KvKind, KvSlot,
+    MmapBlockIO, StoreConfig, StoreErr, SystemClock,
 };
 
 use crate::errors::arg_err;
@@ -54,6 +54,8 @@ pub struct KvCache {
     path: PathBuf,
     head_dim: u32,
     tokens_per_block: u32,
+    /// Age-based tiering applied by `maintain` (None: access statistics only).
+    age: Option<KvAgePolicy>,
 }
 
 impl KvCache {
@@ -101,7 +103,7 @@ impl KvCache {
     /// Open (or, with `create`, create with the KV layout for `head_dim`) the collection
     /// `<root>/<tenant>/<collection>` as a KV cache.
     #[new]
-    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="every-write", max_blocks_per_tier=None))]
+    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="every-write", max_blocks_per_tier=None, age_tiers=None, block_tokens=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -112,10 +114,16 @@ impl KvCache {
         create: bool,
         durability: &str,
         max_blocks_per_tier: Option<Vec<Option<usize>>>,
+        age_tiers: Option<(u64, u64, u64)>,
+        block_tokens: Option<u32>,
     ) -> PyResult<Self> {
+        let geometry = match block_tokens {
+            None => CollectionConfig::kv_cache(head_dim),
+            Some(t) => CollectionConfig::kv_cache_tokens(head_dim, t),
+        };
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
-            collection: CollectionConfig::kv_cache(head_dim).map_err(|e| store_err(&e))?,
+            collection: geometry.map_err(|e| store_err(&e))?,
             ..StoreConfig::default()
         };
         apply_tier_limits(&mut cfg, max_blocks_per_tier)?;
@@ -126,7 +134,13 @@ impl KvCache {
             })
             .map_err(|e| store_err(&e))?;
         let tokens_per_block = cache.tokens_per_block();
+        let age = age_tiers.map(|(t0, t1, t2)| KvAgePolicy {
+            tier0_tokens: t0,
+            tier1_tokens: t1,
+            tier2_tokens: t2,
+        });
         Ok(KvCache {
+            age,
             inner: RwLock::new(Some(cache)),
             path: root.join(&tenant).join(&collection),
             head_dim,
@@ -227,12 +241,29 @@ impl KvCache {
         self.pinning(py, (layer, head, kind_, block_index), false)
     }
 
-    /// One tiering step of the store (at most `budget` migrations): cold blocks move to
-    /// fewer bits per the access statistics.
+    /// One tiering step: first the age policy (if the cache has one) demotes sealed
+    /// blocks by age, then the store's access-based step (at most `budget` migrations).
+    /// The report's `age_moved` lists the blocks the age policy moved into tiers 0..=3.
     #[pyo3(signature = (budget=1024))]
     fn maintain<'py>(&self, py: Python<'py>, budget: usize) -> PyResult<Bound<'py, PyDict>> {
-        let report = self.with(py, |c| c.store().maintain(budget))?;
-        maintain_dict(py, &report, &std::collections::HashMap::new())
+        let age = self.age;
+        let (moved, report) = self.with(py, |c| {
+            let moved = match age {
+                Some(p) => c.demote_by_age(&p)?,
+                None => [0; 4],
+            };
+            Ok((moved, c.store().maintain(budget)?))
+        })?;
+        let d = maintain_dict(py, &report, &std::collections::HashMap::new())?;
+        d.set_item("age_moved", moved.to_vec())?;
+        Ok(d)
+    }
+
+    /// The age policy as `(tier0_tokens, tier1_tokens, tier2_tokens)`, or None.
+    #[getter]
+    fn age_tiers(&self) -> Option<(u64, u64, u64)> {
+        self.age
+            .map(|p| (p.tier0_tokens, p.tier1_tokens, p.tier2_tokens))
     }
 
     /// The store's statistics (blocks, payload and file bytes per tier, ...).
@@ -253,7 +284,7 @@ impl KvCache {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
                 .take()
-                .map(|c| c.into_store().close())
+                .map(DirKv::close)
         });
         match taken {
             Some(Err(e)) => Err(store_err(&e)),

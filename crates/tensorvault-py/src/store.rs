@@ -16,8 +16,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use tensorvault_store::tiering::Reason;
 use tensorvault_store::{
-    CollectionConfig, DType, DirStore, Durability, MaintainReport, StoreConfig, StoreErr,
-    StoreStats, TensorInfo, Tier, VerifyReport,
+    BlockInfo, CollectionConfig, DType, DirStore, Durability, MaintainReport, StoreConfig,
+    StoreErr, StoreStats, TensorInfo, TensorKind, Tier, VerifyReport,
 };
 
 use crate::errors::{arg_err, err, Kind};
@@ -299,7 +299,7 @@ impl Store {
 impl Store {
     /// Open (or, with `create`, create) the collection `<root>/<tenant>/<collection>`.
     #[new]
-    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None))]
+    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -310,14 +310,34 @@ impl Store {
         durability: &str,
         max_blocks_per_tier: Option<Vec<Option<usize>>>,
         block_elems: Option<u32>,
+        kv_head_dim: Option<u32>,
+        codec: Option<u8>,
     ) -> PyResult<Self> {
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
             ..StoreConfig::default()
         };
         apply_tier_limits(&mut cfg, max_blocks_per_tier)?;
-        if let Some(n) = block_elems {
-            cfg.collection = CollectionConfig::with_block_elems(n);
+        match (kv_head_dim, block_elems) {
+            (Some(_), Some(_)) => {
+                return Err(arg_err("give block_elems or kv_head_dim, not both"));
+            }
+            (Some(h), None) => {
+                cfg.collection = CollectionConfig::kv_cache(h).map_err(|e| store_err(&e))?;
+            }
+            (None, Some(n)) => cfg.collection = CollectionConfig::with_block_elems(n),
+            (None, None) => {}
+        }
+        match codec {
+            None | Some(2) => {}
+            Some(1) => {
+                let g = cfg.collection;
+                cfg.collection = CollectionConfig {
+                    tier0_elem_bytes: g.tier0_elem_bytes,
+                    ..CollectionConfig::codec_v1(g.block_elems)
+                };
+            }
+            Some(c) => return Err(arg_err(format!("codec {c} is not 1 or 2"))),
         }
         let store = py
             .detach(|| DirStore::open_path(&root, &tenant, &collection, cfg, create))
@@ -370,11 +390,16 @@ impl Store {
         d.set_item("tier_bits", g.tier_bits.map(u32::from).to_vec())?;
         d.set_item("group_size", g.group_size.to_vec())?;
         d.set_item("slot_align", g.slot_align)?;
+        d.set_item("codec", g.codec)?;
+        d.set_item("sink_values", g.sink_values)?;
         Ok(d)
     }
 
     /// Store `data` (little-endian elements of `dtype`, C order, as a 1-D uint8 array)
-    /// as the tensor `name` of `shape` in `tier`; returns its info dict.
+    /// as the tensor `name` of `shape` in `tier`, holding `kind` (`generic`, `kv_key`,
+    /// `kv_value`, `weight`, `embedding`); returns its info dict.
+    #[pyo3(signature = (name, dtype, shape, data, tier, kind = "generic"))]
+    #[allow(clippy::too_many_arguments, reason = "mirrors the Python signature")]
     fn put_tensor<'py>(
         &self,
         py: Python<'py>,
@@ -383,8 +408,14 @@ impl Store {
         shape: Vec<u64>,
         data: PyReadonlyArray1<'py, u8>,
         tier: u8,
+        kind: &str,
     ) -> PyResult<Bound<'py, PyDict>> {
         let dtype = parse_dtype(dtype)?;
+        let kind = TensorKind::from_name(kind).ok_or_else(|| {
+            arg_err(format!(
+                "kind {kind:?} is not one of generic, kv_key, kv_value, weight, embedding"
+            ))
+        })?;
         let tier = parse_tier(tier)?;
         let shape: Vec<u32> = shape
             .iter()
@@ -394,7 +425,8 @@ impl Store {
         let bytes = data
             .as_slice()
             .map_err(|_| arg_err("data must be a C-contiguous uint8 array"))?;
-        let info = self.with(py, |s| s.put_tensor(name, dtype, &shape, bytes, tier))?;
+        let block = BlockInfo::new(dtype, &shape).with_kind(kind);
+        let info = self.with(py, |s| s.put_tensor_with(name, &block, bytes, tier))?;
         info_dict(py, &info)
     }
 

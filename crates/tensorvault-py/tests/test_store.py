@@ -23,6 +23,16 @@ def store(root):
     s.close()
 
 
+@pytest.fixture
+def store_v1(root):
+    """A codec v1 collection: symmetric groups whose per-element bound `_quant_bound`
+    states (codec v2's asymmetric, clip-searched groups are tested by RMSE in
+    test_codec_v2.py and test_quality_fixtures.py)."""
+    s = tv.Store(root, TENANT, COLL, codec=1)
+    yield s
+    s.close()
+
+
 def _owner(a):
     """The first non-ndarray object in a's base chain."""
     base = a.base
@@ -69,7 +79,8 @@ def test_tier0_keeps_nan_and_inf_bits(store):
 
 
 @pytest.mark.parametrize("tier", [1, 2, 3])
-def test_quantized_tiers_within_codec_bound(store, rng, tier):
+def test_quantized_tiers_within_codec_bound(store_v1, rng, tier):
+    store = store_v1
     x = rng.standard_normal((3, 5000)).astype(np.float32) * np.float32(3.0)
     x[0, :7] = 0.0  # an all-zero stretch inside a group
     store.put_tensor("q", x, tier=tier)
@@ -85,7 +96,8 @@ def test_quantized_tiers_within_codec_bound(store, rng, tier):
     assert t["tier_blocks"][tier] == 4 and t["stored_bytes"] < t["raw_bytes"]
 
 
-def test_quantized_integer_and_half_dtypes(store, rng):
+def test_quantized_integer_and_half_dtypes(store_v1, rng):
+    store = store_v1
     i8 = rng.integers(-128, 127, size=2000, endpoint=True).astype(np.int8)
     u8 = rng.integers(0, 255, size=2000, endpoint=True).astype(np.uint8)
     f16 = rng.standard_normal(2000).astype(np.float16)
@@ -383,7 +395,8 @@ def test_stats_and_tensors(store, rng):
     assert "b" not in store and len(store) == 1
 
 
-def test_migrate_tensor(store, rng):
+def test_migrate_tensor(store_v1, rng):
+    store = store_v1
     x = rng.standard_normal(9000).astype(np.float32)
     store.put_tensor("w", x, tier=0)
     assert store.migrate_tensor("w", 3) == 3
@@ -395,7 +408,7 @@ def test_migrate_tensor(store, rng):
 
 def test_maintain_reports_moves(root, rng):
     x = rng.standard_normal(4 * 4096).astype(np.float32)
-    with tv.Store(root, TENANT, COLL) as s:
+    with tv.Store(root, TENANT, COLL, codec=1) as s:
         s.put_tensor("w", x, tier=1)
         r = s.maintain()
         assert set(r) == {"now", "scored", "moves", "deferred", "over_capacity", "plan_nanos"}

@@ -1,5 +1,7 @@
 //! Criterion benches for the groupwise codec: quantize+pack and unpack+dequantize per
-//! width at its default group size, plus the segment parse + single-frame decode.
+//! width at its default group size, plus the segment parse + single-frame decode; and the
+//! v2 segment's encode and parse + decode per layout (one 16384-value block, as the
+//! store's KV layout holds: 256 tokens x 64 channels).
 
 #![allow(
     missing_docs,
@@ -9,6 +11,7 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use tensorvault_quant::groupwise::{decode, encode, QuantParams};
 use tensorvault_quant::segment::{encode_tensor, Segment};
+use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
 
 fn data(n: usize) -> Vec<f32> {
     let mut s = 0x9e37_79b9_7f4a_7c15u64;
@@ -54,5 +57,45 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+fn bench_v2(c: &mut Criterion) {
+    let n = 16384;
+    let x = data(n);
+    let mut g = c.benchmark_group("segment_v2");
+    g.throughput(Throughput::Bytes((n * 4) as u64));
+    let layouts = [
+        ("flat", Axis::Flat, 0u16, false),
+        ("columns_sink", Axis::Columns, 1, false),
+        ("flat_clip_search", Axis::Flat, 0, true),
+    ];
+    for bits in [3u8, 5, 8] {
+        for (name, axis, raw_rows, clip_search) in layouts {
+            let p = V2Params {
+                bits,
+                group_log2: if bits == 3 { 6 } else { 7 },
+                axis,
+                width: 64,
+                raw_rows,
+                clip_search,
+            };
+            let seg = segment_v2::encode(&p, &x).unwrap();
+            let mut y = vec![0f32; n];
+            g.bench_function(format!("encode_{bits}bit_{name}"), |b| {
+                b.iter(|| segment_v2::encode(&p, black_box(&x)).unwrap())
+            });
+            if !clip_search {
+                g.bench_function(format!("parse_decode_{bits}bit_{name}"), |b| {
+                    b.iter(|| {
+                        SegmentV2::parse(black_box(&seg))
+                            .unwrap()
+                            .decode(&mut y)
+                            .unwrap()
+                    })
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_v2);
 criterion_main!(benches);

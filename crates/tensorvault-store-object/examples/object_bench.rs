@@ -323,6 +323,7 @@ fn main() {
         checksum: i as u32,
         lineage_parent: 0,
         reconstruct: ReconstructPolicy::None,
+        kind: tensorvault_store::TensorKind::Generic,
         tier_since: 1,
         data_offset: i * sl,
         data_len: 4185,

@@ -34,6 +34,7 @@ fn record(i: u64) -> MetaRecord {
                 checksum: i as u32,
                 lineage_parent: 0,
                 reconstruct: ReconstructPolicy::None,
+                kind: tensorvault_store::TensorKind::Generic,
                 tier_since: i,
                 data_offset: i * 4224,
                 data_len: 4185,

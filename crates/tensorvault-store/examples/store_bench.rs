@@ -488,6 +488,7 @@ fn replay_record(i: u64, geo: &CollectionConfig) -> MetaRecord {
             checksum: i as u32,
             lineage_parent: 0,
             reconstruct: ReconstructPolicy::None,
+            kind: tensorvault_store::TensorKind::Generic,
             tier_since: i,
             data_offset: i * slot,
             data_len: geo.max_payload_len(Tier::Tier1) as u32,

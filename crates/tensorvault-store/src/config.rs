@@ -14,6 +14,16 @@ pub const KV_BLOCK_RAW_BYTES: u32 = 32 * 1024;
 pub const DEFAULT_SLOT_ALIGN: u32 = 64;
 /// Largest accepted block (elements); bounds every slot and every decode buffer.
 pub const MAX_BLOCK_ELEMS: u32 = 1 << 22;
+/// Codec v1: symmetric groups with f16 scales (TQTC segment version 1); collections
+/// created before codec v2 (MetaLog header version 1) use it.
+pub const CODEC_V1: u8 = 1;
+/// Codec v2: asymmetric groups laid out by tensor kind (TQTC segment version 2); the
+/// default of new collections.
+pub const CODEC_V2: u8 = 2;
+/// Codec v2 group sizes of tiers 1, 2, 3: with 16 bits of side data per group and a
+/// 32-byte segment header, a 4096-value block fits 8.25 / 5.25 / 3.375 bits per value
+/// after 64-byte slot rounding (issue 14's bit budgets).
+pub const V2_GROUP_SIZE: [u32; 3] = [128, 128, 64];
 
 /// The geometry of one collection: how many elements a block holds and how each tier
 /// encodes it. Written into the MetaLog header when the collection is created and read
@@ -30,6 +40,12 @@ pub struct CollectionConfig {
     pub group_size: [u32; 3],
     /// Slot alignment in bytes (power of two, >= 8).
     pub slot_align: u32,
+    /// Codec of the quantized tiers: [`CODEC_V1`] or [`CODEC_V2`].
+    pub codec: u8,
+    /// Codec v2: values per block that may be kept as f16 beyond the quantized payload
+    /// (the first token of a KV tensor, an attention sink); 0 keeps none. Sizes the
+    /// quantized slots.
+    pub sink_values: u16,
 }
 
 impl Default for CollectionConfig {
@@ -39,16 +55,30 @@ impl Default for CollectionConfig {
 }
 
 impl CollectionConfig {
-    /// Defaults with `block_elems` elements per block.
+    /// Defaults (codec v2) with `block_elems` elements per block.
     #[must_use]
     pub fn with_block_elems(block_elems: u32) -> Self {
-        let bits = [8, 5, 3];
         Self {
             block_elems,
             tier0_elem_bytes: 4,
-            tier_bits: bits,
-            group_size: bits.map(|b| q::default_group_size(b) as u32),
+            tier_bits: [8, 5, 3],
+            group_size: V2_GROUP_SIZE,
             slot_align: DEFAULT_SLOT_ALIGN,
+            codec: CODEC_V2,
+            sink_values: 0,
+        }
+    }
+
+    /// The geometry collections had before codec v2 (symmetric v1 groups of 128 / 256 /
+    /// 512 values), with `block_elems` elements per block: what a MetaLog header of
+    /// version 1 describes.
+    #[must_use]
+    pub fn codec_v1(block_elems: u32) -> Self {
+        let bits = [8, 5, 3];
+        Self {
+            group_size: bits.map(|b| q::default_group_size(b) as u32),
+            codec: CODEC_V1,
+            ..Self::with_block_elems(block_elems)
         }
     }
 
@@ -68,6 +98,31 @@ impl CollectionConfig {
         }
         let mut c = Self::with_block_elems(elems / head_dim * head_dim);
         c.tier0_elem_bytes = 2;
+        // One token of f16 per block for the attention sink (block 0 of each tensor).
+        c.sink_values = u16::try_from(head_dim).unwrap_or(0);
+        Ok(c)
+    }
+
+    /// The KV-cache layout with `tokens` token positions per block instead of 32 KiB
+    /// (smaller blocks let a KV cache keep a shorter recent window raw; per-channel key
+    /// groups need `tokens >=` the tier's group size, 128 at 8 and 5 bits).
+    ///
+    /// # Errors
+    /// [`StoreErr::InvalidArgument`] if `head_dim` or `tokens` is 0 or a block would
+    /// exceed [`MAX_BLOCK_ELEMS`] elements.
+    pub fn kv_cache_tokens(head_dim: u32, tokens: u32) -> Result<Self> {
+        let mut c = Self::kv_cache(head_dim)?;
+        match head_dim.checked_mul(tokens) {
+            Some(n) if tokens > 0 && n <= MAX_BLOCK_ELEMS => c.block_elems = n,
+            _ => {
+                return Err(StoreErr::InvalidArgument {
+                    field: "tokens",
+                    reason: format!(
+                    "{tokens} tokens of {head_dim} values must be 1..={MAX_BLOCK_ELEMS} elements"
+                ),
+                })
+            }
+        }
         Ok(c)
     }
 
@@ -77,7 +132,13 @@ impl CollectionConfig {
         tier.index().checked_sub(1).map(|i| self.tier_bits[i])
     }
 
-    /// Quantization parameters of a quantized tier (`None` for Tier0).
+    /// Group size of a quantized tier (`None` for Tier0).
+    #[must_use]
+    pub fn group_size(&self, tier: Tier) -> Option<u32> {
+        tier.index().checked_sub(1).map(|i| self.group_size[i])
+    }
+
+    /// Codec v1 quantization parameters of a quantized tier (`None` for Tier0).
     ///
     /// # Errors
     /// [`StoreErr::Quant`] if the stored bits / group size are invalid (checked by
@@ -93,7 +154,9 @@ impl CollectionConfig {
     }
 
     /// Payload bytes a full block needs in `tier`: raw bytes for Tier0, the length of a
-    /// one-frame TQTC segment of `block_elems` values for quantized tiers.
+    /// one-frame TQTC segment of `block_elems` values for quantized tiers (codec v2: a
+    /// flat segment of `block_elems` values plus `sink_values` raw values; every layout
+    /// the store writes fits it, see `codec::v2_layout`).
     #[must_use]
     pub fn max_payload_len(&self, tier: Tier) -> u64 {
         let n = u64::from(self.block_elems);
@@ -103,7 +166,15 @@ impl CollectionConfig {
                 let k = u64::from(self.tier_bits[i]);
                 let g = u64::from(self.group_size[i].max(1));
                 let groups = n.div_ceil(g);
-                q::HEADER_LEN as u64 + 1 + groups * q::SCALE_BYTES as u64 + (n * k).div_ceil(8)
+                let codes = (n * k).div_ceil(8);
+                if self.codec == CODEC_V1 {
+                    q::HEADER_LEN as u64 + 1 + groups * q::SCALE_BYTES as u64 + codes
+                } else {
+                    q::V2_HEADER_LEN as u64
+                        + u64::from(self.sink_values) * q::V2_RAW_BYTES as u64
+                        + groups * q::V2_GROUP_BYTES as u64
+                        + codes
+                }
             }
         }
     }
@@ -141,15 +212,50 @@ impl CollectionConfig {
                 format!("{} is not a power of two in 8..=2^20", self.slot_align),
             );
         }
-        for i in 0..3 {
-            tensorvault_quant::groupwise::QuantParams::new(
-                self.tier_bits[i],
-                self.group_size[i] as usize,
-            )
-            .map_err(|e| StoreErr::InvalidArgument {
-                field: "tier_bits/group_size",
-                reason: format!("tier{}: {e}", i + 1),
-            })?;
+        match self.codec {
+            CODEC_V1 => {
+                for i in 0..3 {
+                    tensorvault_quant::groupwise::QuantParams::new(
+                        self.tier_bits[i],
+                        self.group_size[i] as usize,
+                    )
+                    .map_err(|e| StoreErr::InvalidArgument {
+                        field: "tier_bits/group_size",
+                        reason: format!("tier{}: {e}", i + 1),
+                    })?;
+                }
+            }
+            CODEC_V2 => {
+                for i in 0..3 {
+                    let (k, g) = (self.tier_bits[i], self.group_size[i]);
+                    let groups = (1u32 << q::V2_MIN_GROUP_LOG2)..=(1u32 << q::V2_MAX_GROUP_LOG2);
+                    if !(q::MIN_BITS..=q::MAX_BITS).contains(&k)
+                        || !g.is_power_of_two()
+                        || !groups.contains(&g)
+                    {
+                        return bad(
+                            "tier_bits/group_size",
+                            format!(
+                                "tier{}: {k} bits / group {g} (codec v2 takes 2..=8 bits, \
+                                 groups a power of two in 4..=1024)",
+                                i + 1
+                            ),
+                        );
+                    }
+                }
+            }
+            other => return bad("codec", format!("{other} is not 1 or 2")),
+        }
+        if self.codec == CODEC_V1 && self.sink_values != 0
+            || u32::from(self.sink_values) > self.block_elems
+        {
+            return bad(
+                "sink_values",
+                format!(
+                    "{} (codec v1 takes 0; codec v2 at most block_elems)",
+                    self.sink_values
+                ),
+            );
         }
         Ok(())
     }
@@ -223,8 +329,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slots_are_sized_per_tier() {
+    fn v2_slots_meet_the_bit_budgets() {
         let c = CollectionConfig::default();
+        c.validate().unwrap();
+        assert_eq!(c.codec, CODEC_V2);
+        let bits = |t| f64::from(c.slot_len(t)) * 8.0 / 4096.0;
+        // 32 + 32 x 2 + 4096 = 4192 -> 4224; 32 + 64 + 2560 -> 2688; 32 + 128 + 1536 -> 1728.
+        assert_eq!(bits(Tier::Tier1), 8.25);
+        assert_eq!(bits(Tier::Tier2), 5.25);
+        assert_eq!(bits(Tier::Tier3), 3.375);
+        // The KV layout keeps one token of f16 per block for the sink.
+        let kv = CollectionConfig::kv_cache(64).unwrap();
+        assert_eq!(kv.sink_values, 64);
+        assert_eq!(kv.max_payload_len(Tier::Tier3), 32 + 128 + 512 + 6144);
+        assert!(f64::from(kv.slot_len(Tier::Tier3)) * 8.0 / 16384.0 < 3.5);
+    }
+
+    #[test]
+    fn slots_are_sized_per_tier() {
+        let c = CollectionConfig::codec_v1(DEFAULT_BLOCK_ELEMS);
         c.validate().unwrap();
         assert_eq!(c.slot_len(Tier::Tier0), 16384);
         // 3-bit g512: 24 + 1 + 16 + 1536 = 1577 -> 1600 at 64-byte alignment.

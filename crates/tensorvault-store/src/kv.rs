@@ -39,7 +39,7 @@ use crate::config::Durability;
 use crate::error::{Result, StoreErr};
 use crate::meta_log::MetaLog;
 use crate::store::{BlockInfo, Prepared, TensorStore};
-use crate::types::{BlockKey, DType, Tier};
+use crate::types::{BlockKey, DType, TensorKind, Tier};
 
 /// Which of an attention head's two tensors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -53,6 +53,15 @@ pub enum KvKind {
 impl KvKind {
     /// Both kinds, keys first.
     pub const BOTH: [KvKind; 2] = [KvKind::Key, KvKind::Value];
+
+    /// The store's tensor kind of this half (selects the codec layout of quantized tiers).
+    #[must_use]
+    pub const fn tensor_kind(self) -> TensorKind {
+        match self {
+            KvKind::Key => TensorKind::KvKey,
+            KvKind::Value => TensorKind::KvValue,
+        }
+    }
 
     /// The tensor-name suffix: `k` or `v`.
     #[must_use]
@@ -372,7 +381,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
                     }
                 }
             };
-            let t = self.extend(tail, values, &mut batch)?;
+            let t = self.extend(tail, values, slot.kind.tensor_kind(), &mut batch)?;
             next.insert(*slot, t);
         }
         // Later appends to the same slot in this batch rewrite the same tail key: keep
@@ -429,7 +438,13 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
     }
 
     /// Append `values` to `tail`, pushing a prepared Tier0 block for every block touched.
-    fn extend(&self, mut tail: Tail, values: &[f16], batch: &mut Vec<Prepared>) -> Result<Tail> {
+    fn extend(
+        &self,
+        mut tail: Tail,
+        values: &[f16],
+        kind: TensorKind,
+        batch: &mut Vec<Prepared>,
+    ) -> Result<Tail> {
         let hd = self.head_dim as usize;
         let tpb = u64::from(self.tokens_per_block);
         let block_elems = self.tokens_per_block as usize * hd;
@@ -442,7 +457,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
             });
         };
         let shape = [tokens32, self.head_dim];
-        let info = BlockInfo::new(DType::F16, &shape);
+        let info = BlockInfo::new(DType::F16, &shape).with_kind(kind);
         let mut block = (tail.tokens / tpb) as u32;
         let mut rest = values;
         while !rest.is_empty() {

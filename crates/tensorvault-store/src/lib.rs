@@ -27,6 +27,7 @@ mod error;
 pub mod fs;
 mod index;
 pub mod kv;
+pub mod kv_age;
 pub mod lineage;
 pub mod meta_log;
 #[cfg(feature = "metrics")]
@@ -49,6 +50,7 @@ pub use error::{Result, StoreErr};
 pub use fs::DirStore;
 pub use index::BlockIndex;
 pub use kv::{KvCache, KvKind, KvSlot};
+pub use kv_age::KvAgePolicy;
 pub use lineage::{LineageConfig, LineageStats, LineageStore};
 pub use meta_log::{FileMetaLog, MemMetaLog, MetaLog, MetaRecord, ReplayStats};
 pub use store::{BlockInfo, TensorStore};
@@ -56,4 +58,4 @@ pub use tensor::{BlockProblem, StoreStats, StoredTensor, TensorInfo, VerifyRepor
 #[cfg(feature = "threads")]
 pub use tiering::Maintainer;
 pub use tiering::{MaintainReport, TierPolicy};
-pub use types::{tensor_id, BlockKey, BlockMeta, DType, ReconstructPolicy, Tier};
+pub use types::{tensor_id, BlockKey, BlockMeta, DType, ReconstructPolicy, TensorKind, Tier};

@@ -431,6 +431,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             shape: &shape[..usize::from(meta.shape_ndim)],
             lineage_parent: meta.lineage_parent,
             reconstruct: meta.reconstruct,
+            kind: meta.kind,
         };
         let p = self.prepare(meta.key, meta.tier, &info, &elems)?;
         let new_crc = crc32c(&p.enc.bytes);

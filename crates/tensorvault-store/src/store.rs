@@ -25,7 +25,7 @@ use crate::index::{BlockIndex, Ignored};
 /// Most index entries reserved up front at open (about 100 MiB of table); see `open`.
 const MAX_INDEX_RESERVE: u64 = 1 << 20;
 use crate::meta_log::{MetaLog, MetaRecord, ReplayStats};
-use crate::types::{BlockKey, BlockMeta, DType, ReconstructPolicy, Tier, MAX_NDIM};
+use crate::types::{BlockKey, BlockMeta, DType, ReconstructPolicy, TensorKind, Tier, MAX_NDIM};
 
 /// Blocks re-encoded and moved per batch by [`TensorStore::migrate_blocks`].
 const MIGRATE_BATCH_BLOCKS: usize = 512;
@@ -44,10 +44,12 @@ pub struct BlockInfo<'a> {
     pub lineage_parent: u128,
     /// Reconstruction policy.
     pub reconstruct: ReconstructPolicy,
+    /// What the tensor holds (selects the quantized tiers' codec settings).
+    pub kind: TensorKind,
 }
 
 impl<'a> BlockInfo<'a> {
-    /// A self-contained block of `dtype` belonging to a tensor of `shape`.
+    /// A self-contained generic block of `dtype` belonging to a tensor of `shape`.
     #[must_use]
     pub fn new(dtype: DType, shape: &'a [u32]) -> Self {
         Self {
@@ -55,7 +57,15 @@ impl<'a> BlockInfo<'a> {
             shape,
             lineage_parent: 0,
             reconstruct: ReconstructPolicy::None,
+            kind: TensorKind::Generic,
         }
+    }
+
+    /// The same block declared as holding `kind`.
+    #[must_use]
+    pub fn with_kind(mut self, kind: TensorKind) -> Self {
+        self.kind = kind;
+        self
     }
 }
 
@@ -98,6 +108,7 @@ pub(crate) struct Prepared {
     pub ndim: u8,
     pub lineage_parent: u128,
     pub reconstruct: ReconstructPolicy,
+    pub kind: TensorKind,
 }
 
 /// The temporal tensor store over one collection.
@@ -241,14 +252,25 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
 
     /// Apply `compact_ratio` right after open.
     fn compacted_if_needed(self) -> Result<Self> {
-        let ratio = u64::from(self.cfg.compact_ratio);
-        if ratio > 0 {
-            let live = self.read_index()?.len().max(1) as u64;
-            if self.log_records()? > ratio.saturating_mul(live) {
-                self.compact()?;
-            }
-        }
+        self.compact_if_over(self.cfg.compact_ratio)?;
         Ok(self)
+    }
+
+    /// [`TensorStore::compact`] if the log holds more than `ratio` records per live block
+    /// (0: never); returns whether it compacted.
+    ///
+    /// # Errors
+    /// As [`TensorStore::compact`].
+    pub fn compact_if_over(&self, ratio: u32) -> Result<bool> {
+        if ratio == 0 {
+            return Ok(false);
+        }
+        let live = self.read_index()?.len().max(1) as u64;
+        if self.log_records()? <= u64::from(ratio).saturating_mul(live) {
+            return Ok(false);
+        }
+        self.compact()?;
+        Ok(true)
     }
 
     /// The collection geometry (from the log header).
@@ -375,7 +397,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         }
         let mut shape = [0u32; MAX_NDIM];
         shape[..info.shape.len()].copy_from_slice(info.shape);
-        let enc = match self.geo.params(tier)? {
+        let enc = match self.geo.bits(tier) {
             None => {
                 if size > usize::from(self.geo.tier0_elem_bytes) {
                     return Err(StoreErr::InvalidArgument {
@@ -392,10 +414,16 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                     scale: 0.0,
                 }
             }
-            Some(p) => {
+            Some(_) => {
                 let mut vals = Vec::new();
                 codec::to_f32(info.dtype, data, &mut vals)?;
-                codec::encode_quantized(&p, &vals)?
+                let place = codec::BlockPlace {
+                    kind: info.kind,
+                    shape: info.shape,
+                    block_index: key.block_index,
+                    len: vals.len(),
+                };
+                codec::encode_for_tier(&self.geo, tier, &place, &vals)?
             }
         };
         Ok(Prepared {
@@ -407,6 +435,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             ndim: info.shape.len() as u8,
             lineage_parent: info.lineage_parent,
             reconstruct: info.reconstruct,
+            kind: info.kind,
         })
     }
 
@@ -491,6 +520,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 checksum: crc32c(&p.enc.bytes),
                 lineage_parent: p.lineage_parent,
                 reconstruct: p.reconstruct,
+                kind: p.kind,
                 tier_since: now,
                 data_offset,
                 data_len,
@@ -725,6 +755,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                     shape: &shape[..usize::from(meta.shape_ndim)],
                     lineage_parent: meta.lineage_parent,
                     reconstruct: meta.reconstruct,
+                    kind: meta.kind,
                 };
                 let p = self.prepare(meta.key, new_tier, &info, &elems)?;
                 let (off, len) = self.io.write_block(new_tier, meta.key, &p.enc.bytes)?;

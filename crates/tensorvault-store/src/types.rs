@@ -196,6 +196,76 @@ impl std::fmt::Display for DType {
     }
 }
 
+/// What a tensor holds: each quantized tier picks its codec settings from it (codec v2
+/// collections; v1 collections encode every kind alike). Stored per block in its Create
+/// record.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, Default)]
+#[repr(u8)]
+pub enum TensorKind {
+    /// Anything else: groups along the values, min/max ranges (the fastest encode).
+    #[default]
+    Generic = 0,
+    /// Attention keys, `[tokens, head_dim]`: groups per channel over tokens, no clipping,
+    /// the first token (attention sink) kept as f16 where the collection allows it.
+    KvKey = 1,
+    /// Attention values, `[tokens, head_dim]`: groups along each token, no clipping, the
+    /// first token kept as f16 like keys.
+    KvValue = 2,
+    /// Weight matrices: groups along rows, clip search.
+    Weight = 3,
+    /// Embedding vectors: groups along each vector, clip search.
+    Embedding = 4,
+}
+
+impl TensorKind {
+    /// Every kind, in tag order.
+    pub const ALL: [TensorKind; 5] = [
+        TensorKind::Generic,
+        TensorKind::KvKey,
+        TensorKind::KvValue,
+        TensorKind::Weight,
+        TensorKind::Embedding,
+    ];
+
+    /// From the on-disk byte; `None` for unknown tags.
+    #[must_use]
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(TensorKind::Generic),
+            1 => Some(TensorKind::KvKey),
+            2 => Some(TensorKind::KvValue),
+            3 => Some(TensorKind::Weight),
+            4 => Some(TensorKind::Embedding),
+            _ => None,
+        }
+    }
+
+    /// The name used by the CLI and Python (`generic`, `kv_key`, `kv_value`, `weight`,
+    /// `embedding`).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            TensorKind::Generic => "generic",
+            TensorKind::KvKey => "kv_key",
+            TensorKind::KvValue => "kv_value",
+            TensorKind::Weight => "weight",
+            TensorKind::Embedding => "embedding",
+        }
+    }
+
+    /// The kind named `name` (see [`TensorKind::name`]); `None` for unknown names.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+impl std::fmt::Display for TensorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// How a block's full-precision data can be rebuilt if its slot is corrupt.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, Default)]
 #[repr(u8)]
@@ -258,6 +328,8 @@ pub struct BlockMeta {
     pub lineage_parent: u128,
     /// Reconstruction policy.
     pub reconstruct: ReconstructPolicy,
+    /// What the tensor holds (selects the codec settings of quantized tiers).
+    pub kind: TensorKind,
     /// Tick at which the block entered its current tier (`tier_age = now - tier_since`).
     pub tier_since: u64,
     /// Byte offset of the payload's slot in the tier file.
@@ -377,6 +449,7 @@ mod tests {
             checksum: 0,
             lineage_parent: 0,
             reconstruct: ReconstructPolicy::None,
+            kind: TensorKind::Generic,
             tier_since: 0,
             data_offset: 0,
             data_len: 0,

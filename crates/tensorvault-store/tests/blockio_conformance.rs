@@ -70,15 +70,16 @@ fn tiers_are_sized_per_tier() {
     for b in backends() {
         let s0 = b.io.slot_len(Tier::Tier0);
         let s3 = b.io.slot_len(Tier::Tier3);
-        assert_eq!((s0, s3), (16384, 1600), "{}", b.name);
+        // Codec v2, 3 bits in groups of 64: 32 + 128 + 1536 = 1696 -> 1728.
+        assert_eq!((s0, s3), (16384, 1728), "{}", b.name);
         for i in 0..4 {
-            b.io.write_block(Tier::Tier3, key(i), &payload(i, 1577))
+            b.io.write_block(Tier::Tier3, key(i), &payload(i, 1696))
                 .unwrap();
         }
-        // Four 3-bit blocks take 4 x 1600 bytes of slots, not 4 x 16 KiB.
+        // Four 3-bit blocks take 4 x 1728 bytes of slots, not 4 x 16 KiB.
         let u = b.io.usage(Tier::Tier3);
         assert_eq!(u.slots - u.free_slots, 4);
-        assert_eq!(u.slot_len, 1600);
+        assert_eq!(u.slot_len, 1728);
     }
 }
 

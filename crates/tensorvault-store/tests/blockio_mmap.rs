@@ -159,3 +159,48 @@ fn writes_are_visible_through_the_mapping_at_once() {
         &payload(6, 300)[..]
     );
 }
+
+#[test]
+fn freed_slots_give_their_disk_space_back() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let io = MmapBlockIO::open(dir.path(), &CollectionConfig::default()).unwrap();
+    let slot = io.slot_len(Tier::Tier0) as usize; // 16 KiB: whole pages
+    let offs: Vec<u64> = (0..32u64)
+        .map(|i| {
+            io.write_block(Tier::Tier0, key(i), &payload(i, slot))
+                .unwrap()
+                .0
+        })
+        .collect();
+    io.sync().unwrap();
+    let path = dir.path().join(Tier::Tier0.file_name());
+    let used = || std::fs::metadata(&path).unwrap().blocks() * 512;
+    let full = used();
+    assert!(full >= 32 * slot as u64, "{full}");
+    for off in &offs[..24] {
+        io.free_block(Tier::Tier0, *off).unwrap();
+    }
+    let after = used();
+    // ext4, xfs, btrfs and tmpfs punch holes (a file system that cannot would keep the
+    // bytes, and this test would say so).
+    assert!(
+        after <= full - 24 * slot as u64,
+        "{after} of {full} bytes still allocated"
+    );
+    // The live slots still read back; a freed slot is reused.
+    for (i, off) in offs.iter().enumerate().skip(24) {
+        assert_eq!(
+            read(&io, Tier::Tier0, *off, slot as u32).unwrap(),
+            payload(i as u64, slot)
+        );
+    }
+    let (reused, _) = io
+        .write_block(Tier::Tier0, key(99), &payload(99, slot))
+        .unwrap();
+    assert!(offs[..24].contains(&reused));
+    assert_eq!(
+        read(&io, Tier::Tier0, reused, slot as u32).unwrap(),
+        payload(99, slot)
+    );
+}

@@ -30,6 +30,7 @@ fn create(i: u32) -> MetaRecord {
             checksum: i,
             lineage_parent: 3,
             reconstruct: ReconstructPolicy::None,
+            kind: tensorvault_store::TensorKind::Generic,
             tier_since: 7,
             data_offset: u64::from(i) * 8192,
             data_len: 2000,

@@ -28,6 +28,7 @@ fn create_meta() -> BlockMeta {
         checksum: 0xdead_beef,
         lineage_parent: 77,
         reconstruct: ReconstructPolicy::Delta,
+        kind: tensorvault_store::TensorKind::Generic,
         tier_since: 1005,
         data_offset: 4224 * 9,
         data_len: 3000,
@@ -126,6 +127,7 @@ fn record() -> impl Strategy<Value = MetaRecord> {
                         checksum,
                         lineage_parent,
                         reconstruct: ReconstructPolicy::from_u8(rc).unwrap(),
+                        kind: tensorvault_store::TensorKind::Generic,
                         tier_since,
                         data_offset,
                         data_len,
@@ -258,10 +260,26 @@ fn create_pins_the_documented_offsets() {
     assert_eq!(&b[72..76], &3u32.to_le_bytes());
     assert_eq!(&b[76..80], &4096u32.to_le_bytes());
     assert_eq!(&b[104..112], &1005u64.to_le_bytes());
-    assert!(b[112..120].iter().all(|&x| x == 0));
+    assert_eq!(b[112], 0, "kind: generic");
+    assert!(b[113..120].iter().all(|&x| x == 0));
+    let kv = BlockMeta {
+        kind: tensorvault_store::TensorKind::KvValue,
+        ..m
+    };
+    assert_eq!(encode_record(&MetaRecord::Create { meta: kv })[112], 2);
+    let v1 = encode_header(&CollectionConfig::codec_v1(4096), 3);
+    assert_eq!(&v1[8..12], &1u32.to_le_bytes());
+    assert!(v1[48..120].iter().all(|&x| x == 0));
+    assert_eq!(
+        decode_header(&v1).unwrap().0,
+        CollectionConfig::codec_v1(4096)
+    );
+    let kvh = encode_header(&CollectionConfig::kv_cache(64).unwrap(), 3);
+    assert_eq!((kvh[48], kvh[49]), (2, 0));
+    assert_eq!(&kvh[50..52], &64u16.to_le_bytes());
     let h = encode_header(&CollectionConfig::default(), 3);
     assert_eq!(&h[..8], b"TVMETLOG");
-    assert_eq!(&h[8..12], &1u32.to_le_bytes());
+    assert_eq!(&h[8..12], &2u32.to_le_bytes());
     assert_eq!(&h[12..16], &128u32.to_le_bytes());
     assert_eq!(&h[16..20], &4096u32.to_le_bytes());
     assert_eq!(h[20], 4);
@@ -360,9 +378,10 @@ fn every_decode_rejection() {
         &crafted(&create, &[(C_SHAPE + 4 * 7, &[0, 0, 0, 1])]),
         "create.shape[7]",
     );
+    rejected(&crafted(&create, &[(C_KIND, &[5])]), "create.kind 5");
     rejected(
         &crafted(&create, &[(C_RESERVED, &[1])]),
-        "create reserved byte 112",
+        "create reserved byte 113",
     );
     rejected(
         &crafted(&create, &[(CRC_OFFSET - 1, &[1])]),
@@ -443,7 +462,21 @@ fn every_header_rejection() {
     header_rejected(&h[..127], "length", 0);
     header_rejected(&[], "length", 0);
     header_rejected(&reseal(h, H_MAGIC, b"TVMETLOX"), "magic", 0);
-    header_rejected(&reseal(h, H_VERSION, &2u32.to_le_bytes()), "version", 8);
+    header_rejected(&reseal(h, H_VERSION, &3u32.to_le_bytes()), "version", 8);
+    header_rejected(&reseal(h, H_CODEC, &[3]), "codec", H_CODEC as u64);
+    header_rejected(
+        &reseal(h, H_CODEC + 1, &[1]),
+        "reserved",
+        (H_CODEC + 1) as u64,
+    );
+    header_rejected(
+        &reseal(h, H_SINK_VALUES, &5000u16.to_le_bytes()),
+        "sink_values",
+        H_SINK_VALUES as u64,
+    );
+    // A version 1 header reserves the codec bytes.
+    let v1 = encode_header(&CollectionConfig::codec_v1(4096), 0);
+    header_rejected(&reseal(v1, H_CODEC, &[2]), "reserved", H_CODEC as u64);
     header_rejected(
         &reseal(h, H_RECORD_LEN, &64u32.to_le_bytes()),
         "record_len",

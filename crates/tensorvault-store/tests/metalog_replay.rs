@@ -31,6 +31,7 @@ fn meta(i: u32) -> BlockMeta {
         checksum: i.wrapping_mul(0x9e37_79b9),
         lineage_parent: 0,
         reconstruct: ReconstructPolicy::None,
+        kind: tensorvault_store::TensorKind::Generic,
         tier_since: u64::from(i),
         data_offset: u64::from(i) * 4224,
         data_len: 4185,

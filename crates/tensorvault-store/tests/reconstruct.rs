@@ -100,6 +100,7 @@ fn delta_info(shape: &[u32], parent: u128) -> BlockInfo<'_> {
         shape,
         lineage_parent: parent,
         reconstruct: ReconstructPolicy::Delta,
+        kind: tensorvault_store::TensorKind::Generic,
     }
 }
 
@@ -306,6 +307,7 @@ fn factor_block_heals_within_the_low_rank_error() {
         shape: &shape,
         lineage_parent: 0,
         reconstruct: ReconstructPolicy::Factor,
+        kind: tensorvault_store::TensorKind::Generic,
     };
     // Rank 3 data, factors of rank 8 (the default): U * V reproduces it up to f32
     // rounding.
@@ -359,6 +361,7 @@ fn factor_repair_survives_reopen() {
         shape: &shape,
         lineage_parent: 0,
         reconstruct: ReconstructPolicy::Factor,
+        kind: tensorvault_store::TensorKind::Generic,
     };
     let vals = low_rank(16, 16, 2);
     let data: Vec<u8> = vals

@@ -53,6 +53,17 @@ class KvCache:
         durability: As for :class:`tensorvault.Store` (``"every-write"``, ``"every-N"``,
             an int, or ``"os"``).
         max_blocks_per_tier: Four limits (``None`` = unlimited) on live blocks per tier.
+        age_tiers: Age-based tiering applied by :meth:`maintain`, as ``(tier0_tokens,
+            tier1_tokens, tier2_tokens)``: a full block whose newest token is fewer than
+            ``tier0_tokens`` behind the end of its tensor stays raw, the next
+            ``tier1_tokens`` go to 8 bits, the next ``tier2_tokens`` to 5 bits, anything
+            older to 3 bits (blocks only move down). Attention reads every block at every
+            step, so access statistics cannot tell old blocks from recent ones; age can.
+            The first token of each tensor (the attention sink) stays f16 in every tier.
+            ``None`` (default): access statistics only.
+        block_tokens: Token positions per block when the collection is created (default:
+            32 KiB of f16, 256 tokens at head_dim 64). Smaller blocks keep a shorter
+            recent window raw; per-channel key groups want at least 128.
 
     Use it as a context manager or call :meth:`close`.
     """
@@ -67,8 +78,17 @@ class KvCache:
         create: bool = True,
         durability: Any = "every-write",
         max_blocks_per_tier: Optional[Sequence[Optional[int]]] = None,
+        age_tiers: Optional[Sequence[int]] = None,
+        block_tokens: Optional[int] = None,
     ) -> None:
         self._head_dim = _index(head_dim, "head_dim")
+        age = None
+        if age_tiers is not None:
+            if isinstance(age_tiers, (str, bytes)) or len(age_tiers) != 3:
+                raise InvalidArgumentError(
+                    f"age_tiers must be (tier0_tokens, tier1_tokens, tier2_tokens), got {age_tiers!r}"
+                )
+            age = tuple(_index(v, "age_tiers") for v in age_tiers)
         self._c = _native.KvCache(
             fspath(root),
             str(tenant),
@@ -77,6 +97,8 @@ class KvCache:
             bool(create),
             str(durability),
             None if max_blocks_per_tier is None else list(max_blocks_per_tier),
+            age,
+            None if block_tokens is None else _index(block_tokens, "block_tokens"),
         )
 
     @property
@@ -155,8 +177,15 @@ class KvCache:
             _index(layer, "layer"), _index(head, "head"), _kind(kind), _index(block_index, "block_index")
         )
 
+    @property
+    def age_tiers(self) -> Optional[Tuple[int, int, int]]:
+        """The age policy ``(tier0_tokens, tier1_tokens, tier2_tokens)``, or None."""
+        return self._c.age_tiers
+
     def maintain(self, budget: int = 1024) -> Dict[str, Any]:
-        """One tiering step of the store (at most ``budget`` block moves)."""
+        """One tiering step: the age policy (if any) demotes full blocks by age, then the
+        store's access-based step makes at most ``budget`` block moves. The report's
+        ``age_moved`` lists the blocks the age policy moved into tiers 0-3."""
         return self._c.maintain(_index(budget, "budget"))
 
     def stats(self) -> Dict[str, Any]:

@@ -105,6 +105,12 @@ class Store:
             a put or :meth:`maintain` moves the coldest blocks of a full tier down.
         block_elems: Elements per block when the collection is created (default 4096;
             ignored for an existing collection, whose geometry is fixed).
+        kv_head_dim: Create the collection with the KV-cache layout instead: 32 KiB f16
+            blocks of whole tokens of this head dimension, room for the first token in
+            f16 (the attention sink) in quantized tiers.
+        codec: Codec of a new collection's quantized tiers: 2 (default; asymmetric
+            groups laid out by ``kind``) or 1 (the symmetric codec of collections created
+            before codec v2, for comparisons). Existing collections keep theirs.
 
     Use it as a context manager (``with tv.Store(...) as s:``) or call :meth:`close`;
     the collection stays locked until then.
@@ -125,6 +131,8 @@ class Store:
         *,
         max_blocks_per_tier: Optional[Sequence[Optional[int]]] = None,
         block_elems: Optional[int] = None,
+        kv_head_dim: Optional[int] = None,
+        codec: Optional[int] = None,
     ) -> None:
         if isinstance(durability, int) and not isinstance(durability, bool):
             durability = f"every-{durability}"
@@ -133,7 +141,7 @@ class Store:
         limits = None if max_blocks_per_tier is None else list(max_blocks_per_tier)
         self._s = _native.Store(
             fspath(root), str(tenant), str(collection), bool(create), durability, limits,
-            block_elems,
+            block_elems, kv_head_dim, codec,
         )
 
     @property
@@ -162,16 +170,27 @@ class Store:
         ``tier_bits`` and ``group_size`` of tiers 1-3, ``slot_align``."""
         return self._s.geometry
 
-    def put_tensor(self, name: str, array: Any, tier: int = 1) -> Dict[str, Any]:
+    def put_tensor(
+        self, name: str, array: Any, tier: int = 1, kind: str = "generic"
+    ) -> Dict[str, Any]:
         """Store ``array`` as the tensor ``name`` in ``tier``, replacing any tensor of
         that name.
 
         Accepts float32, float16, int8 and uint8 arrays of 1 to 8 dimensions (float64 is
         converted to float32; non-contiguous or big-endian input is copied first). Tier
         0 keeps the elements bit-exact; tiers 1, 2 and 3 quantize them to 8, 5 and 3
-        bits per value with one f16 scale per group (the error of an element is at most
-        half its group's scale, ``max|group| / (2**(bits-1) - 1)``), and integer dtypes
-        read back rounded to the nearest integer.
+        bits per value in asymmetric groups (codec v2: a min and a scale per group, the
+        error of an element at most half its group's step), and integer dtypes read back
+        rounded to the nearest integer.
+
+        ``kind`` says what the tensor holds and picks how the groups are laid out over
+        its last dimension (the rows): ``"generic"`` (default): along the rows, min/max
+        ranges (fastest); ``"weight"`` and ``"embedding"``: along the rows, with an
+        error-minimising clip search (slower encode, lower error); ``"kv_key"``
+        (``[tokens, head_dim]``): per channel over groups of tokens; ``"kv_value"``:
+        along each token. For KV kinds the first token is kept in f16 when the
+        collection was created with the KV layout. Collections created before codec v2
+        encode every kind alike.
 
         Returns:
             The tensor's info dict (see :meth:`tensors`).
@@ -179,13 +198,15 @@ class Store:
         Raises:
             InvalidArgumentError: bad name (empty, over 100 bytes, control characters),
                 0-d or empty array, unsupported dtype, more than 8 dimensions, tier not
-                0-3, NaN/inf in a quantized tier.
+                0-3, NaN/inf in a quantized tier, unknown kind.
             CapacityError: the tier is full and nothing can be moved out of it.
         """
         if not isinstance(name, str):
             raise InvalidArgumentError(f"tensor name must be a str, got {type(name).__name__}")
+        if not isinstance(kind, str):
+            raise InvalidArgumentError(f"kind must be a str, got {type(kind).__name__}")
         dtype, shape, raw = _as_stored(array, name)
-        return self._s.put_tensor(name, dtype, shape, raw, _tier(tier))
+        return self._s.put_tensor(name, dtype, shape, raw, _tier(tier), kind)
 
     def get_tensor(self, name: str) -> np.ndarray:
         """Read the tensor ``name`` back with its stored dtype and shape.

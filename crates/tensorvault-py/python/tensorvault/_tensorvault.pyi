@@ -199,6 +199,8 @@ class Store:
         durability: str = "every-write",
         max_blocks_per_tier: Optional[List[Optional[int]]] = None,
         block_elems: Optional[int] = None,
+        kv_head_dim: Optional[int] = None,
+        codec: Optional[int] = None,
     ) -> None: ...
     @property
     def path(self) -> str: ...
@@ -211,7 +213,13 @@ class Store:
     @property
     def geometry(self) -> Dict[str, Any]: ...
     def put_tensor(
-        self, name: str, dtype: str, shape: List[int], data: npt.NDArray[np.uint8], tier: int
+        self,
+        name: str,
+        dtype: str,
+        shape: List[int],
+        data: npt.NDArray[np.uint8],
+        tier: int,
+        kind: str = "generic",
     ) -> Dict[str, Any]:
         """Store little-endian element bytes (1-D uint8, C-contiguous) as a tensor."""
     def get_tensor(self, name: str) -> Tuple[Dict[str, Any], npt.NDArray[np.uint8]]:
@@ -256,6 +264,8 @@ class KvCache:
         create: bool = True,
         durability: str = "every-write",
         max_blocks_per_tier: Optional[List[Optional[int]]] = None,
+        age_tiers: Optional[Tuple[int, int, int]] = None,
+        block_tokens: Optional[int] = None,
     ) -> None: ...
     @property
     def head_dim(self) -> int: ...
@@ -273,6 +283,8 @@ class KvCache:
     def pin(self, layer: int, head: int, kind_: str, block_index: int) -> bool: ...
     def unpin(self, layer: int, head: int, kind_: str, block_index: int) -> bool: ...
     def maintain(self, budget: int = 1024) -> Dict[str, Any]: ...
+    @property
+    def age_tiers(self) -> Optional[Tuple[int, int, int]]: ...
     def stats(self) -> Dict[str, Any]: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...

@@ -130,6 +130,36 @@ fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 /// `pwrite` all of `buf` at `offset`.
+/// Give a freed slot's disk space back: punch a hole over the whole pages inside
+/// `offset..offset + len` (`fallocate(PUNCH_HOLE | KEEP_SIZE)`; the file keeps its
+/// length and the slot reads as zeros until it is reused). Best effort: a file system
+/// without hole punching keeps the bytes, which costs space, never correctness, since
+/// the store only frees a slot once no durable record and no reader refers to it.
+fn punch_slot(file: &File, offset: u64, len: u64) {
+    const PAGE: u64 = 4096;
+    let start = offset.div_ceil(PAGE) * PAGE;
+    let end = (offset + len) / PAGE * PAGE;
+    if end <= start {
+        return;
+    }
+    let (Ok(at), Ok(n)) = (
+        libc::off_t::try_from(start),
+        libc::off_t::try_from(end - start),
+    ) else {
+        return;
+    };
+    // SAFETY: fallocate on an open descriptor with in-range arguments; it touches no
+    // memory of ours. Pages of the punched range that are mapped read back as zeros.
+    let _ = unsafe {
+        libc::fallocate(
+            std::os::fd::AsRawFd::as_raw_fd(file),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            at,
+            n,
+        )
+    };
+}
+
 fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
     #[cfg(unix)]
     {
@@ -344,7 +374,10 @@ impl BlockIO for MmapBlockIO {
     }
 
     fn free_block(&self, tier: Tier, offset: u64) -> Result<()> {
-        self.tier(tier).lock_alloc().free(offset)
+        let t = self.tier(tier);
+        t.lock_alloc().free(offset)?;
+        punch_slot(&t.file, offset, t.slot_len);
+        Ok(())
     }
 
     fn reset_allocation(&self, live: &mut dyn Iterator<Item = (Tier, u64)>) -> Result<()> {

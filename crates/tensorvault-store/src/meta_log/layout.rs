@@ -16,8 +16,11 @@ pub const PAD_OFFSET: usize = CRC_OFFSET + size_of::<u32>();
 
 /// File magic: "TVMETLOG".
 pub const MAGIC: [u8; 8] = *b"TVMETLOG";
-/// Current format version.
-pub const VERSION: u32 = 1;
+/// Current format version: 2 (the header names the codec and the sink allowance).
+pub const VERSION: u32 = 2;
+/// The version written before codec v2: bytes 48..120 are reserved (zero) and the
+/// collection uses codec v1.
+pub const VERSION_V1: u32 = 1;
 /// Magic offset.
 pub const H_MAGIC: usize = 0;
 /// u32 format version.
@@ -36,8 +39,15 @@ pub const H_GROUP_SIZE: usize = H_TIER_BITS + 3;
 pub const H_SLOT_ALIGN: usize = H_GROUP_SIZE + 3 * size_of::<u32>();
 /// u64 generation: incremented by every compaction (snapshot + truncate).
 pub const H_GENERATION: usize = H_SLOT_ALIGN + size_of::<u32>();
-/// First reserved (zero) header byte; reserved up to [`CRC_OFFSET`].
-pub const H_RESERVED: usize = H_GENERATION + size_of::<u64>();
+/// u8 codec of the quantized tiers (version 2 headers; 1 or 2).
+pub const H_CODEC: usize = H_GENERATION + size_of::<u64>();
+/// u16 sink values per block (version 2 headers), after one reserved byte.
+pub const H_SINK_VALUES: usize = H_CODEC + 2 * size_of::<u8>();
+/// First reserved (zero) header byte of a version 1 header; reserved up to [`CRC_OFFSET`].
+pub const H_RESERVED_V1: usize = H_CODEC;
+/// First reserved (zero) header byte of a version 2 header (besides the byte at
+/// `H_CODEC + 1`); reserved up to [`CRC_OFFSET`].
+pub const H_RESERVED: usize = H_SINK_VALUES + size_of::<u16>();
 
 // ---- common record prefix ----
 
@@ -94,8 +104,10 @@ pub const C_NDIM: usize = C_RECONSTRUCT + 1;
 pub const C_SHAPE: usize = C_NDIM + 1;
 /// u64 tier_since (ours, in ARCHITECTURE.md's reserved 104..120).
 pub const C_TIER_SINCE: usize = C_SHAPE + size_of::<[u32; 8]>();
+/// u8 tensor kind (ours; 0 = generic, which every record before it holds).
+pub const C_KIND: usize = C_TIER_SINCE + size_of::<u64>();
 /// First reserved (zero) byte of a Create record.
-pub const C_RESERVED: usize = C_TIER_SINCE + size_of::<u64>();
+pub const C_RESERVED: usize = C_KIND + size_of::<u8>();
 
 // ---- Access (type 1) ----
 

@@ -8,17 +8,17 @@
 
 use super::layout::{
     RecordType, A_COUNT, A_EMA, A_LAST_ACCESS, A_RESERVED, A_WINDOW, CRC_OFFSET, C_BITS,
-    C_CHECKSUM, C_CREATED_AT, C_DATA_LEN, C_DATA_OFFSET, C_DTYPE, C_LINEAGE, C_NDIM, C_RECONSTRUCT,
-    C_RESERVED, C_SCALE, C_SHAPE, C_TIER, C_TIER_SINCE, C_ZERO_POINT, D_RESERVED, H_BLOCK_ELEMS,
-    H_GENERATION, H_GROUP_SIZE, H_MAGIC, H_RECORD_LEN, H_RESERVED, H_SLOT_ALIGN,
-    H_TIER0_ELEM_BYTES, H_TIER_BITS, H_VERSION, MAGIC, M_AT, M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN,
-    M_NEW_OFFSET, M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER, M_RESERVED, PAD_OFFSET, RECORD_LEN,
-    R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE, VERSION,
+    C_CHECKSUM, C_CREATED_AT, C_DATA_LEN, C_DATA_OFFSET, C_DTYPE, C_KIND, C_LINEAGE, C_NDIM,
+    C_RECONSTRUCT, C_RESERVED, C_SCALE, C_SHAPE, C_TIER, C_TIER_SINCE, C_ZERO_POINT, D_RESERVED,
+    H_BLOCK_ELEMS, H_CODEC, H_GENERATION, H_GROUP_SIZE, H_MAGIC, H_RECORD_LEN, H_RESERVED,
+    H_RESERVED_V1, H_SINK_VALUES, H_SLOT_ALIGN, H_TIER0_ELEM_BYTES, H_TIER_BITS, H_VERSION, MAGIC,
+    M_AT, M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET, M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER,
+    M_RESERVED, PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE, VERSION, VERSION_V1,
 };
 use super::{MetaRecord, ReplayStats};
-use crate::config::{CollectionConfig, RecoveryMode};
+use crate::config::{CollectionConfig, RecoveryMode, CODEC_V1};
 use crate::error::{Result, StoreErr};
-use crate::types::{BlockKey, BlockMeta, DType, ReconstructPolicy, Tier, MAX_NDIM};
+use crate::types::{BlockKey, BlockMeta, DType, ReconstructPolicy, TensorKind, Tier, MAX_NDIM};
 
 use tensorvault_core::checksum::crc32c;
 
@@ -80,6 +80,13 @@ pub fn encode_header(c: &CollectionConfig, generation: u64) -> [u8; RECORD_LEN] 
     }
     put(&mut b, H_SLOT_ALIGN, &c.slot_align.to_le_bytes());
     put(&mut b, H_GENERATION, &generation.to_le_bytes());
+    if c.codec == CODEC_V1 {
+        // A codec v1 collection keeps the header older builds read.
+        put(&mut b, H_VERSION, &VERSION_V1.to_le_bytes());
+    } else {
+        b[H_CODEC] = c.codec;
+        put(&mut b, H_SINK_VALUES, &c.sink_values.to_le_bytes());
+    }
     seal(&mut b);
     b
 }
@@ -123,11 +130,11 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         ));
     }
     let version = u32_at(&r, H_VERSION);
-    if version != VERSION {
+    if version != VERSION && version != VERSION_V1 {
         return Err(bad_header(
             "version",
             H_VERSION,
-            format!("unsupported version {version} (this build reads {VERSION})"),
+            format!("unsupported version {version} (this build reads {VERSION_V1} and {VERSION})"),
         ));
     }
     let record_len = u32_at(&r, H_RECORD_LEN);
@@ -150,19 +157,33 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
     if let Some(i) = first_nonzero(&r, PAD_OFFSET, RECORD_LEN) {
         return Err(bad_header("padding", i, "padding byte is not zero".into()));
     }
-    if let Some(i) = first_nonzero(&r, H_RESERVED, CRC_OFFSET) {
+    let v1 = version == VERSION_V1;
+    let reserved = if v1 { H_RESERVED_V1 } else { H_RESERVED };
+    let stray = first_nonzero(&r, reserved, CRC_OFFSET)
+        .or_else(|| (!v1 && r[H_CODEC + 1] != 0).then_some(H_CODEC + 1));
+    if let Some(i) = stray {
         return Err(bad_header(
             "reserved",
             i,
             "reserved byte is not zero".into(),
         ));
     }
+    let (codec, sink_values) = if v1 {
+        (CODEC_V1, 0)
+    } else {
+        (
+            r[H_CODEC],
+            u16::from_le_bytes([r[H_SINK_VALUES], r[H_SINK_VALUES + 1]]),
+        )
+    };
     let c = CollectionConfig {
         block_elems: u32_at(&r, H_BLOCK_ELEMS),
         tier0_elem_bytes: r[H_TIER0_ELEM_BYTES],
         tier_bits: get(&r, H_TIER_BITS),
         group_size: [0, 1, 2].map(|i| u32_at(&r, H_GROUP_SIZE + 4 * i)),
         slot_align: u32_at(&r, H_SLOT_ALIGN),
+        codec,
+        sink_values,
     };
     c.validate().map_err(|e| match e {
         StoreErr::InvalidArgument { field, reason } => {
@@ -170,6 +191,8 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
                 "block_elems" => H_BLOCK_ELEMS,
                 "tier0_elem_bytes" => H_TIER0_ELEM_BYTES,
                 "slot_align" => H_SLOT_ALIGN,
+                "codec" => H_CODEC,
+                "sink_values" => H_SINK_VALUES,
                 _ => H_TIER_BITS,
             };
             bad_header(field, offset, reason)
@@ -214,6 +237,7 @@ pub fn encode_record(r: &MetaRecord) -> [u8; RECORD_LEN] {
                 put(&mut b, C_SHAPE + 4 * i, &d.to_le_bytes());
             }
             put(&mut b, C_TIER_SINCE, &m.tier_since.to_le_bytes());
+            b[C_KIND] = m.kind as u8;
         }
         MetaRecord::Access {
             key,
@@ -316,6 +340,12 @@ pub fn decode_record(b: &[u8; RECORD_LEN], offset: u64) -> Result<MetaRecord> {
                     b[C_RECONSTRUCT]
                 ))
             })?;
+            let kind = TensorKind::from_u8(b[C_KIND]).ok_or_else(|| {
+                bad(format!(
+                    "create.kind {} at byte {C_KIND} is unknown",
+                    b[C_KIND]
+                ))
+            })?;
             let ndim = b[C_NDIM];
             if usize::from(ndim) > MAX_NDIM {
                 return Err(bad(format!(
@@ -350,6 +380,7 @@ pub fn decode_record(b: &[u8; RECORD_LEN], offset: u64) -> Result<MetaRecord> {
                     checksum: u32_at(b, C_CHECKSUM),
                     lineage_parent: u128_at(b, C_LINEAGE),
                     reconstruct,
+                    kind,
                     tier_since: u64_at(b, C_TIER_SINCE),
                     data_offset: u64_at(b, C_DATA_OFFSET),
                     data_len: u32_at(b, C_DATA_LEN),

@@ -1,0 +1,95 @@
+//! Stores written before codec v2 (MetaLog header version 1, TQTC version 1 segments)
+//! still open, decode bit for bit as they did, migrate, and take new writes.
+
+mod common;
+
+use std::path::Path;
+
+use common::{ok, s, tv};
+
+fn fixture() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/store-v1")
+}
+
+fn read_f32(path: &Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).unwrap();
+    let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+    npy.into_vec::<f32>().unwrap()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), dst).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_codec_v1_store_reads_migrates_and_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    copy_dir(&fixture().join("store"), &root);
+    let header_before = std::fs::read(root.join("t/c/meta.log")).unwrap()[..128].to_vec();
+    assert_eq!(
+        &header_before[8..12],
+        &1u32.to_le_bytes(),
+        "fixture is a v1 log"
+    );
+    for t in 0..4 {
+        let out = dir.path().join(format!("kv{t}.npy"));
+        ok(&tv(&[
+            "store",
+            "get",
+            s(&root),
+            "t",
+            "c",
+            &format!("kv{t}"),
+            s(&out),
+        ]));
+        let want = read_f32(&fixture().join(format!("kv{t}.npy")));
+        let got = read_f32(&out);
+        assert_eq!(want.len(), got.len());
+        assert!(
+            want.iter()
+                .zip(&got)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "tier {t}: values differ from what the v1 build returned"
+        );
+    }
+    // Migrations and new puts in a v1 collection stay codec v1 (its slot sizes).
+    ok(&tv(&[
+        "store",
+        "migrate",
+        s(&root),
+        "t",
+        "c",
+        "kv1",
+        "--tier",
+        "3",
+    ]));
+    let out = dir.path().join("m.npy");
+    ok(&tv(&["store", "get", s(&root), "t", "c", "kv1", s(&out)]));
+    assert_eq!(read_f32(&out).len(), 256 * 64);
+    ok(&tv(&[
+        "store",
+        "put",
+        s(&root),
+        "t",
+        "c",
+        "new",
+        s(&fixture().join("kv0.npy")),
+        "--tier",
+        "2",
+        "--kind",
+        "kv_key",
+    ]));
+    ok(&tv(&["store", "verify", s(&root), "t", "c"]));
+    let header_after = std::fs::read(root.join("t/c/meta.log")).unwrap()[..128].to_vec();
+    assert_eq!(header_before, header_after, "the v1 header is kept");
+}
