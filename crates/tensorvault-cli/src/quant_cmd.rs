@@ -10,10 +10,12 @@ use serde_json::json;
 use tensorvault_quant::groupwise::{Levels, QuantParams};
 use tensorvault_quant::metrics::ErrorMetrics;
 use tensorvault_quant::segment::{encode_tensor, Segment};
+use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
 
 use crate::error::CliError;
 use crate::npy::NpyInput;
 use crate::report::{self, Table};
+use crate::store_cmd::KindArg;
 
 /// Quantization codec commands (groupwise k-bit, docs/formats/quant.md).
 #[derive(Debug, Subcommand)]
@@ -43,9 +45,17 @@ pub struct EvalArgs {
     /// (3 bits: 512, 4-5: 256, 6-8: 128).
     #[arg(long)]
     pub group: Option<usize>,
-    /// Code levels.
+    /// Code levels (codec v1 only).
     #[arg(long, value_enum, default_value = "symmetric")]
     pub levels: LevelsArg,
+    /// Evaluate codec v2 (the store's default) with the layout a quantized store tier
+    /// gives this kind of tensor (rows = the array's second dimension): kv_key per
+    /// channel over groups of rows, kv_value per channel at >= 5 bits and along rows
+    /// below (both keeping row 0 in f16, the attention sink), weight and embedding along
+    /// rows with the clip search, generic along rows. Without it: codec v1 (one
+    /// symmetric f16 scale per group).
+    #[arg(long, value_enum)]
+    pub kind: Option<KindArg>,
     /// Print a JSON list instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -75,11 +85,112 @@ fn time(bytes: usize, mut f: impl FnMut() -> Result<(), CliError>) -> Result<f64
 }
 
 struct Row {
-    p: QuantParams,
+    bits: u8,
+    group: usize,
+    layout: String,
     bytes: usize,
     m: ErrorMetrics,
     quant_s: f64,
     dequant_s: f64,
+}
+
+/// The v2 settings the store would use for `kind` at `bits` on rows of `width`.
+fn v2_params(
+    kind: KindArg,
+    bits: u8,
+    group: Option<usize>,
+    width: usize,
+) -> Result<V2Params, CliError> {
+    let g = group.unwrap_or(if bits >= 5 { 128 } else { 64 });
+    if !g.is_power_of_two() || !(4..=1024).contains(&g) {
+        return Err(CliError::Usage {
+            arg: "--group",
+            reason: format!("{g} is not a power of two in 4..=1024 (codec v2)"),
+        });
+    }
+    let kv = matches!(kind, KindArg::KvKey | KindArg::KvValue);
+    let columns = matches!(kind, KindArg::KvKey) || (matches!(kind, KindArg::KvValue) && bits >= 5);
+    let rows = u16::try_from(width).ok().filter(|&w| w > 0);
+    Ok(V2Params {
+        bits,
+        group_log2: g.trailing_zeros() as u8,
+        axis: if columns && rows.is_some() {
+            Axis::Columns
+        } else {
+            Axis::Flat
+        },
+        width: rows.unwrap_or(1),
+        raw_rows: u16::from(kv && rows.is_some()),
+        clip_search: matches!(kind, KindArg::Weight | KindArg::Embedding),
+    })
+}
+
+fn eval_v1(x: &[f32], bits: u8, a: &EvalArgs, levels: Levels) -> Result<Row, CliError> {
+    let f32_bytes = x.len() * 4;
+    let p = match a.group {
+        Some(g) => QuantParams::new(bits, g)?,
+        None => QuantParams::for_bits(bits)?,
+    }
+    .with_levels(levels);
+    let mut seg = Vec::new();
+    let quant_s = time(f32_bytes, || {
+        seg = encode_tensor(&p, x)?.0;
+        Ok(())
+    })?;
+    let mut y = vec![0f32; x.len()];
+    let dequant_s = time(f32_bytes, || {
+        Ok(Segment::parse(&seg)?.decode_frame(0, &mut y)?)
+    })?;
+    Ok(Row {
+        bits,
+        group: p.group_size(),
+        layout: format!("v1 {:?}", p.levels()).to_lowercase(),
+        bytes: seg.len(),
+        m: ErrorMetrics::compare(x, &y)?,
+        quant_s,
+        dequant_s,
+    })
+}
+
+fn eval_v2(
+    x: &[f32],
+    bits: u8,
+    a: &EvalArgs,
+    kind: KindArg,
+    width: usize,
+) -> Result<Row, CliError> {
+    let f32_bytes = x.len() * 4;
+    let p = v2_params(kind, bits, a.group, width)?;
+    let mut seg = Vec::new();
+    let quant_s = time(f32_bytes, || {
+        seg = segment_v2::encode(&p, x)?;
+        Ok(())
+    })?;
+    let mut y = vec![0f32; x.len()];
+    let dequant_s = time(f32_bytes, || Ok(SegmentV2::parse(&seg)?.decode(&mut y)?))?;
+    let axis = match p.axis {
+        Axis::Flat => "along rows",
+        Axis::Columns => "per column",
+    };
+    let extra = [
+        (p.raw_rows > 0, " + f16 row 0"),
+        (p.clip_search, " + clip search"),
+    ];
+    let mut layout = format!("v2 {axis}");
+    for (on, s) in extra {
+        if on {
+            layout.push_str(s);
+        }
+    }
+    Ok(Row {
+        bits,
+        group: 1 << p.group_log2,
+        layout,
+        bytes: seg.len(),
+        m: ErrorMetrics::compare(x, &y)?,
+        quant_s,
+        dequant_s,
+    })
 }
 
 fn eval(a: &EvalArgs) -> Result<(), CliError> {
@@ -97,29 +208,12 @@ fn eval(a: &EvalArgs) -> Result<(), CliError> {
         LevelsArg::Full => Levels::Full,
     };
     let f32_bytes = x.len() * 4;
+    let width = x.len() / usize::try_from(input.rows.max(1)).unwrap_or(usize::MAX);
     let mut rows = Vec::new();
     for &bits in &a.bits {
-        let p = match a.group {
-            Some(g) => QuantParams::new(bits, g)?,
-            None => QuantParams::for_bits(bits)?,
-        }
-        .with_levels(levels);
-        let mut seg = Vec::new();
-        let quant_s = time(f32_bytes, || {
-            seg = encode_tensor(&p, x)?.0;
-            Ok(())
-        })?;
-        let mut y = vec![0f32; x.len()];
-        let dequant_s = time(f32_bytes, || {
-            Ok(Segment::parse(&seg)?.decode_frame(0, &mut y)?)
-        })?;
-        let m = ErrorMetrics::compare(x, &y)?;
-        rows.push(Row {
-            p,
-            bytes: seg.len(),
-            m,
-            quant_s,
-            dequant_s,
+        rows.push(match a.kind {
+            None => eval_v1(x, bits, a, levels)?,
+            Some(kind) => eval_v2(x, bits, a, kind, width)?,
         });
     }
     let bpv = |r: &Row| r.bytes as f64 * 8.0 / x.len() as f64;
@@ -129,7 +223,7 @@ fn eval(a: &EvalArgs) -> Result<(), CliError> {
         let list: Vec<_> = rows
             .iter()
             .map(|r| {
-                json!({"bits": r.p.bits(), "group_size": r.p.group_size(), "levels": format!("{:?}", r.p.levels()).to_lowercase(),
+                json!({"bits": r.bits, "group_size": r.group, "layout": r.layout,
                        "bits_per_value": bpv(r), "ratio": ratio(r), "bytes": r.bytes,
                        "rmse": r.m.rmse, "rel_rmse": r.m.rel_rmse, "max_abs_error": r.m.max_abs_error, "snr_db": r.m.snr_db,
                        "quant_gbps": gbps(r.quant_s), "dequant_gbps": gbps(r.dequant_s)})
@@ -147,6 +241,7 @@ fn eval(a: &EvalArgs) -> Result<(), CliError> {
     let mut t = Table::new(&[
         "bits",
         "group",
+        "layout",
         "bits/value",
         "ratio",
         "RMSE",
@@ -158,8 +253,9 @@ fn eval(a: &EvalArgs) -> Result<(), CliError> {
     ]);
     for r in &rows {
         t.row(vec![
-            r.p.bits().to_string(),
-            r.p.group_size().to_string(),
+            r.bits.to_string(),
+            r.group.to_string(),
+            r.layout.clone(),
             format!("{:.3}", bpv(r)),
             format!("{:.2}x", ratio(r)),
             format!("{:.4e}", r.m.rmse),

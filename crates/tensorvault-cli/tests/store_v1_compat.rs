@@ -93,3 +93,33 @@ fn a_codec_v1_store_reads_migrates_and_grows() {
     let header_after = std::fs::read(root.join("t/c/meta.log")).unwrap()[..128].to_vec();
     assert_eq!(header_before, header_after, "the v1 header is kept");
 }
+
+#[test]
+fn quant_eval_reports_codec_v2_per_kind_next_to_v1() {
+    // 256 x 64: SmolLM2's layer-0 keys of head 0 (after the v1 8-bit round trip).
+    let input = fixture().join("kv1.npy");
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["quant", "eval", s(&input), "--bits", "3,5", "--json"];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&ok(&tv(&args))).unwrap()
+    };
+    let v1 = run(&[]);
+    let v2 = run(&["--kind", "kv_key"]);
+    for (a, b) in v1.as_array().unwrap().iter().zip(v2.as_array().unwrap()) {
+        assert!(a["layout"].as_str().unwrap().starts_with("v1"));
+        assert_eq!(b["layout"], "v2 per column + f16 row 0");
+        // Per-channel asymmetric groups: far lower error at similar bits.
+        assert!(b["rel_rmse"].as_f64().unwrap() < 0.5 * a["rel_rmse"].as_f64().unwrap());
+        assert!(b["bits_per_value"].as_f64().unwrap() < 5.3);
+    }
+    let bad = tv(&[
+        "quant",
+        "eval",
+        s(&input),
+        "--kind",
+        "weight",
+        "--group",
+        "3",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+}
