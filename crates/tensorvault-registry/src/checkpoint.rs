@@ -178,14 +178,18 @@ pub fn map_file(path: &Path) -> Result<Arc<memmap2::Mmap>> {
     Ok(Arc::new(map))
 }
 
+/// Largest `metadata.json` the registry reads (the ones it writes are a few KiB).
+pub const MAX_METADATA_BYTES: u64 = 16 << 20;
+
 /// Reads and parses `metadata.json` of checkpoint `dir`.
 ///
 /// # Errors
-/// [`RegistryError::MissingMetadata`], [`RegistryError::Json`], [`RegistryError::Io`].
+/// [`RegistryError::MissingMetadata`], [`RegistryError::FileTooLarge`] (over
+/// [`MAX_METADATA_BYTES`]), [`RegistryError::Json`], [`RegistryError::Io`].
 pub fn read_metadata(dir: &Path) -> Result<CheckpointMetadata> {
     let mpath = dir.join(METADATA_FILE);
-    let bytes = match fs::read(&mpath) {
-        Ok(b) => b,
+    let bytes = match RegistryError::read_bounded(&mpath, MAX_METADATA_BYTES) {
+        Ok(b) => b?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(RegistryError::MissingMetadata {
                 dir: dir.to_owned(),

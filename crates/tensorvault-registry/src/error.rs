@@ -6,6 +6,17 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RegistryError {
+    /// A JSON document (`registry.json`, `metadata.json`) is larger than the registry
+    /// reads: refused before anything is allocated for it.
+    #[error("{path}: {size} bytes, more than the {limit} bytes a registry reads for this file")]
+    FileTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its length.
+        size: u64,
+        /// The most the registry reads.
+        limit: u64,
+    },
     /// A filesystem operation failed.
     #[error("I/O error on {path}: {source}")]
     Io {
@@ -180,6 +191,32 @@ impl RegistryError {
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
         move |source| Self::Io { path, source }
+    }
+
+    /// Read `path` whole if it holds at most `limit` bytes ([`RegistryError::FileTooLarge`]
+    /// otherwise, checked before reading and again while reading, so a file that grows
+    /// meanwhile cannot make the read unbounded).
+    pub(crate) fn read_bounded(
+        path: &std::path::Path,
+        limit: u64,
+    ) -> std::io::Result<Result<Vec<u8>, Self>> {
+        use std::io::Read;
+        let f = std::fs::File::open(path)?;
+        let size = f.metadata()?.len();
+        let too_large = |size| Self::FileTooLarge {
+            path: path.to_owned(),
+            size,
+            limit,
+        };
+        if size > limit {
+            return Ok(Err(too_large(size)));
+        }
+        let mut buf = Vec::with_capacity(size as usize);
+        f.take(limit + 1).read_to_end(&mut buf)?;
+        if buf.len() as u64 > limit {
+            return Ok(Err(too_large(buf.len() as u64)));
+        }
+        Ok(Ok(buf))
     }
 
     /// Wraps a JSON error with the document it concerns.

@@ -22,6 +22,9 @@ use crate::weights::{FusionConfig, LoadedWeights};
 
 /// Manifest file name in the registry root.
 pub const MANIFEST_FILE: &str = "registry.json";
+/// Largest `registry.json` the registry reads (about 200 bytes per version: room for
+/// hundreds of thousands of versions).
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 /// Directory (under the root) holding one checkpoint directory per version.
 pub const VERSIONS_DIR: &str = "versions";
 
@@ -179,8 +182,9 @@ impl WeightRegistry {
             }
         }
         let mpath = root.join(MANIFEST_FILE);
-        let manifest = match fs::read(&mpath) {
+        let manifest = match RegistryError::read_bounded(&mpath, MAX_MANIFEST_BYTES) {
             Ok(b) => {
+                let b = b?;
                 let m: Manifest =
                     serde_json::from_slice(&b).map_err(RegistryError::json(&mpath))?;
                 m.validate(&mpath)?;

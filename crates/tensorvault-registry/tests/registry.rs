@@ -382,3 +382,41 @@ fn kill_9_during_save_leaves_registry_consistent() {
     }
     assert!(total > 0, "the child never completed a save");
 }
+
+/// A `registry.json` or `metadata.json` far larger than the registry writes (here sparse
+/// 1 GiB files) is refused by its length, before anything is allocated for it.
+#[test]
+fn oversized_json_documents_are_refused_by_length() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("reg");
+    let reg = open(&root);
+    reg.save_checkpoint(&init(1, "1.0.0"), None).unwrap();
+    drop(reg);
+    let meta = root.join(VERSIONS_DIR).join("1.0.0").join("metadata.json");
+    fs::File::options()
+        .write(true)
+        .open(&meta)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    match tensorvault_registry::checkpoint::read_metadata(meta.parent().unwrap()) {
+        Err(RegistryError::FileTooLarge { size, limit, .. }) => {
+            assert_eq!(size, 1 << 30);
+            assert_eq!(limit, tensorvault_registry::checkpoint::MAX_METADATA_BYTES);
+        }
+        other => panic!("expected FileTooLarge, got {other:?}"),
+    }
+    let mpath = root.join(MANIFEST_FILE);
+    fs::File::options()
+        .write(true)
+        .open(&mpath)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let e = WeightRegistry::with_config(&root, Device::Cpu, config("golden"), FusionConfig::tiny())
+        .unwrap_err();
+    assert!(
+        matches!(e, RegistryError::FileTooLarge { size, .. } if size == 1 << 30),
+        "{e:?}"
+    );
+}
