@@ -518,7 +518,8 @@ fn ls(root: &Path, one: Option<(String, String)>, json: bool) -> Result<i32, Cli
 
 fn stats_json(s: &StoreStats) -> serde_json::Value {
     json!({"tensors": s.tensors, "blocks": s.blocks, "payload_bytes": s.payload_bytes, "raw_bytes": s.raw_bytes,
-        "file_bytes": s.usage.map(|u| u.bytes), "slot_len": s.usage.map(|u| u.slot_len),
+        "file_bytes": s.usage.map(|u| u.bytes), "allocated_bytes": s.usage.map(|u| u.allocated_bytes),
+        "slot_len": s.usage.map(|u| u.slot_len),
         "free_slots": s.usage.map(|u| u.free_slots), "log_records": s.log_records,
         "replay_ms": s.replay_nanos as f64 / 1e6, "replay_skipped": s.replay_skipped,
         "replay_ignored": s.replay_ignored})
@@ -537,6 +538,7 @@ fn stats(root: &Path, json: bool) -> Result<i32, CliError> {
             total.payload_bytes[i] += st.payload_bytes[i];
             total.raw_bytes[i] += st.raw_bytes[i];
             total.usage[i].bytes += st.usage[i].bytes;
+            total.usage[i].allocated_bytes += st.usage[i].allocated_bytes;
             total.usage[i].slots += st.usage[i].slots;
             total.usage[i].free_slots += st.usage[i].free_slots;
         }
@@ -568,6 +570,7 @@ fn stats(root: &Path, json: bool) -> Result<i32, CliError> {
         "stored",
         "ratio",
         "file",
+        "on disk",
         "free slots",
     ]);
     for (i, tier) in Tier::ALL.iter().enumerate() {
@@ -582,6 +585,7 @@ fn stats(root: &Path, json: bool) -> Result<i32, CliError> {
                 total.raw_bytes[i] as f64 / total.payload_bytes[i].max(1) as f64
             ),
             report::size(total.usage[i].bytes),
+            report::size(total.usage[i].allocated_bytes),
             total.usage[i].free_slots.to_string(),
         ]);
     }

@@ -235,6 +235,7 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &StoreStats) -> PyResult<Bound
         d.set_item("slots", u.slots)?;
         d.set_item("free_slots", u.free_slots)?;
         d.set_item("bytes", u.bytes)?;
+        d.set_item("allocated_bytes", u.allocated_bytes)?;
         usage.append(d)?;
     }
     let d = PyDict::new(py);

@@ -560,6 +560,7 @@ impl BlockIO for ObjectBlockIO {
             slots,
             free_slots: 0,
             bytes: slots.saturating_mul(u64::from(sl)),
+            allocated_bytes: slots.saturating_mul(u64::from(sl)),
         }
     }
 }

@@ -249,6 +249,7 @@ impl BlockIO for BufferBlockIO {
             slots: alloc.slots(),
             free_slots: alloc.free_slots(),
             bytes: alloc.bytes(),
+            allocated_bytes: alloc.bytes(),
         }
     }
 }

@@ -410,11 +410,15 @@ impl BlockIO for MmapBlockIO {
     fn usage(&self, tier: Tier) -> TierUsage {
         let t = self.tier(tier);
         let alloc = t.lock_alloc();
+        let meta = t.file.metadata().ok();
         TierUsage {
             slot_len: t.slot_len as u32,
             slots: alloc.slots(),
             free_slots: alloc.free_slots(),
-            bytes: t.file.metadata().map_or(alloc.bytes(), |m| m.len()),
+            bytes: meta.as_ref().map_or(alloc.bytes(), |m| m.len()),
+            allocated_bytes: meta.map_or(alloc.bytes(), |m| {
+                std::os::unix::fs::MetadataExt::blocks(&m).saturating_mul(512)
+            }),
         }
     }
 }

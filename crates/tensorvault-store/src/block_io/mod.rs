@@ -31,6 +31,10 @@ pub struct TierUsage {
     pub free_slots: u64,
     /// Bytes the tier occupies on its medium (file length).
     pub bytes: u64,
+    /// Bytes the medium actually holds for it: for files, the blocks allocated on disk
+    /// (`du`; less than `bytes` where growth is sparse or freed slots were punched out),
+    /// else `bytes`.
+    pub allocated_bytes: u64,
 }
 
 /// Block-level I/O. All methods take `&self`: implementations synchronize internally so
