@@ -521,6 +521,7 @@ fn stats_json(s: &StoreStats) -> serde_json::Value {
         "file_bytes": s.usage.map(|u| u.bytes), "allocated_bytes": s.usage.map(|u| u.allocated_bytes),
         "slot_len": s.usage.map(|u| u.slot_len),
         "free_slots": s.usage.map(|u| u.free_slots), "log_records": s.log_records,
+        "step_median": s.step_median,
         "replay_ms": s.replay_nanos as f64 / 1e6, "replay_skipped": s.replay_skipped,
         "replay_ignored": s.replay_ignored})
 }
@@ -541,6 +542,8 @@ fn stats(root: &Path, json: bool) -> Result<i32, CliError> {
             total.usage[i].allocated_bytes += st.usage[i].allocated_bytes;
             total.usage[i].slots += st.usage[i].slots;
             total.usage[i].free_slots += st.usage[i].free_slots;
+            // Across collections: the largest of their medians.
+            total.step_median[i] = total.step_median[i].max(st.step_median[i]);
         }
         per.push((tenant, collection, st));
     }
@@ -572,6 +575,7 @@ fn stats(root: &Path, json: bool) -> Result<i32, CliError> {
         "file",
         "on disk",
         "free slots",
+        "step (median)",
     ]);
     for (i, tier) in Tier::ALL.iter().enumerate() {
         table.row(vec![
@@ -587,6 +591,11 @@ fn stats(root: &Path, json: bool) -> Result<i32, CliError> {
             report::size(total.usage[i].bytes),
             report::size(total.usage[i].allocated_bytes),
             total.usage[i].free_slots.to_string(),
+            match (i, total.blocks[i]) {
+                (0, _) => "exact".to_owned(),
+                (_, 0) => "-".to_owned(),
+                _ => format!("{:.3e}", total.step_median[i]),
+            },
         ]);
     }
     print!("{}", table.render());

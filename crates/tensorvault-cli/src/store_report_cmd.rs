@@ -421,7 +421,8 @@ fn render_collection(html: &mut String, v: &CollectionView) -> Result<(), String
     );
     html.push_str(
         "<table><tr><th>tier</th><th>blocks</th><th>raw</th><th>payload</th><th>ratio</th>\
-         <th>tier file</th><th>free slots</th></tr>\n",
+         <th>tier file</th><th>on disk</th><th>free slots</th><th>error: median step \
+         (max |err| = step / 2 inside a group's range)</th></tr>\n",
     );
     for t in Tier::ALL {
         let i = t.index();
@@ -429,7 +430,8 @@ fn render_collection(html: &mut String, v: &CollectionView) -> Result<(), String
         let _ = writeln!(
             html,
             "<tr><td><span class=\"swatch\" style=\"background:rgb({},{},{})\"></span>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{:.2}x</td><td>{}</td><td>{}</td></tr>",
+             <td>{}</td><td>{}</td><td>{}</td><td>{:.2}x</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td></tr>",
             c.0,
             c.1,
             c.2,
@@ -439,7 +441,13 @@ fn render_collection(html: &mut String, v: &CollectionView) -> Result<(), String
             size(s.payload_bytes[i]),
             s.raw_bytes[i] as f64 / s.payload_bytes[i].max(1) as f64,
             size(s.usage[i].bytes),
-            s.usage[i].free_slots
+            size(s.usage[i].allocated_bytes),
+            s.usage[i].free_slots,
+            match (i, s.blocks[i]) {
+                (0, _) => "exact".to_owned(),
+                (_, 0) => "-".to_owned(),
+                _ => format!("{:.3e}", s.step_median[i]),
+            }
         );
     }
     html.push_str("</table>\n");

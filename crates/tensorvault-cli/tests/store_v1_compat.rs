@@ -90,6 +90,14 @@ fn a_codec_v1_store_reads_migrates_and_grows() {
         "kv_key",
     ]));
     ok(&tv(&["store", "verify", s(&root), "t", "c"]));
+    // stats report the error per tier: the median largest step, 0 where nothing is stored.
+    let st: serde_json::Value =
+        serde_json::from_str(&ok(&tv(&["store", "stats", s(&root), "--json"]))).unwrap();
+    let steps = &st["collections"][0]["stats"]["step_median"];
+    assert_eq!(steps[0], 0.0);
+    assert!(
+        steps[2].as_f64().unwrap() > 0.0 && steps[3].as_f64().unwrap() > steps[2].as_f64().unwrap()
+    );
     let header_after = std::fs::read(root.join("t/c/meta.log")).unwrap()[..128].to_vec();
     assert_eq!(header_before, header_after, "the v1 header is kept");
 }

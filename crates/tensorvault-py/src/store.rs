@@ -243,6 +243,7 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &StoreStats) -> PyResult<Bound
     d.set_item("blocks", s.blocks.to_vec())?;
     d.set_item("payload_bytes", s.payload_bytes.to_vec())?;
     d.set_item("raw_bytes", s.raw_bytes.to_vec())?;
+    d.set_item("step_median", s.step_median.to_vec())?;
     d.set_item("usage", usage)?;
     d.set_item("log_records", s.log_records)?;
     d.set_item("reads", s.reads)?;

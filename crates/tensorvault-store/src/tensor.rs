@@ -108,6 +108,10 @@ pub struct StoreStats {
     pub replay_skipped: u64,
     /// Valid records replay ignored (stale or pointing at impossible slots).
     pub replay_ignored: u64,
+    /// Error per tier: the median over its blocks of each block's largest quantization
+    /// step (its largest group scale; 0 for Tier0, which is exact). A value inside its
+    /// group's range decodes within half a step; the step is in the tensor's own units.
+    pub step_median: [f32; 4],
 }
 
 /// Most bytes [`TensorStore::get_tensor`] reserves before reading; past it the output
@@ -484,7 +488,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             s.tensors = ids.len() as u64;
         }
         let metas = self.blocks()?;
+        let mut steps: [Vec<f32>; 4] = Default::default();
         for m in &metas {
+            steps[m.tier.index()].push(m.scale);
             let elems = if m.tier.is_quantized() {
                 // values_per_frame lives in the segment header; the raw size is the block's
                 // share of the tensor.
@@ -495,6 +501,12 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 u64::from(m.data_len) / m.dtype.size() as u64
             };
             s.raw_bytes[m.tier.index()] += elems * m.dtype.size() as u64;
+        }
+        for (out, v) in s.step_median.iter_mut().zip(&mut steps) {
+            if !v.is_empty() {
+                let mid = v.len() / 2;
+                *out = *v.select_nth_unstable_by(mid, f32::total_cmp).1;
+            }
         }
         s.usage = Tier::ALL.map(|t| self.io.usage(t));
         s.log_records = self.log_records()?;
