@@ -15,6 +15,7 @@ mod quant_cmd;
 mod registry_cmd;
 mod report;
 mod store_cmd;
+mod store_maintain_cmd;
 mod store_metrics_cmd;
 mod store_report_cmd;
 #[cfg(feature = "s3")]

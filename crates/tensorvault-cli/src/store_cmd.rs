@@ -96,6 +96,9 @@ pub enum StoreCmd {
         #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
         tier: u8,
     },
+    /// Run the tiering scheduler: demote cold blocks, promote hot ones, and with
+    /// --max-blocks evict the coldest blocks of full tiers; prints what moved and why.
+    Maintain(crate::store_maintain_cmd::MaintainArgs),
     /// Rewrite the metadata log as a snapshot of the live index (of every collection
     /// under ROOT when none is named).
     Compact {
@@ -233,6 +236,7 @@ fn root_of(cmd: &StoreCmd) -> Option<&Path> {
         | StoreCmd::Rm { root, .. } => Some(root),
         StoreCmd::ServeMetrics(_) => None,
         StoreCmd::Report(a) => Some(&a.root),
+        StoreCmd::Maintain(a) => Some(&a.root),
     }
 }
 
@@ -264,6 +268,7 @@ pub fn run(cmd: StoreCmd, quiet: bool) -> Result<i32, CliError> {
         StoreCmd::Stats { root, json, .. } => stats(&root, json),
         StoreCmd::ServeMetrics(a) => crate::store_metrics_cmd::serve(&a),
         StoreCmd::Report(a) => crate::store_report_cmd::run(&a),
+        StoreCmd::Maintain(a) => crate::store_maintain_cmd::run(&a),
         StoreCmd::Verify {
             root,
             tenant,

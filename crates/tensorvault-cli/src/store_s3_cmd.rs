@@ -187,6 +187,10 @@ pub fn run(cmd: StoreCmd, a: &S3Args) -> Result<i32, CliError> {
             arg: "ROOT",
             reason: "report needs a local store root".into(),
         }),
+        StoreCmd::Maintain(_) => Err(CliError::Usage {
+            arg: "ROOT",
+            reason: "maintain needs a local store root".into(),
+        }),
     }
 }
 

@@ -131,3 +131,56 @@ fn quant_eval_reports_codec_v2_per_kind_next_to_v1() {
     ]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn store_maintain_moves_blocks_out_of_full_tiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    let input = fixture().join("kv0.npy"); // 256 x 64 f32: 4 blocks
+    ok(&tv(&[
+        "store",
+        "put",
+        s(&root),
+        "t",
+        "c",
+        "x",
+        s(&input),
+        "--tier",
+        "1",
+    ]));
+    let out = ok(&tv(&[
+        "store",
+        "maintain",
+        s(&root),
+        "t",
+        "c",
+        "--max-blocks=-,1,-,-",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["moved"], 3);
+    assert_eq!(v["moves"][0]["reason"], "capacity");
+    assert_eq!(v["blocks_after"], serde_json::json!([0, 1, 3, 0]));
+    // Nothing cold or over capacity: a second run moves nothing.
+    let v: serde_json::Value = serde_json::from_str(&ok(&tv(&[
+        "store",
+        "maintain",
+        s(&root),
+        "t",
+        "c",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(v["moved"], 0);
+    let bad = tv(&[
+        "store",
+        "maintain",
+        s(&root),
+        "t",
+        "c",
+        "--max-blocks",
+        "1,2",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("four comma-separated"));
+}

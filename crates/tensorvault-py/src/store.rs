@@ -65,9 +65,8 @@ fn store_kind(e: &StoreErr) -> Kind {
         StoreErr::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             Kind::NotFound
         }
-        // A header whose own checksum fails is corrupt; a wrong magic, version or
-        // length is not a store file of this format.
-        StoreErr::BadHeader { field, .. } if field.contains("crc") => Kind::Corruption,
+        // A header whose own checksum fails is corrupt (`is_corruption` above); a wrong
+        // magic, version or length is not a store file of this format.
         StoreErr::BadHeader { .. } => Kind::InvalidFormat,
         StoreErr::CapacityExceeded { .. } => Kind::Capacity,
         StoreErr::InvalidName { .. } | StoreErr::InvalidArgument { .. } | StoreErr::Quant(_) => {

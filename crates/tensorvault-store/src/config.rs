@@ -261,6 +261,37 @@ impl CollectionConfig {
     }
 }
 
+/// Thresholds and limits of the migration scheduler (`crate::tiering`). Kept here, with
+/// the rest of the configuration, so that configuration depends on nothing that depends
+/// on the store.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TierPolicy {
+    /// Promote one tier up when the score is above this (ADR default 512).
+    pub promote_threshold: f32,
+    /// Demote one tier down when the score is below this (ADR default 32).
+    pub demote_threshold: f32,
+    /// Ticks a block must spend in a tier before the scheduler moves it again
+    /// (capacity evictions ignore it).
+    pub min_tier_age: u64,
+    /// The hottest tier automatic promotion may reach (default Tier1: promotion never
+    /// rewrites a block as raw f32).
+    pub hottest_tier: Tier,
+    /// The coldest tier automatic demotion may reach (default Tier3).
+    pub coldest_tier: Tier,
+}
+
+impl Default for TierPolicy {
+    fn default() -> Self {
+        Self {
+            promote_threshold: 512.0,
+            demote_threshold: 32.0,
+            min_tier_age: 8,
+            hottest_tier: Tier::Tier1,
+            coldest_tier: Tier::Tier3,
+        }
+    }
+}
+
 /// When writes reach stable storage.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum Durability {
@@ -307,7 +338,7 @@ pub struct StoreConfig {
     /// (0: never automatically).
     pub compact_ratio: u32,
     /// Thresholds of the automatic migration scheduler ([`crate::TensorStore::maintain`]).
-    pub tiering: crate::tiering::TierPolicy,
+    pub tiering: TierPolicy,
 }
 
 impl Default for StoreConfig {
@@ -319,7 +350,7 @@ impl Default for StoreConfig {
             access_flush_every: 1024,
             max_blocks_per_tier: [usize::MAX; 4],
             compact_ratio: 0,
-            tiering: crate::tiering::TierPolicy::default(),
+            tiering: TierPolicy::default(),
         }
     }
 }

@@ -137,10 +137,27 @@ pub enum StoreErr {
         /// The tensor met twice.
         tensor_id: u128,
     },
+    /// A thread panicked while holding one of the store's locks; the state it guarded may
+    /// be half-updated. Reopen the store (replay rebuilds everything from the log).
+    #[error("a thread panicked while holding the {lock} lock; reopen the store")]
+    Poisoned {
+        /// Which lock (`store`, `index`, `writer`, `lineage`, `kv cache`).
+        lock: &'static str,
+    },
+    /// An earlier write failed part-way (e.g. an fsync error): the store refuses further
+    /// writes until it is reopened, which replays the log to a consistent state.
+    #[error("an earlier write failed ({cause}); reopen the store")]
+    WriterFailed {
+        /// The failure that stopped the writer.
+        cause: String,
+    },
     /// The codec refused to encode.
     #[error("quantization: {0}")]
     Quant(#[from] tensorvault_quant::QuantError),
 }
+
+/// The `field` of a [`StoreErr::BadHeader`] whose header checksum fails.
+pub const HEADER_CRC_FIELD: &str = "crc32c";
 
 /// Result alias for the store.
 pub type Result<T, E = StoreErr> = std::result::Result<T, E>;
@@ -166,6 +183,13 @@ impl StoreErr {
                 | StoreErr::TensorIncomplete { .. }
                 | StoreErr::LineageTooDeep { .. }
                 | StoreErr::LineageCycle { .. }
-        )
+        ) || self.is_header_checksum()
+    }
+
+    /// Whether this is a file header whose own checksum fails (corrupt), as opposed to a
+    /// header of another format or version.
+    #[must_use]
+    pub fn is_header_checksum(&self) -> bool {
+        matches!(self, StoreErr::BadHeader { field, .. } if *field == HEADER_CRC_FIELD)
     }
 }

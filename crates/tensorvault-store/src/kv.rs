@@ -139,10 +139,7 @@ pub struct KvCache<C: Clock, B: BlockIO, M: MetaLog> {
 }
 
 fn poisoned<T>(_: T) -> StoreErr {
-    StoreErr::InvalidArgument {
-        field: "kv cache",
-        reason: "a thread panicked while holding the cache lock".into(),
-    }
+    StoreErr::Poisoned { lock: "kv cache" }
 }
 
 fn le_bytes(values: &[f16]) -> Vec<u8> {
@@ -197,7 +194,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
             *e = (*e).max(m.key.block_index);
         }
         let names: Vec<(u128, String)> = {
-            let w = self.store.lock_writer()?;
+            let w = self.store.lock_writer_for_read()?;
             last.keys()
                 .filter_map(|id| w.catalog.name(*id).map(|n| (*id, n.to_owned())))
                 .collect()

@@ -138,10 +138,7 @@ pub struct TensorStore<C: Clock, B: BlockIO, M: MetaLog> {
 }
 
 fn poisoned<T>(_: T) -> StoreErr {
-    StoreErr::InvalidArgument {
-        field: "store",
-        reason: "a thread panicked while holding the store lock".into(),
-    }
+    StoreErr::Poisoned { lock: "store" }
 }
 
 impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
@@ -311,13 +308,16 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         self.index.write().map_err(poisoned)
     }
 
+    /// The writer's state for reading only (the name catalog): available even after a
+    /// failed write stopped the writer.
+    pub(crate) fn lock_writer_for_read(&self) -> Result<MutexGuard<'_, Writer<M>>> {
+        self.writer.lock().map_err(poisoned)
+    }
+
     pub(crate) fn lock_writer(&self) -> Result<MutexGuard<'_, Writer<M>>> {
         let w = self.writer.lock().map_err(poisoned)?;
         if let Some(why) = &w.poisoned {
-            return Err(StoreErr::InvalidArgument {
-                field: "store",
-                reason: format!("an earlier write failed ({why}); reopen the store"),
-            });
+            return Err(StoreErr::WriterFailed { cause: why.clone() });
         }
         Ok(w)
     }
@@ -971,7 +971,11 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         }
         let every = self.cfg.access_flush_every;
         if every > 0 && (self.reads_since_flush.fetch_add(1, Ordering::Relaxed) + 1) % every == 0 {
-            self.flush_access()?;
+            match self.flush_access() {
+                // A stopped writer cannot log statistics; the read itself succeeded.
+                Err(StoreErr::WriterFailed { .. }) => {}
+                other => other?,
+            }
         }
         Ok(())
     }

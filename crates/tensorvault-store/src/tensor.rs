@@ -384,7 +384,11 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         if metas.is_empty() {
             return Ok(None);
         }
-        let name = self.lock_writer()?.catalog.name(id).map(str::to_owned);
+        let name = self
+            .lock_writer_for_read()?
+            .catalog
+            .name(id)
+            .map(str::to_owned);
         Ok(Some(self.summarize(id, &metas, name)))
     }
 
@@ -397,10 +401,10 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         for m in self.read_index()?.map.values() {
             by_id.entry(m.key.tensor_id).or_default().push(*m);
         }
-        let w = self.writer.lock().map_err(|_| StoreErr::InvalidArgument {
-            field: "store",
-            reason: "a thread panicked while holding the store lock".into(),
-        })?;
+        let w = self
+            .writer
+            .lock()
+            .map_err(|_| StoreErr::Poisoned { lock: "store" })?;
         let mut out: Vec<TensorInfo> = by_id
             .iter()
             .map(|(id, metas)| self.summarize(*id, metas, w.catalog.name(*id).map(str::to_owned)))
@@ -441,7 +445,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 report.problems.push(self.problem(m, e.to_string()));
             }
         }
-        report.catalog_skipped = self.lock_writer()?.catalog.skipped;
+        report.catalog_skipped = self.lock_writer_for_read()?.catalog.skipped;
         // Blocks whose slot was past the end of their tier file at open are gone: the
         // file was removed, emptied or cut short. Each is a problem, not a silent absence.
         for m in &self.lost_on_open {

@@ -23,34 +23,7 @@ use crate::meta_log::MetaLog;
 use crate::store::TensorStore;
 use crate::types::{BlockKey, Tier};
 
-/// Thresholds and limits of the migration scheduler.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TierPolicy {
-    /// Promote one tier up when the score is above this (ADR default 512).
-    pub promote_threshold: f32,
-    /// Demote one tier down when the score is below this (ADR default 32).
-    pub demote_threshold: f32,
-    /// Ticks a block must spend in a tier before the scheduler moves it again
-    /// (capacity evictions ignore it).
-    pub min_tier_age: u64,
-    /// The hottest tier automatic promotion may reach (default Tier1: promotion never
-    /// rewrites a block as raw f32).
-    pub hottest_tier: Tier,
-    /// The coldest tier automatic demotion may reach (default Tier3).
-    pub coldest_tier: Tier,
-}
-
-impl Default for TierPolicy {
-    fn default() -> Self {
-        Self {
-            promote_threshold: 512.0,
-            demote_threshold: 32.0,
-            min_tier_age: 8,
-            hottest_tier: Tier::Tier1,
-            coldest_tier: Tier::Tier3,
-        }
-    }
-}
+pub use crate::config::TierPolicy;
 
 /// Why a block was scheduled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -171,7 +171,11 @@ pub fn check_file_header(bytes: &[u8], kind: SideKind) -> Result<(), (&'static s
     };
     let crc = u32_at(h, FILE_CRC_OFFSET);
     if crc != crc32c(&h[..FILE_CRC_OFFSET]) {
-        return Err(("crc", FILE_CRC_OFFSET as u64, "crc32c mismatch".into()));
+        return Err((
+            crate::error::HEADER_CRC_FIELD,
+            FILE_CRC_OFFSET as u64,
+            "crc32c mismatch".into(),
+        ));
     }
     if h[..FILE_VERSION_OFFSET] != FILE_MAGIC {
         return Err(("magic", 0, "not a tensorvault lineage file".into()));
@@ -337,7 +341,7 @@ mod tests {
         bad[0] = b'x';
         assert_eq!(
             check_file_header(&bad, SideKind::Factor).unwrap_err().0,
-            "crc"
+            "crc32c"
         );
     }
 }

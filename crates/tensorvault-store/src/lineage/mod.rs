@@ -69,10 +69,7 @@ pub struct LineageStore {
 }
 
 fn poisoned<T>(_: T) -> StoreErr {
-    StoreErr::InvalidArgument {
-        field: "lineage",
-        reason: "a thread panicked while holding the lineage lock".into(),
-    }
+    StoreErr::Poisoned { lock: "lineage" }
 }
 
 impl Default for LineageStore {

@@ -149,7 +149,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
     let computed = crc32c(&r[..CRC_OFFSET]);
     if stored != computed {
         return Err(bad_header(
-            "crc32c",
+            crate::error::HEADER_CRC_FIELD,
             CRC_OFFSET,
             format!("stored {stored:#010x}, computed {computed:#010x}"),
         ));
