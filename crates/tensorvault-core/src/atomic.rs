@@ -13,10 +13,19 @@ use std::sync::Mutex;
 use crate::CoreError;
 
 /// Temporary files of the [`AtomicFile`]s alive in this process, for
-/// [`remove_live_temps`].
-static LIVE_TEMPS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// [`remove_live_temps`], and whether the process is terminating (no new temporary files
+/// then).
+struct LiveTemps {
+    paths: Vec<PathBuf>,
+    closing: bool,
+}
 
-fn live_temps() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+static LIVE_TEMPS: Mutex<LiveTemps> = Mutex::new(LiveTemps {
+    paths: Vec::new(),
+    closing: false,
+});
+
+fn live_temps() -> std::sync::MutexGuard<'static, LiveTemps> {
     LIVE_TEMPS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -24,8 +33,8 @@ fn live_temps() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
 
 fn forget_temp(tmp: &Path) {
     let mut live = live_temps();
-    if let Some(i) = live.iter().position(|p| p == tmp) {
-        live.swap_remove(i);
+    if let Some(i) = live.paths.iter().position(|p| p == tmp) {
+        live.paths.swap_remove(i);
     }
 }
 
@@ -33,12 +42,18 @@ fn forget_temp(tmp: &Path) {
 /// return how many there were. For a process about to exit on a signal (SIGTERM,
 /// SIGINT), where destructors do not run: call it from a normal thread (e.g. one that
 /// waits for the signal with `sigwait`), never from a signal handler.
+///
+/// After it, [`AtomicFile::create`] fails in this process: a temporary file is created
+/// and registered under one lock, so a file either exists and is removed here, or is
+/// never created (no window in which a signal leaves one behind).
 pub fn remove_live_temps() -> usize {
-    let live = std::mem::take(&mut *live_temps());
-    for p in &live {
+    let mut live = live_temps();
+    live.closing = true;
+    let paths = std::mem::take(&mut live.paths);
+    for p in &paths {
         let _ = std::fs::remove_file(p);
     }
-    live.len()
+    paths.len()
 }
 
 /// A file being written that replaces `dest` only when committed.
@@ -64,6 +79,15 @@ impl AtomicFile {
         let mut attempt = 0u32;
         loop {
             let tmp = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
+            // Create and register under the lock `remove_live_temps` takes.
+            let mut live = live_temps();
+            if live.closing {
+                return Err(CoreError::Io {
+                    op: "create temporary file",
+                    path: tmp.display().to_string(),
+                    source: io::Error::other("the process is terminating"),
+                });
+            }
             match OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -71,7 +95,7 @@ impl AtomicFile {
                 .open(&tmp)
             {
                 Ok(file) => {
-                    live_temps().push(tmp.clone());
+                    live.paths.push(tmp.clone());
                     return Ok(AtomicFile {
                         file: Some(file),
                         tmp,
