@@ -235,7 +235,7 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
         tenant: &str,
         collection: &str,
         clock: C,
-        cfg: StoreConfig,
+        mut cfg: StoreConfig,
         create: bool,
     ) -> Result<Self> {
         let dir = collection_dir(root, tenant, collection)?;
@@ -268,9 +268,15 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
         let geo = crate::meta_log::MetaLog::collection(&log);
         let io = MmapBlockIO::open(&dir, &geo)?;
         let catalog = Catalog::open(&dir.join(NAMES_LOG))?;
+        // Compaction at open (`compact_ratio`) also rewrites the lineage side files, so it
+        // must run once the directory's lineage store is installed, not with the
+        // in-memory placeholder `TensorStore::open` starts with.
+        let ratio = std::mem::take(&mut cfg.compact_ratio);
         let mut store = TensorStore::open(tenant, collection, clock, io, log, catalog, cfg)?;
         store.lineage = crate::lineage::LineageStore::open_dir(&dir)?;
         store._lock = Some(lock);
+        store.cfg.compact_ratio = ratio;
+        store.compact_if_over(ratio)?;
         Ok(store)
     }
 }

@@ -789,3 +789,55 @@ fn repair_latency(durability: tensorvault_store::Durability) {
         times[25], times[45]
     );
 }
+
+/// Compaction at open (`compact_ratio`) cleans the directory's lineage side files too: it
+/// used to run while an in-memory placeholder lineage store was installed, so delta.dat
+/// kept every dead entry.
+#[cfg(feature = "mmap")]
+#[test]
+fn compaction_at_open_cleans_the_lineage_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let delta = dir.path().join("t").join("c").join("delta.dat");
+    let child_id;
+    {
+        let s = dir_store(dir.path());
+        let base = wave(ELEMS as usize, 0.5);
+        let mut child = base.clone();
+        child_id = put_pair(&s, &base, &child, Tier::Tier1).1;
+        let pid = s.tensor_id_of("base");
+        for i in 0..10 {
+            child[i] += 0.5;
+            s.put_tensor_with(
+                "child",
+                &delta_info(&[ELEMS], pid),
+                &f32_bytes(&child),
+                Tier::Tier1,
+            )
+            .unwrap();
+        }
+        assert!(s.delete_block(&BlockKey::new(child_id, 0)).unwrap());
+        s.close().unwrap();
+    }
+    let before = std::fs::metadata(&delta).unwrap().len();
+    assert!(before > FILE_HEADER_LEN as u64, "{before}");
+    let cfg = StoreConfig {
+        compact_ratio: 1,
+        ..cfg()
+    };
+    let s = DirStore::open_dir(
+        dir.path(),
+        "t",
+        "c",
+        Arc::new(ManualClock::new(200)),
+        cfg,
+        false,
+    )
+    .unwrap();
+    let st = s.lineage().stats().unwrap();
+    assert_eq!((st.delta_entries, st.delta_garbage), (0, 0), "{st:?}");
+    drop(s);
+    assert_eq!(
+        std::fs::metadata(&delta).unwrap().len(),
+        FILE_HEADER_LEN as u64
+    );
+}
