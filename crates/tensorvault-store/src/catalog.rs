@@ -35,7 +35,11 @@ pub struct Catalog {
     path: Option<PathBuf>,
     file: Option<File>,
     names: HashMap<u128, String>,
-    /// Records skipped as corrupt while loading.
+    /// Further distinct names recorded for an id (only a forged or damaged file has
+    /// any: a tensor's id is derived from its name), kept until [`Catalog::authenticate`].
+    conflicts: Vec<(u128, String)>,
+    /// Records skipped as corrupt while loading, plus names [`Catalog::authenticate`]
+    /// rejected.
     pub skipped: u64,
 }
 
@@ -185,7 +189,13 @@ impl Catalog {
             let off = NAME_RECORD_LEN * (i + 1);
             match decode(r) {
                 Ok((id, name)) => {
-                    cat.names.insert(id, name);
+                    match cat.names.get(&id) {
+                        Some(n) if *n != name => cat.conflicts.push((id, name)),
+                        Some(_) => {}
+                        None => {
+                            cat.names.insert(id, name);
+                        }
+                    }
                     good_end = off + NAME_RECORD_LEN;
                 }
                 Err(reason) => {
@@ -202,6 +212,34 @@ impl Catalog {
         }
         cat.file = Some(file);
         Ok(cat)
+    }
+
+    /// Keep only names that belong to their id: `belongs(id, name)` says whether `name`
+    /// derives `id` (`Some(true)`), does not (`Some(false)`), or cannot be checked
+    /// (`None`: the id has no blocks; kept). Of several names recorded for one id the
+    /// one that belongs wins. Returns how many names were rejected (also added to
+    /// `skipped`, so `verify` reports them).
+    pub fn authenticate(&mut self, mut belongs: impl FnMut(u128, &str) -> Option<bool>) -> u64 {
+        let mut rejected = 0u64;
+        let conflicts = std::mem::take(&mut self.conflicts);
+        self.names.retain(|&id, name| {
+            if belongs(id, name) == Some(false) {
+                tracing::warn!(id = %format!("{id:032x}"), name = %name, "names.log record does not match its tensor id; ignored");
+                rejected += 1;
+                false
+            } else {
+                true
+            }
+        });
+        for (id, name) in conflicts {
+            if !self.names.contains_key(&id) && belongs(id, &name) == Some(true) {
+                self.names.insert(id, name);
+            } else {
+                rejected += 1;
+            }
+        }
+        self.skipped += rejected;
+        rejected
     }
 
     /// The name of `id`, if recorded.

@@ -153,7 +153,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         clock: C,
         io: B,
         mut log: M,
-        catalog: Catalog,
+        mut catalog: Catalog,
         cfg: StoreConfig,
     ) -> Result<Self> {
         let geo = log.collection();
@@ -219,6 +219,14 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 "metalog replay skipped corrupt records"
             );
         }
+        // A tensor's id is derived from its name (and lineage parent): a names.log record
+        // whose name does not derive its id is forged or damaged, and would list a tensor
+        // under another's name. Checked against block 0 of each named tensor.
+        catalog.authenticate(|id, name| {
+            index
+                .get(&BlockKey::new(id, 0))
+                .map(|m| crate::types::tensor_id(tenant, collection, name, m.lineage_parent) == id)
+        });
         Self {
             tenant: tenant.to_owned(),
             collection: collection.to_owned(),

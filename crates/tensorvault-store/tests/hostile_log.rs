@@ -11,7 +11,7 @@ use std::path::Path;
 
 use tensorvault_store::meta_log::layout::RECORD_LEN;
 use tensorvault_store::meta_log::{decode_record, encode_record};
-use tensorvault_store::{DType, DirStore, MetaRecord, StoreConfig, StoreErr};
+use tensorvault_store::{Catalog, DType, DirStore, MetaRecord, StoreConfig, StoreErr, Tier};
 
 const TENANT: &str = "t";
 const COLL: &str = "c";
@@ -281,4 +281,46 @@ fn readers_share_the_collection_and_cannot_write() {
         .filter_map(|t| t.name)
         .collect();
     assert_eq!(names, ["w"]);
+}
+
+/// A valid-CRC names.log record that gives an existing tensor another tensor's name used
+/// to make `ls` list two tensors with one name. Ids derive from names: such a record is
+/// rejected at open, counted as a skipped catalog record (verify reports it), and the
+/// genuine names stand, whichever record came last.
+#[test]
+fn forged_names_log_records_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..16u32).flat_map(|v| (v as f32).to_le_bytes()).collect();
+    let (id_a, id_b);
+    {
+        let s = DirStore::open_path(dir.path(), "t", "c", cfg(), true).unwrap();
+        id_a = s
+            .put_tensor("a", DType::F32, &[16], &data, Tier::Tier0)
+            .unwrap()
+            .tensor_id;
+        id_b = s
+            .put_tensor("b", DType::F32, &[16], &data, Tier::Tier0)
+            .unwrap()
+            .tensor_id;
+        s.close().unwrap();
+    }
+    {
+        // Forge: b is "a", and a is "zzz" (appended after the genuine records).
+        let mut cat = Catalog::open(&dir.path().join("t/c/names.log")).unwrap();
+        cat.insert(id_b, "a", true).unwrap();
+        cat.insert(id_a, "zzz", true).unwrap();
+    }
+    let s = DirStore::open_path(dir.path(), "t", "c", cfg(), false).unwrap();
+    let mut names: Vec<(u128, String)> = s
+        .tensors()
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.tensor_id, t.name.unwrap_or_default()))
+        .collect();
+    names.sort();
+    let mut want = vec![(id_a, "a".to_owned()), (id_b, "b".to_owned())];
+    want.sort();
+    assert_eq!(names, want);
+    assert_eq!(s.verify().unwrap().catalog_skipped, 2);
+    assert_eq!(s.get_tensor("a").unwrap().info.tensor_id, id_a);
 }
