@@ -77,6 +77,10 @@ pub struct PackArgs {
     /// Align every chunk to a 4096-byte page (decompressed's mmap_optimized).
     #[arg(long)]
     pub mmap_optimized: bool,
+    /// Write decompressed's exact bytes: leave out the header checksum
+    /// (`tensorvault_header_crc32c`) that v1.0 files get by default.
+    #[arg(long)]
+    pub reference_exact: bool,
     /// Print a JSON summary instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -156,6 +160,7 @@ fn pack(a: &PackArgs, quiet: bool) -> Result<(), CliError> {
             FormatArg::V0 => Framing::V0,
         },
         mmap_optimized: a.mmap_optimized,
+        reference_exact: a.reference_exact,
         progress: Some(Arc::new(move |done, _| pbc.set_position(done))),
         ..PackOptions::default()
     };
@@ -484,7 +489,24 @@ fn inspect(a: &InspectArgs) -> Result<(), CliError> {
 }
 
 fn verify(a: &VerifyArgs) -> Result<i32, CliError> {
-    let reader = CvcReader::open(&a.input)?;
+    let reader = match CvcReader::open(&a.input) {
+        Ok(r) => r,
+        // The file was read and its header is damaged: a verify finding, exit 1.
+        Err(e @ tensorvault_formats::FormatError::ChecksumMismatch { .. }) => {
+            if a.json {
+                println!(
+                    "{}",
+                    json!({"file": a.input.display().to_string(), "valid": false,
+                           "header_checksum": "mismatch", "error": e.to_string()})
+                );
+            } else {
+                eprintln!("CORRUPT header: {e}");
+            }
+            return Ok(1);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let sealed = reader.header().header_crc;
     let start = Instant::now();
     let rep = reader.verify()?;
     let secs = start.elapsed().as_secs_f64();
@@ -499,14 +521,21 @@ fn verify(a: &VerifyArgs) -> Result<i32, CliError> {
             "{}",
             json!({"file": a.input.display().to_string(), "valid": rep.is_ok(), "format": rep.framing.name(),
                    "chunks": rep.chunks, "checksummed": rep.checksummed, "bytes": rep.bytes,
+                   "header_checksum": if sealed { "ok" } else { "none" },
                    "corrupt_chunks": corrupt, "seconds": secs})
         );
     } else if rep.is_ok() {
         let how = if rep.checksummed == 0 {
             "structure checked; legacy v0 file has no checksums".to_owned()
+        } else if sealed {
+            format!(
+                "header checksum and {} chunk CRC-32 checks passed",
+                rep.checksummed
+            )
         } else {
             format!(
-                "{} CRC-32 checks passed; they cover chunk payloads only, not the JSON header",
+                "{} CRC-32 checks passed; they cover chunk payloads only: this header has no \
+                 checksum (written by decompressed, or with --reference-exact)",
                 rep.checksummed
             )
         };

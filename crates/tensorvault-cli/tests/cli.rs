@@ -46,6 +46,7 @@ fn pack_reproduces_the_reference_file_and_load_its_decoding() {
         "int8",
         "--chunk-size",
         "300",
+        "--reference-exact",
     ]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(
@@ -343,4 +344,38 @@ fn sigterm_during_load_leaves_no_temp_file() {
     assert_eq!(status.code(), Some(128 + 15), "{status:?}");
     assert!(temps().is_empty(), "left: {:?}", temps());
     assert!(!out.exists());
+}
+
+/// `cvc pack` seals the v1.0 header by default; `cvc verify` checks it, and a changed
+/// header byte (here a digit of an int8 chunk's `min`) is a verify finding (exit 1).
+#[test]
+fn verify_checks_the_header_checksum() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("h.cvc");
+    let input = fixture("vectors_1000x768_f32.npy");
+    common::ok(&tv(&[
+        "cvc",
+        "pack",
+        s(&input),
+        s(&out),
+        "--compression",
+        "int8",
+        "--chunk-size",
+        "300",
+    ]));
+    let v = common::ok(&tv(&["cvc", "verify", s(&out)]));
+    assert!(
+        v.contains("header checksum and 4 chunk CRC-32 checks passed"),
+        "{v}"
+    );
+    let mut bytes = std::fs::read(&out).unwrap();
+    let at = bytes.windows(6).position(|w| w == b"\"min\":").unwrap() + 8;
+    bytes[at] = if bytes[at] == b'1' { b'2' } else { b'1' };
+    std::fs::write(&out, &bytes).unwrap();
+    let r = tv(&["cvc", "verify", s(&out)]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("CORRUPT header"));
+    let load = tv(&["cvc", "load", s(&out), s(&dir.path().join("o.npy"))]);
+    assert_eq!(load.status.code(), Some(2));
+    assert!(!dir.path().join("o.npy").exists());
 }

@@ -141,6 +141,14 @@ fn reencode(input: &str, opts: &PackOptions) -> Vec<u8> {
     pack_to_vec(&x, shape[1] as usize, opts).unwrap()
 }
 
+/// The reference's exact bytes: these tests reproduce its files, so no header checksum.
+fn exact() -> PackOptions {
+    PackOptions {
+        reference_exact: true,
+        ..PackOptions::default()
+    }
+}
+
 fn assert_same_bytes(got: &[u8], fixture_name: &str) {
     let want = std::fs::read(fixture(fixture_name)).unwrap();
     if let Some(i) = got.iter().zip(&want).position(|(a, b)| a != b) {
@@ -153,12 +161,12 @@ fn assert_same_bytes(got: &[u8], fixture_name: &str) {
 fn reencoding_reproduces_the_reference_bytes() {
     let fp16 = |cs| PackOptions {
         chunk_size: cs,
-        ..Default::default()
+        ..exact()
     };
     let int8 = |cs| PackOptions {
         compression: Compression::Int8,
         chunk_size: cs,
-        ..Default::default()
+        ..exact()
     };
     assert_same_bytes(
         &reencode("vectors_1000x768_f32.npy", &fp16(300)),
@@ -169,7 +177,7 @@ fn reencoding_reproduces_the_reference_bytes() {
         "b_int8_cs300.cvc",
     );
     assert_same_bytes(
-        &reencode("c_tiny_10x3_f32.npy", &PackOptions::default()),
+        &reencode("c_tiny_10x3_f32.npy", &exact()),
         "c_tiny_fp16.cvc",
     );
     assert_same_bytes(
@@ -177,7 +185,7 @@ fn reencoding_reproduces_the_reference_bytes() {
         "f_int8_edge_cs4.cvc",
     );
     assert_same_bytes(
-        &reencode("g_fp16_special_1x16_f32.npy", &PackOptions::default()),
+        &reencode("g_fp16_special_1x16_f32.npy", &exact()),
         "g_fp16_special.cvc",
     );
 }
@@ -192,7 +200,7 @@ fn reencoding_reproduces_the_extended_reference_files() {
             Compression::Int8,
             Compression::Fp16,
         ]),
-        ..Default::default()
+        ..exact()
     };
     assert_same_bytes(
         &reencode("d_mixed_10x8_f32.npy", &mixed),
@@ -205,7 +213,7 @@ fn reencoding_reproduces_the_extended_reference_files() {
             json!({"source": "arxiv"}),
             json!({"source": "wiki", "n": 3}),
         ]),
-        ..Default::default()
+        ..exact()
     };
     assert_same_bytes(
         &reencode("c_tiny_10x3_f32.npy", &meta),
@@ -224,7 +232,7 @@ fn reencoding_reproduces_the_extended_reference_files() {
                 metadata: json!({"source": "arxiv"}),
             },
         ]),
-        ..Default::default()
+        ..exact()
     };
     assert_same_bytes(
         &reencode("c_tiny_10x3_f32.npy", &sections),
@@ -233,7 +241,7 @@ fn reencoding_reproduces_the_extended_reference_files() {
     let mmap = PackOptions {
         chunk_size: 4,
         mmap_optimized: true,
-        ..Default::default()
+        ..exact()
     };
     assert_same_bytes(
         &reencode("c_tiny_10x3_f32.npy", &mmap),
@@ -255,7 +263,7 @@ fn reencoding_reproduces_the_extended_reference_files() {
             compression: comp,
             chunk_size: 4,
             framing: Framing::V0,
-            ..Default::default()
+            ..exact()
         };
         assert_same_bytes(&reencode("c_tiny_10x3_f32.npy", &v0), name);
     }
@@ -270,12 +278,12 @@ fn streaming_writer_matches_one_shot_pack() {
         PackOptions {
             compression: Compression::Int8,
             chunk_size: 300,
-            ..Default::default()
+            ..exact()
         },
         PackOptions {
             chunk_size: 128,
             mmap_optimized: true,
-            ..Default::default()
+            ..exact()
         },
     ]
     .into_iter()
@@ -307,4 +315,50 @@ fn streaming_writer_matches_one_shot_pack() {
             );
         }
     }
+}
+
+/// By default our v1.0 files carry the header checksum as one extra last member: the
+/// header is the reference's plus that member, the payloads are identical, both read back
+/// the same, and any bit flip in the sealed header is an error, never silent.
+#[test]
+fn default_files_add_a_header_checksum_to_the_reference_bytes() {
+    use tensorvault_formats::cvc::header_crc;
+    let (shape, x) = npy("d_mixed_10x8_f32.npy");
+    let dim = shape[1] as usize;
+    let opts = PackOptions {
+        compression: Compression::Int8,
+        chunk_size: 5,
+        ..PackOptions::default()
+    };
+    let sealed = pack_to_vec(&x, dim, &opts).unwrap();
+    let plain = pack_to_vec(
+        &x,
+        dim,
+        &PackOptions {
+            reference_exact: true,
+            ..opts.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(sealed.len(), plain.len() + header_crc::SEAL_LEN);
+    let dir = tempfile::tempdir().unwrap();
+    let read = |bytes: &[u8]| {
+        let p = dir.path().join("f.cvc");
+        std::fs::write(&p, bytes).unwrap();
+        CvcReader::open(&p).and_then(|r| Ok((r.header().header_crc, r.load_all()?)))
+    };
+    let (crc, a) = read(&sealed).unwrap();
+    let (no_crc, b) = read(&plain).unwrap();
+    assert!(crc && !no_crc);
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    let json_len = u32::from_le_bytes(sealed[8..12].try_into().unwrap()) as usize;
+    let mut silent = 0;
+    for bit in 0..json_len * 8 {
+        let mut b = sealed.clone();
+        b[12 + bit / 8] ^= 1 << (bit % 8);
+        if read(&b).is_ok() {
+            silent += 1;
+        }
+    }
+    assert_eq!(silent, 0, "header bit flips that loaded without an error");
 }

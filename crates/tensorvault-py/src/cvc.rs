@@ -73,7 +73,8 @@ fn summary_dict<'py>(py: Python<'py>, s: &PackSummary) -> PyResult<Bound<'py, Py
 /// Pack a 2-D float32 array into a `.cvc` file (atomic write).
 #[pyfunction]
 #[pyo3(signature = (vectors, output_path, compression="fp16", chunk_size=100_000,
-    chunk_metadata=None, mmap_optimized=false, format="v1", chunk_compression=None, sync=true))]
+    chunk_metadata=None, mmap_optimized=false, format="v1", chunk_compression=None, sync=true,
+    reference_exact=false))]
 #[allow(clippy::too_many_arguments)] // reason: mirrors the Python keyword arguments
 pub fn cvc_pack<'py>(
     py: Python<'py>,
@@ -86,6 +87,7 @@ pub fn cvc_pack<'py>(
     format: &str,
     chunk_compression: Option<Vec<String>>,
     sync: bool,
+    reference_exact: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (values, dim) = rows_of(&vectors)?;
     let opts = PackOptions {
@@ -100,6 +102,7 @@ pub fn cvc_pack<'py>(
         sections: None,
         progress: None,
         sync,
+        reference_exact,
     };
     let summary = py
         .detach(|| tensorvault_formats::cvc::pack(&output_path, values, dim, &opts))
@@ -109,7 +112,8 @@ pub fn cvc_pack<'py>(
 
 /// Pack sections `[(array, metadata), ...]` into one file, streaming (no concatenation).
 #[pyfunction]
-#[pyo3(signature = (sections, output_path, compression="fp16", chunk_size=100_000, format="v1", sync=true))]
+#[pyo3(signature = (sections, output_path, compression="fp16", chunk_size=100_000, format="v1", sync=true, reference_exact=false))]
+#[allow(clippy::too_many_arguments)] // reason: mirrors the Python keyword arguments
 pub fn cvc_pack_sections<'py>(
     py: Python<'py>,
     sections: Vec<(PyReadonlyArray2<'py, f32>, Bound<'py, PyAny>)>,
@@ -118,6 +122,7 @@ pub fn cvc_pack_sections<'py>(
     chunk_size: u64,
     format: &str,
     sync: bool,
+    reference_exact: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     if sections.is_empty() {
         return Err(arg_err("sections cannot be empty"));
@@ -146,6 +151,7 @@ pub fn cvc_pack_sections<'py>(
         framing: framing_arg(format)?,
         sections: Some(specs),
         sync,
+        reference_exact,
         ..PackOptions::default()
     };
     let summary = py
@@ -504,7 +510,7 @@ impl CvcWriter {
     /// `close()` commits the file).
     #[new]
     #[pyo3(signature = (path, dimension, compression="fp16", chunk_size=100_000,
-        chunk_metadata=None, mmap_optimized=false, format="v1", sync=true))]
+        chunk_metadata=None, mmap_optimized=false, format="v1", sync=true, reference_exact=false))]
     #[allow(clippy::too_many_arguments)] // reason: mirrors the Python keyword arguments
     fn new(
         path: PathBuf,
@@ -515,6 +521,7 @@ impl CvcWriter {
         mmap_optimized: bool,
         format: &str,
         sync: bool,
+        reference_exact: bool,
     ) -> PyResult<Self> {
         let opts = PackOptions {
             compression: compression_arg(compression)?,
@@ -523,6 +530,7 @@ impl CvcWriter {
             mmap_optimized,
             chunk_metadata: metadata_list(chunk_metadata, "chunk_metadata")?,
             sync,
+            reference_exact,
             ..PackOptions::default()
         };
         let inner = RustCvcWriter::create(&path, dimension, opts).map_err(write_err)?;

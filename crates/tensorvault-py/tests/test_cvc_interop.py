@@ -41,10 +41,43 @@ def test_theirs_load_in_ours_bit_exact(tmp_path, vectors, compression):
 def test_same_input_same_bytes(tmp_path, vectors, compression):
     a, b = tmp_path / "a.cvc", tmp_path / "b.cvc"
     meta = [{"part": i, "name": f"p{i}"} for i in range(4)]
-    tv.pack_cvc(vectors, a, compression=compression, chunk_size=300, chunk_metadata=meta)
+    tv.pack_cvc(vectors, a, compression=compression, chunk_size=300, chunk_metadata=meta,
+                reference_exact=True)
     decompressed.pack_cvc(vectors, str(b), compression=compression, chunk_size=300,
                           chunk_metadata=meta)
     assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize("compression", ["fp16", "int8"])
+def test_header_checksum_by_default_and_decompressed_still_reads(tmp_path, vectors, compression):
+    """Our default v1 files carry `tensorvault_header_crc32c` (one extra last JSON member,
+    ignored by the reference): decompressed loads them to the same values; a damaged
+    `min` is caught by us."""
+    import json
+    import struct
+
+    a, ref = tmp_path / "a.cvc", tmp_path / "ref.cvc"
+    tv.pack_cvc(vectors, a, compression=compression, chunk_size=300)
+    tv.pack_cvc(vectors, ref, compression=compression, chunk_size=300, reference_exact=True)
+    raw = a.read_bytes()
+    (hlen,) = struct.unpack_from("<I", raw, 8)
+    header = json.loads(raw[12:12 + hlen])
+    assert list(header)[-1] == "tensorvault_header_crc32c"
+    assert len(raw) == len(ref.read_bytes()) + len(',"tensorvault_header_crc32c":"00000000"')
+    np.testing.assert_array_equal(
+        decompressed.load_cvc(str(a), device="cpu"), decompressed.load_cvc(str(ref), device="cpu"))
+    np.testing.assert_array_equal(tv.load_cvc(a), tv.load_cvc(ref))
+    # One changed digit of a chunk parameter: the reference cannot tell, we refuse.
+    text = raw[12:12 + hlen].decode()
+    key = '"rows":300' if compression == "fp16" else '"min":'
+    i = text.index(key) + len(key)
+    j = next(k for k in range(i, len(text)) if text[k].isdigit())
+    bad = bytearray(raw)
+    bad[12 + j] = ord("1") if text[j] != "1" else ord("2")
+    p = tmp_path / "bad.cvc"
+    p.write_bytes(bytes(bad))
+    with pytest.raises(tv.TensorvaultError, match="checksum"):
+        tv.load_cvc(p)
 
 
 def test_sections_interop(tmp_path, rng):
@@ -52,7 +85,7 @@ def test_sections_interop(tmp_path, rng):
     s2 = rng.standard_normal((50, 8)).astype(np.float32)
     secs = [(s1, {"source": "a"}), (s2, {"source": "b"})]
     a, b = tmp_path / "a.cvc", tmp_path / "b.cvc"
-    tv.pack_cvc_sections(secs, a, chunk_size=64)
+    tv.pack_cvc_sections(secs, a, chunk_size=64, reference_exact=True)
     decompressed.pack_cvc_sections(secs, str(b), chunk_size=64)
     assert a.read_bytes() == b.read_bytes()
     np.testing.assert_array_equal(

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use tensorvault_quant::affine_u8::AffineU8;
 
 use crate::cvc::compression::Compression;
+use crate::cvc::header_crc;
 use crate::cvc::layout::{Framing, FORMAT};
 use crate::cvc::pyjson::{self, Separators};
 use crate::FormatError;
@@ -29,6 +30,9 @@ pub struct CvcHeader {
     pub mmap_optimized: bool,
     /// Top-level sections (from `pack_cvc_sections`), empty if none.
     pub sections: Vec<Section>,
+    /// The header carries tensorvault's header checksum (`header_crc`): verified when
+    /// parsed, written by [`CvcHeader::to_json`] (v1.0 only; the reference writes none).
+    pub header_crc: bool,
 }
 
 /// One chunk's header entry.
@@ -213,6 +217,12 @@ impl CvcHeader {
                 reason: format!("the header is {}, not an object", kind(&value)),
             });
         };
+        let header_crc = match framing {
+            Framing::V1 => {
+                header_crc::verify(json, json_offset, obj.contains_key(header_crc::KEY))?
+            }
+            Framing::V0 => false,
+        };
         let top = Fields {
             obj,
             path: String::new(),
@@ -321,11 +331,13 @@ impl CvcHeader {
             chunks,
             mmap_optimized,
             sections,
+            header_crc,
         })
     }
 
     /// Serialize the header as the reference writer would: sorted keys and compact
-    /// separators for v1.0, insertion order and spaced separators for v0.
+    /// separators for v1.0, insertion order and spaced separators for v0; then, for v1.0
+    /// with `header_crc`, add the header checksum as the last member.
     ///
     /// # Errors
     /// [`FormatError::InvalidArgument`] if a metadata value cannot be serialized.
@@ -334,10 +346,14 @@ impl CvcHeader {
             Framing::V1 => pyjson::to_vec(&self.to_sorted_value(), Separators::Compact),
             Framing::V0 => pyjson::to_vec(&V0Header::from(self), Separators::Spaced),
         };
-        res.map_err(|e| FormatError::InvalidArgument {
+        let mut json = res.map_err(|e| FormatError::InvalidArgument {
             name: "metadata",
             reason: e.to_string(),
-        })
+        })?;
+        if self.header_crc && self.framing == Framing::V1 {
+            header_crc::seal(&mut json)?;
+        }
+        Ok(json)
     }
 
     fn to_sorted_value(&self) -> Value {

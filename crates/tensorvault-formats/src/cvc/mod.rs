@@ -24,6 +24,7 @@
 mod backend;
 mod compression;
 mod header;
+pub mod header_crc;
 pub mod layout;
 pub mod pyjson;
 mod reader;

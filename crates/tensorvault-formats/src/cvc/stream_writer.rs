@@ -242,6 +242,7 @@ impl CvcWriter {
             chunks,
             mmap_optimized: self.opts.mmap_optimized,
             sections: std::mem::take(&mut self.sections),
+            header_crc: !self.opts.reference_exact && self.opts.framing == crate::cvc::Framing::V1,
         };
         let prefix = self.opts.framing.frame_prefix();
         let payload_lens: Vec<u64> = self.frame_lens.iter().map(|l| l - prefix).collect();

@@ -53,6 +53,9 @@ pub struct PackOptions {
     /// fsync the file and its directory before and after the atomic rename (default). Turn
     /// off only for scratch output: the rename stays atomic, durability is lost.
     pub sync: bool,
+    /// Write the reference's exact bytes: no header checksum (`tensorvault_header_crc32c`,
+    /// written by default in v1.0 files; `docs/formats/cvc.md` section 6.2).
+    pub reference_exact: bool,
 }
 
 impl Default for PackOptions {
@@ -67,6 +70,7 @@ impl Default for PackOptions {
             sections: None,
             progress: None,
             sync: true,
+            reference_exact: false,
         }
     }
 }
@@ -464,6 +468,7 @@ fn write_file(
         chunks,
         mmap_optimized: opts.mmap_optimized,
         sections,
+        header_crc: !opts.reference_exact && opts.framing == Framing::V1,
     };
     let payload_lens: Vec<u64> = header
         .chunks

@@ -32,6 +32,7 @@ def pack_cvc(
     format: str = "v1",
     chunk_compression: Optional[Sequence[str]] = None,
     sync: bool = True,
+    reference_exact: bool = False,
 ) -> Dict[str, int]:
     """Pack a ``(n, dim)`` array of vectors into a ``.cvc`` file.
 
@@ -46,6 +47,9 @@ def pack_cvc(
         format: ``"v1"`` (default, what decompressed 2.x reads) or ``"v0"`` (legacy).
         chunk_compression: One compression per chunk (mixed files).
         sync: fsync the file and its directory (durability); ``False`` for scratch files.
+        reference_exact: Write decompressed's exact bytes. By default a v1 file's JSON
+            header also carries ``tensorvault_header_crc32c``, a CRC-32C of the header
+            (decompressed ignores the key), so a damaged ``min``/``scale`` is caught.
 
     Returns:
         ``{"bytes", "rows", "chunks", "header_len"}`` of the written file (the reference
@@ -66,6 +70,7 @@ def pack_cvc(
         format,
         None if chunk_compression is None else list(chunk_compression),
         bool(sync),
+        bool(reference_exact),
     )
 
 
@@ -77,6 +82,7 @@ def pack_cvc_sections(
     *,
     format: str = "v1",
     sync: bool = True,
+    reference_exact: bool = False,
 ) -> Dict[str, int]:
     """Pack ``[(array, metadata_dict), ...]`` into one file with section metadata.
 
@@ -90,7 +96,8 @@ def pack_cvc_sections(
         raise InvalidArgumentError("sections cannot be empty")
     prepared = [(as_f32_rows(a, f"sections[{i}] array"), m) for i, (a, m) in enumerate(sections)]
     return _native.cvc_pack_sections(
-        prepared, fspath(output_path), compression, int(chunk_size), format, bool(sync)
+        prepared, fspath(output_path), compression, int(chunk_size), format, bool(sync),
+        bool(reference_exact),
     )
 
 
@@ -319,8 +326,10 @@ class CvcWriter:
         *,
         format: str = "v1",
         sync: bool = True,
+        reference_exact: bool = False,
     ) -> None:
-        """Start writing ``dimension``-wide vectors to ``path``."""
+        """Start writing ``dimension``-wide vectors to ``path`` (``reference_exact``: as
+        for :func:`pack_cvc`)."""
         self._w = _native.CvcWriter(
             fspath(path),
             int(dimension),
@@ -330,6 +339,7 @@ class CvcWriter:
             bool(mmap_optimized),
             format,
             bool(sync),
+            bool(reference_exact),
         )
         self.summary: Optional[Dict[str, int]] = None
 

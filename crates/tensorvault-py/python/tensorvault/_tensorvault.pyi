@@ -28,6 +28,7 @@ def cvc_pack(
     format: str = "v1",
     chunk_compression: Optional[List[str]] = None,
     sync: bool = True,
+    reference_exact: bool = False,
 ) -> Dict[str, int]:
     """Pack a C-contiguous float32 (n, dim) array into a .cvc file."""
 def cvc_pack_sections(
@@ -37,6 +38,7 @@ def cvc_pack_sections(
     chunk_size: int = 100000,
     format: str = "v1",
     sync: bool = True,
+    reference_exact: bool = False,
 ) -> Dict[str, int]:
     """Pack [(array, metadata), ...] as sections, streaming."""
 def cvc_load_all(path: str) -> F32:
@@ -82,6 +84,7 @@ class CvcWriter:
         mmap_optimized: bool = False,
         format: str = "v1",
         sync: bool = True,
+        reference_exact: bool = False,
     ) -> None: ...
     @property
     def rows(self) -> int: ...
