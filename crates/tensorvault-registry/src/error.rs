@@ -6,6 +6,18 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RegistryError {
+    /// `registry.json` does not match its own checksum (`manifest_crc32c`): damaged or
+    /// edited by hand. Nothing is read from it (it names the golden and current versions
+    /// and what retention may delete).
+    #[error("{path}: manifest checksum mismatch: stored {stored}, computed {computed}")]
+    ManifestChecksum {
+        /// The manifest.
+        path: PathBuf,
+        /// The stored value (`(missing)` in a format-2 manifest without one).
+        stored: String,
+        /// The checksum of what the file holds.
+        computed: String,
+    },
     /// A JSON document (`registry.json`, `metadata.json`) is larger than the registry
     /// reads: refused before anything is allocated for it.
     #[error("{path}: {size} bytes, more than the {limit} bytes a registry reads for this file")]

@@ -77,6 +77,9 @@ pub struct LoadAttempt {
     pub error: Option<String>,
 }
 
+/// `format_version` of the manifests this build writes: 2 adds `manifest_crc32c`.
+pub const MANIFEST_FORMAT_VERSION: u32 = 2;
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Manifest {
     format_version: u32,
@@ -84,9 +87,48 @@ struct Manifest {
     golden: Option<String>,
     current: Option<String>,
     retention: Option<usize>,
+    /// CRC-32C (8 lowercase hex digits) of the manifest's compact JSON serialization
+    /// without this field (`docs/formats/registry.md`); absent in format version 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    manifest_crc32c: Option<String>,
 }
 
 impl Manifest {
+    /// The checksum of everything else in the manifest.
+    fn crc(&self) -> u32 {
+        let body = Manifest {
+            manifest_crc32c: None,
+            ..self.clone()
+        };
+        tensorvault_core::checksum::crc32c(&serde_json::to_vec(&body).unwrap_or_default())
+    }
+
+    /// The manifest as written: the current format version and its checksum.
+    fn sealed(&self) -> Manifest {
+        let mut m = Manifest {
+            format_version: MANIFEST_FORMAT_VERSION,
+            manifest_crc32c: None,
+            ..self.clone()
+        };
+        m.manifest_crc32c = Some(format!("{:08x}", m.crc()));
+        m
+    }
+
+    /// A format-2 manifest must carry its checksum and match it (a format-1 manifest,
+    /// written before the checksum existed, has none; the next save seals it).
+    fn check_crc(&self, path: &Path) -> Result<()> {
+        let computed = format!("{:08x}", self.crc());
+        match &self.manifest_crc32c {
+            Some(stored) if *stored == computed => Ok(()),
+            None if self.format_version < 2 => Ok(()),
+            stored => Err(RegistryError::ManifestChecksum {
+                path: path.to_owned(),
+                stored: stored.clone().unwrap_or_else(|| "(missing)".into()),
+                computed,
+            }),
+        }
+    }
+
     /// Every version string the manifest names must be one the CLI would accept: the
     /// manifest is a file, and a crafted one (`"../../victim"`) must never choose which
     /// directory retention deletes or which one a load reads.
@@ -187,6 +229,7 @@ impl WeightRegistry {
                 let b = b?;
                 let m: Manifest =
                     serde_json::from_slice(&b).map_err(RegistryError::json(&mpath))?;
+                m.check_crc(&mpath)?;
                 m.validate(&mpath)?;
                 m
             }
@@ -229,7 +272,7 @@ impl WeightRegistry {
 
     fn persist(&self, m: &Manifest) -> Result<()> {
         let mpath = self.root.join(MANIFEST_FILE);
-        let json = serde_json::to_vec_pretty(m).map_err(RegistryError::json(&mpath))?;
+        let json = serde_json::to_vec_pretty(&m.sealed()).map_err(RegistryError::json(&mpath))?;
         tensorvault_core::atomic::write_atomic(&mpath, &json).map_err(|e| RegistryError::Io {
             path: mpath.clone(),
             source: std::io::Error::other(e.to_string()),

@@ -206,10 +206,24 @@ fn crafted_manifest_version_cannot_escape() {
     drop(reg);
     let mpath = root.join(MANIFEST_FILE);
     let mut m: serde_json::Value = serde_json::from_slice(&fs::read(&mpath).unwrap()).unwrap();
+    assert_eq!(m["format_version"], 2);
     let mut forged = m["versions"][0].clone();
     forged["version"] = "../../../victim".into();
     m["versions"].as_array_mut().unwrap().insert(0, forged);
     m["retention"] = 1.into();
+    // A hand edit leaves the checksum stale: refused before anything is read from it.
+    fs::write(&mpath, serde_json::to_vec(&m).unwrap()).unwrap();
+    let err =
+        WeightRegistry::with_config(&root, Device::Cpu, config("golden"), FusionConfig::tiny())
+            .unwrap_err();
+    assert!(
+        matches!(err, RegistryError::ManifestChecksum { .. }),
+        "{err:?}"
+    );
+    // A checksum is no authority (anyone can recompute it; here: a format-1 manifest,
+    // which has none): the version strings are still validated.
+    m["format_version"] = 1.into();
+    m.as_object_mut().unwrap().remove("manifest_crc32c");
     fs::write(&mpath, serde_json::to_vec(&m).unwrap()).unwrap();
     let err =
         WeightRegistry::with_config(&root, Device::Cpu, config("golden"), FusionConfig::tiny())
