@@ -362,3 +362,32 @@ fn default_files_add_a_header_checksum_to_the_reference_bytes() {
     }
     assert_eq!(silent, 0, "header bit flips that loaded without an error");
 }
+
+/// A header of millions of tiny values (here 3M empty chunk objects in 9 MB) is refused
+/// by its value count before a JSON tree is built (it used to cost ~100 bytes a value).
+#[test]
+fn headers_with_too_many_values_are_refused_before_parsing() {
+    let n = 3_000_000usize;
+    let mut json = b"{\"chunks\":[".to_vec();
+    for i in 0..n {
+        json.extend_from_slice(if i + 1 < n { b"{}," } else { b"{}" });
+    }
+    json.extend_from_slice(b"],\"compression\":\"fp16\",\"dimension\":1,\"num_vectors\":0}");
+    let mut file = b"CVCF".to_vec();
+    file.extend_from_slice(&1u16.to_le_bytes());
+    file.extend_from_slice(&0u16.to_le_bytes());
+    file.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    file.extend_from_slice(&json);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("many.cvc");
+    std::fs::write(&p, &file).unwrap();
+    let t = std::time::Instant::now();
+    match CvcReader::open(&p) {
+        Err(tensorvault_formats::FormatError::InvalidField { field, reason, .. }) => {
+            assert_eq!(field, "header");
+            assert!(reason.contains("JSON values"), "{reason}");
+        }
+        other => panic!("expected InvalidField header, got {:?}", other.map(|_| ())),
+    }
+    assert!(t.elapsed().as_secs() < 5);
+}

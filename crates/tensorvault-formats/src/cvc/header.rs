@@ -204,6 +204,19 @@ impl CvcHeader {
         version: (u16, u16),
         json_offset: u64,
     ) -> Result<Self, FormatError> {
+        let nodes = pyjson::value_count(json);
+        if nodes > crate::cvc::layout::MAX_HEADER_NODES {
+            return Err(FormatError::InvalidField {
+                format: FORMAT,
+                field: "header".into(),
+                offset: json_offset,
+                reason: format!(
+                    "{nodes} JSON values exceed the limit of {} (a header is parsed into a tree \
+                     of ~100 bytes per value)",
+                    crate::cvc::layout::MAX_HEADER_NODES
+                ),
+            });
+        }
         let value: Value = serde_json::from_slice(json).map_err(|e| FormatError::InvalidJson {
             format: FORMAT,
             // Compact headers are a single line, so the column is the byte position.

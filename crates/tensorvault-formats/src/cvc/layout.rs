@@ -45,6 +45,11 @@ pub const PAGE: u64 = 4096;
 /// costs up to ~80x its size for adversarial input (many tiny objects), so the limit also
 /// bounds a crafted header's memory to a few GB.
 pub const MAX_HEADER_LEN: u64 = 64 << 20;
+/// Most JSON values (counted as 1 + containers + commas, outside strings) a header may
+/// hold before it is parsed: the tree costs ~100 bytes per value, so this keeps a crafted
+/// header (millions of tiny objects, or of empty chunks) to a few hundred MB. A billion
+/// vectors in 100,000-row chunks need ~60,000.
+pub const MAX_HEADER_NODES: u64 = 1 << 21;
 
 /// The byte that opens a JSON object.
 pub const JSON_OPEN: u8 = b'{';
