@@ -372,17 +372,44 @@ fn verify(a: &FileArgs) -> Result<i32, CliError> {
         verify_data_hash: false,
         verify_records: true,
     };
-    let r = BatchReader::open_with(&a.input, opts)?;
+    let r = match BatchReader::open_with(&a.input, opts) {
+        Ok(r) => r,
+        // The index was read and does not match its checksum: a verify finding (exit 1).
+        Err(tensorvault_formats::FormatError::Cgeb(
+            e @ tensorvault_formats::cgeb::CgebError::IndexChecksumMismatch { .. },
+        )) => {
+            if a.json {
+                println!(
+                    "{}",
+                    json!({"kind": "batch", "ok": false, "index_checksum": "mismatch", "error": e.to_string()})
+                );
+            } else {
+                eprintln!("CORRUPT index: {e}");
+            }
+            return Ok(1);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let index_v2 = r.index().version >= 2;
     let rep = r.verify();
     if a.json {
         println!(
             "{}",
             json!({"kind": "batch", "ok": rep.is_ok(), "records": rep.records,
+                   "index_checksum": if index_v2 { "ok" } else { "none (version 1 index)" },
                    "data_hash_ok": rep.stored_data_hash == rep.computed_data_hash,
                    "bad_records": rep.bad_records.iter().map(|(i, e)| json!({"record": i, "error": e})).collect::<Vec<_>>(),
                    "misaligned_vectors": rep.misaligned_vectors})
         );
     } else {
+        println!(
+            "index: {}",
+            if index_v2 {
+                "version 2, checksum ok"
+            } else {
+                "version 1: no checksum, its offsets are checked for order and range only"
+            }
+        );
         println!(
             "{} records, data file hash {}, {} bad records, {} misaligned vectors",
             rep.records,

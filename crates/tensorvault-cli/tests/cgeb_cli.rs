@@ -178,3 +178,28 @@ fn failed_index_write_leaves_no_data_file() {
         .collect();
     assert_eq!(names, ["emb.cgei"], "leftovers: {names:?}");
 }
+
+/// The index `cgeb pack` writes is version 2 (checksummed): deleting one offset (count
+/// fixed up) used to make `get --index 1` return record 2 with exit 0; now `get` fails and
+/// `verify` reports the corrupt index with exit 1.
+#[test]
+fn a_deleted_index_entry_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("emb");
+    common::ok(&tv(&["cgeb", "pack", s(&fixture()), s(&out)]));
+    let v = json(&tv(&["cgeb", "verify", s(&out), "--json"]));
+    assert_eq!(v["index_checksum"], "ok");
+    let cgei = out.with_extension("cgei");
+    let mut idx = std::fs::read(&cgei).unwrap();
+    assert_eq!(&idx[4..6], &2u16.to_be_bytes());
+    idx.drain(40..48);
+    let n = u64::from_be_bytes(idx[8..16].try_into().unwrap()) - 1;
+    idx[8..16].copy_from_slice(&n.to_be_bytes());
+    std::fs::write(&cgei, &idx).unwrap();
+    let g = tv(&["cgeb", "get", s(&out), "--index", "1"]);
+    assert_eq!(g.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&g.stderr).contains("index checksum mismatch"));
+    let r = tv(&["cgeb", "verify", s(&out)]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("CORRUPT index"));
+}

@@ -290,7 +290,12 @@ fn batch() -> (Vec<u8>, Vec<u8>) {
     for i in 0..4 {
         enc.push(&embedding(i, 40, 4, 2)).unwrap();
     }
-    let index = enc.index().to_bytes();
+    // A version-1 index (no checksum): these tests craft bad entries and headers and
+    // check the field rules, which a version-2 checksum would otherwise catch first
+    // (`index_v2_checksum_catches_every_edit` covers that).
+    let mut idx = enc.index();
+    idx.version = 1;
+    let index = idx.to_bytes();
     (enc.finalize().0, index)
 }
 
@@ -391,11 +396,11 @@ fn index_header_rejections() {
         CgebError::InvalidMagic { format: "cgei", .. }
     ));
     let mut b = index.clone();
-    b[5] = 2;
+    b[5] = 3;
     assert!(matches!(
         e(&b),
         CgebError::UnsupportedVersion {
-            version: 2,
+            version: 3,
             offset: 4,
             ..
         }
@@ -457,4 +462,46 @@ fn record_overrunning_the_next_offset() {
             ..
         }))
     ));
+}
+
+/// A version-2 index (what the encoder writes) carries a CRC-32C of its header and
+/// offsets: deleting an entry (with the count fixed up), swapping two, truncating, or
+/// flipping any bit is an `IndexChecksumMismatch`, never a wrong record. (Version 1
+/// let `get --index 1` return record 2 after one offset was deleted.)
+#[test]
+fn index_v2_checksum_catches_every_edit() {
+    let mut enc = BatchBinaryEncoder::new(EmbeddingBinaryCodec::new(), 64).unwrap();
+    for i in 0..4 {
+        enc.push(&embedding(i, 40, 4, 2)).unwrap();
+    }
+    let idx = enc.index();
+    assert_eq!(idx.version, 2);
+    let index = idx.to_bytes();
+    let data = enc.finalize().0;
+    let len = data.len() as u64;
+    assert_eq!(BatchIndex::parse(&index, len).unwrap().version, 2);
+    let crc_err = |b: &[u8]| {
+        matches!(
+            BatchIndex::parse(b, len),
+            Err(CgebError::IndexChecksumMismatch { offset: 28, .. })
+        )
+    };
+    // Delete entry 1 and fix the count.
+    let mut del = index.clone();
+    del.drain(40..48);
+    put_u64(&mut del, 8, 3);
+    assert!(crc_err(&del));
+    // Truncate to 2 entries with a consistent count.
+    let mut cut = index[..48].to_vec();
+    put_u64(&mut cut, 8, 2);
+    assert!(crc_err(&cut));
+    // Every single-bit flip is refused (by the checksum or an earlier field check).
+    for bit in 0..index.len() * 8 {
+        let mut b = index.clone();
+        b[bit / 8] ^= 1 << (bit % 8);
+        assert!(
+            BatchIndex::parse(&b, len).is_err(),
+            "flip of bit {bit} accepted"
+        );
+    }
 }

@@ -78,6 +78,7 @@ fn generate_fixtures() {
         data_file_hash: tensorvault_core::checksum::xxh3_64(&data),
         record_alignment: 64,
         offsets,
+        version: 1, // the committed fixture is a version-1 index (no checksum)
     };
     std::fs::write(dir().join("v1_batch.cgeb"), &data).unwrap();
     std::fs::write(dir().join("v1_batch.cgei"), index.to_bytes()).unwrap();

@@ -111,6 +111,7 @@ impl BatchBinaryEncoder {
             data_file_hash: xxh3_64(&self.buffer),
             record_alignment: self.alignment,
             offsets: self.offsets.clone(),
+            version: crate::cgeb::layout::INDEX_VERSION,
         }
     }
 

@@ -125,6 +125,17 @@ pub enum CgebError {
         /// Hash of the bytes after the header.
         computed: u64,
     },
+    /// A version-2 index does not match its own checksum (an entry deleted, changed or
+    /// cut off, or a damaged header).
+    #[error("cgei: index checksum mismatch (field at offset {offset}): stored {stored:#010x}, computed {computed:#010x}")]
+    IndexChecksumMismatch {
+        /// Offset of the checksum field.
+        offset: u64,
+        /// Checksum in the index.
+        stored: u32,
+        /// Checksum of the header and offsets.
+        computed: u32,
+    },
     /// The index's data-file hash does not match the data file.
     #[error("cgei: data file hash mismatch (field at offset {offset}): index says {stored:#018x}, data file hashes to {computed:#018x}")]
     DataFileHashMismatch {

@@ -40,15 +40,30 @@ pub struct BatchIndex {
     pub record_alignment: u32,
     /// Record offsets in the data file, strictly increasing, aligned, in range.
     pub offsets: Vec<u64>,
+    /// 2 (written by default): the header carries a CRC-32C of itself and the offsets;
+    /// 1: no checksum (an index written before version 2; still read).
+    pub version: u16,
+}
+
+/// CRC-32C of a serialized index: header bytes `0..28` then the offsets.
+fn index_crc(bytes: &[u8]) -> u32 {
+    let head = &bytes[..l::INDEX_CRC_OFFSET.min(bytes.len())];
+    let tail = bytes.get(l::INDEX_HEADER_SIZE..).unwrap_or_default();
+    tensorvault_core::checksum::crc32c_append(tensorvault_core::checksum::crc32c(head), tail)
 }
 
 impl BatchIndex {
     /// Serialize an index (offsets as given; the caller guarantees the rules).
     #[must_use]
     pub fn to_bytes(&self) -> Vec<u8> {
+        let v2 = self.version >= l::INDEX_VERSION;
         let h = EmbeddingIndexHeader {
             magic: l::INDEX_MAGIC,
-            version: U16::new(l::INDEX_VERSION),
+            version: U16::new(if v2 {
+                l::INDEX_VERSION
+            } else {
+                l::INDEX_VERSION_V1
+            }),
             flags: U16::new(0),
             entry_count: U64::new(self.offsets.len() as u64),
             data_file_hash: U64::new(self.data_file_hash),
@@ -59,6 +74,10 @@ impl BatchIndex {
         out.extend_from_slice(h.as_bytes());
         for o in &self.offsets {
             out.extend_from_slice(&o.to_be_bytes());
+        }
+        if v2 {
+            let crc = index_crc(&out);
+            out[l::INDEX_CRC_OFFSET..l::INDEX_CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         }
         out
     }
@@ -117,7 +136,7 @@ impl BatchIndex {
                 reason: format!("{align} is not a power of two in 64..=1048576"),
             });
         }
-        if h.reserved.get() != 0 {
+        if version == l::INDEX_VERSION_V1 && h.reserved.get() != 0 {
             return Err(CgebError::InvalidField {
                 format: INDEX_FORMAT,
                 field: "reserved",
@@ -126,6 +145,18 @@ impl BatchIndex {
             });
         }
         let count = h.entry_count.get();
+        if version >= l::INDEX_VERSION {
+            // Before anything else is trusted: the checksum covers the count and every
+            // offset, so a deleted, reordered or truncated entry is caught here.
+            let computed = index_crc(bytes);
+            if computed != h.reserved.get() {
+                return Err(CgebError::IndexChecksumMismatch {
+                    offset: l::INDEX_CRC_OFFSET as u64,
+                    stored: h.reserved.get(),
+                    computed,
+                });
+            }
+        }
         let expected = count
             .checked_mul(l::INDEX_ENTRY_SIZE as u64)
             .and_then(|n| n.checked_add(l::INDEX_HEADER_SIZE as u64));
@@ -183,6 +214,7 @@ impl BatchIndex {
             data_file_hash: h.data_file_hash.get(),
             record_alignment: align,
             offsets,
+            version,
         })
     }
 

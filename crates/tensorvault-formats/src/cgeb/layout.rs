@@ -62,7 +62,9 @@ pub const AUX_LEN_PREFIX: usize = 8;
 /// The four magic bytes of a batch index file: "CGEI".
 pub const INDEX_MAGIC: [u8; 4] = *b"CGEI";
 /// Index version written and highest read.
-pub const INDEX_VERSION: u16 = 1;
+pub const INDEX_VERSION: u16 = 2;
+/// The index version without a checksum (offset 28 reserved, zero); still read.
+pub const INDEX_VERSION_V1: u16 = 1;
 /// Index: offset of the u16 version.
 pub const INDEX_VERSION_OFFSET: usize = 4;
 /// Index: offset of the u16 flags (zero in v1).
@@ -77,6 +79,9 @@ pub const INDEX_ALIGNMENT_OFFSET: usize = INDEX_DATA_HASH_OFFSET + 8;
 pub const INDEX_RESERVED_OFFSET: usize = INDEX_ALIGNMENT_OFFSET + 4;
 /// Index: size of the header; the u64 record offsets start here.
 pub const INDEX_HEADER_SIZE: usize = INDEX_RESERVED_OFFSET + 4;
+/// Version 2: u32 CRC-32C of header bytes `0..28` followed by the offsets (the field that
+/// version 1 reserves).
+pub const INDEX_CRC_OFFSET: usize = INDEX_RESERVED_OFFSET;
 /// Index: size of one entry (a u64 file offset).
 pub const INDEX_ENTRY_SIZE: usize = 8;
 
