@@ -1,0 +1,40 @@
+//! Fuzz the registry's JSON documents: arbitrary `registry.json` bytes must open to a
+//! typed error or a registry whose every named version is a valid version string (never
+//! a path), and arbitrary `metadata.json` bytes must read to a typed error or metadata
+//! whose `config` fits the weights file, without a panic or an allocation sized by a
+//! claimed count.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tensorvault_registry::checkpoint::{read_metadata, WEIGHTS_FILE};
+use tensorvault_registry::registry::MANIFEST_FILE;
+use tensorvault_registry::{
+    validate_version, Device, FusionConfig, InitializationConfig, WeightRegistry,
+};
+
+fuzz_target!(|data: &[u8]| {
+    let root = std::env::temp_dir().join(format!("tv-fuzz-registry-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    if std::fs::create_dir_all(&root).is_err() || std::fs::write(root.join(MANIFEST_FILE), data).is_err() {
+        return;
+    }
+    if let Ok(reg) =
+        WeightRegistry::with_config(&root, Device::Cpu, InitializationConfig::default(), FusionConfig::tiny())
+    {
+        for v in reg.list_versions() {
+            assert!(validate_version(&v.version).is_ok(), "{:?}", v.version);
+        }
+        for v in reg.golden().iter().chain(reg.current_pointer().iter()) {
+            assert!(validate_version(v).is_ok(), "{v:?}");
+        }
+    }
+    // The same bytes as a checkpoint's metadata.json, next to a 1 KiB weights file.
+    let ckpt = root.join("ckpt");
+    if std::fs::create_dir_all(&ckpt).is_ok()
+        && std::fs::write(ckpt.join("metadata.json"), data).is_ok()
+        && std::fs::write(ckpt.join(WEIGHTS_FILE), [0u8; 1024]).is_ok()
+    {
+        let _ = read_metadata(&ckpt);
+    }
+});
