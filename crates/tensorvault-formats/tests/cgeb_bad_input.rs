@@ -50,13 +50,32 @@ fn invalid_magic() {
 
 #[test]
 fn unsupported_version_above_and_zero() {
-    for v in [2u16, 0, 0xffff] {
+    for v in [3u16, 0, 0xffff] {
         let mut b = record();
         b[4..6].copy_from_slice(&v.to_be_bytes());
         assert!(matches!(
             decode(&b),
-            CgebError::UnsupportedVersion { version, offset: 4, supported: 1, .. } if version == v
+            CgebError::UnsupportedVersion { version, offset: 4, supported: 2, .. } if version == v
         ));
+    }
+}
+
+/// Version 2 (what the codec writes) hashes the header too: every single-bit flip of a
+/// record's header is refused, including the ones v1 let through (the `LE_PAYLOAD` flag,
+/// `pipeline_latency_us`, the aux compression bits: 65 of 512 header bits in v1).
+#[test]
+fn v2_content_hash_covers_the_whole_header() {
+    let good = record();
+    assert_eq!(&good[4..6], &2u16.to_be_bytes());
+    let codec = EmbeddingBinaryCodec::new();
+    assert!(codec.decode(&good).is_ok());
+    for bit in 0..64 * 8 {
+        let mut b = good.clone();
+        b[bit / 8] ^= 1 << (bit % 8);
+        assert!(
+            codec.decode(&b).is_err(),
+            "flip of header bit {bit} accepted"
+        );
     }
 }
 

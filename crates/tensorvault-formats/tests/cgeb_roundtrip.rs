@@ -28,7 +28,7 @@ fn seed_sizes_and_offsets() {
     assert_eq!(bytes.len(), 6242);
     assert_eq!(codec.serialized_size(&e), 6242);
     assert_eq!(&bytes[..4], b"CGEB");
-    assert_eq!(&bytes[4..6], &[0, 1], "version is big-endian");
+    assert_eq!(&bytes[4..6], &[0, 2], "version (2) is big-endian");
     assert_eq!(
         &bytes[8..12],
         &1536u32.to_be_bytes(),
@@ -38,7 +38,10 @@ fn seed_sizes_and_offsets() {
     assert_eq!(&bytes[64..68], &e.vector[0].to_be_bytes());
     assert_eq!(&bytes[6208..6212], &e.expert_weights[0].to_be_bytes());
     assert_eq!(&bytes[6240..6242], &e.selected_experts[..]);
-    let hash = tensorvault_core::checksum::xxh3_64(&bytes[64..]);
+    // Version 2: XXH3-64 of the header (hash field zeroed) and the body.
+    let mut zeroed = bytes.clone();
+    zeroed[16..24].fill(0);
+    let hash = tensorvault_core::checksum::xxh3_64(&zeroed);
     assert_eq!(&bytes[16..24], &hash.to_be_bytes());
     let h = codec.decode_header(&bytes[..64]).unwrap();
     assert_eq!(h.dimension.get(), 1536);

@@ -3,7 +3,25 @@
 use std::fs::File;
 use std::io::Write;
 
-use tensorvault_core::checksum::xxh3_64;
+use tensorvault_core::checksum::{xxh3_64, Xxh3Hasher};
+
+/// The content hash of a whole record (`record` = header + body) as its `version`
+/// defines it: v1, XXH3-64 of the bytes after the header; v2, XXH3-64 of the header with
+/// the `content_hash` field zeroed followed by the bytes after it (so the flags, the
+/// latency and the aux fields are covered too).
+pub(crate) fn content_hash(version: u16, record: &[u8]) -> u64 {
+    let (head, body) = record.split_at(l::HEADER_SIZE.min(record.len()));
+    if version <= l::VERSION_V1 {
+        return xxh3_64(body);
+    }
+    let mut zeroed = [0u8; l::HEADER_SIZE];
+    zeroed[..head.len()].copy_from_slice(head);
+    zeroed[l::CONTENT_HASH_OFFSET..l::CONTENT_HASH_OFFSET + 8].fill(0);
+    let mut h = Xxh3Hasher::new();
+    h.update(&zeroed[..head.len()]);
+    h.update(body);
+    h.digest()
+}
 use zerocopy::byteorder::{BigEndian, U16, U32, U64};
 use zerocopy::IntoBytes;
 
@@ -220,7 +238,7 @@ impl EmbeddingBinaryCodec {
         if let Some((a, _)) = aux {
             out[fixed..].copy_from_slice(a);
         }
-        let header = EmbeddingHeader {
+        let mut header = EmbeddingHeader {
             magic: l::MAGIC,
             version: U16::<BigEndian>::new(l::VERSION),
             flags: U16::new(flags),
@@ -228,12 +246,14 @@ impl EmbeddingBinaryCodec {
             num_experts: experts,
             top_k,
             reserved: [0; 2],
-            content_hash: U64::new(xxh3_64(&out[l::HEADER_SIZE..])),
+            content_hash: U64::new(0),
             pipeline_latency_us: U64::new(e.pipeline_latency_us),
             aux_data_offset: U64::new(aux_off),
             aux_data_length: U64::new(aux_len),
             padding: [0; 16],
         };
+        out[..l::HEADER_SIZE].copy_from_slice(header.as_bytes());
+        header.content_hash = U64::new(content_hash(l::VERSION, out));
         out[..l::HEADER_SIZE].copy_from_slice(header.as_bytes());
     }
 
@@ -317,7 +337,7 @@ pub(crate) fn decode_ref(
         });
     }
     if verify {
-        let computed = xxh3_64(&bytes[l::HEADER_SIZE..lay.record_len]);
+        let computed = content_hash(h.version.get(), &bytes[..lay.record_len]);
         if computed != h.content_hash.get() {
             return Err(CgebError::HashMismatch {
                 offset: base,

@@ -9,8 +9,11 @@ pub const INDEX_FORMAT: &str = "cgei";
 
 /// The four magic bytes at offset 0 of every record: "CGEB".
 pub const MAGIC: [u8; 4] = *b"CGEB";
-/// The version this code writes and the highest it reads.
-pub const VERSION: u16 = 1;
+/// The version this code writes and the highest it reads: 2, whose content hash also
+/// covers the header (v1's covers the bytes after it only).
+pub const VERSION: u16 = 2;
+/// The first version (content hash over the bytes after the header); still read.
+pub const VERSION_V1: u16 = 1;
 
 /// Offset of the magic.
 pub const MAGIC_OFFSET: usize = 0;
