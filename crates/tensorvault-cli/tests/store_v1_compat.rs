@@ -90,6 +90,12 @@ fn a_codec_v1_store_reads_migrates_and_grows() {
         "kv_key",
     ]));
     ok(&tv(&["store", "verify", s(&root), "t", "c"]));
+    // The new block's Create record keeps byte 112 (kind) zero in a v1 collection, so a
+    // pre-v2 build still reads every record of it.
+    let log = std::fs::read(root.join("t/c/meta.log")).unwrap();
+    assert!(log[128..]
+        .chunks_exact(128)
+        .all(|r| r[0] != 0 || r[112] == 0));
     // stats report the error per tier: the median largest step, 0 where nothing is stored.
     let st: serde_json::Value =
         serde_json::from_str(&ok(&tv(&["store", "stats", s(&root), "--json"]))).unwrap();

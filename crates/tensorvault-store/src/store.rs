@@ -443,7 +443,13 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             ndim: info.shape.len() as u8,
             lineage_parent: info.lineage_parent,
             reconstruct: info.reconstruct,
-            kind: info.kind,
+            // A codec v1 collection encodes every kind alike and keeps its records
+            // readable by builds from before kinds (which require byte 112 to be zero).
+            kind: if self.geo.codec == crate::config::CODEC_V1 {
+                TensorKind::Generic
+            } else {
+                info.kind
+            },
         })
     }
 
