@@ -31,6 +31,8 @@ pub enum Kind {
     Storage,
     /// `CapacityError` (a `StorageError`).
     Capacity,
+    /// `LockedError` (a `StorageError`).
+    Locked,
     /// `UnsupportedError`.
     Unsupported,
 }
@@ -45,6 +47,7 @@ impl Kind {
             Kind::InvalidArgument => "InvalidArgumentError",
             Kind::Storage => "StorageError",
             Kind::Capacity => "CapacityError",
+            Kind::Locked => "LockedError",
             Kind::Unsupported => "UnsupportedError",
         }
     }

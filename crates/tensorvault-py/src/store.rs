@@ -69,6 +69,7 @@ fn store_kind(e: &StoreErr) -> Kind {
         // magic, version or length is not a store file of this format.
         StoreErr::BadHeader { .. } => Kind::InvalidFormat,
         StoreErr::CapacityExceeded { .. } => Kind::Capacity,
+        StoreErr::Locked { .. } => Kind::Locked,
         StoreErr::InvalidName { .. } | StoreErr::InvalidArgument { .. } | StoreErr::Quant(_) => {
             Kind::InvalidArgument
         }

@@ -345,7 +345,7 @@ def test_reopen_from_a_second_store_after_close(root, rng):
 
 def test_collection_is_locked_while_open(root):
     with tv.Store(root, TENANT, COLL):
-        with pytest.raises(tv.InvalidArgumentError, match="open in another"):
+        with pytest.raises(tv.LockedError, match="open for writing in another process"):
             tv.Store(root, TENANT, COLL)
     with tv.Store(root, TENANT, COLL):  # released by __exit__
         pass

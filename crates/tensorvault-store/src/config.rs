@@ -14,6 +14,9 @@ pub const KV_BLOCK_RAW_BYTES: u32 = 32 * 1024;
 pub const DEFAULT_SLOT_ALIGN: u32 = 64;
 /// Largest accepted block (elements); bounds every slot and every decode buffer.
 pub const MAX_BLOCK_ELEMS: u32 = 1 << 22;
+/// Default [`StoreConfig::lock_wait`]: readers hold a collection for the length of a
+/// listing or a verify.
+pub const DEFAULT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Codec v1: symmetric groups with f16 scales (TQTC segment version 1); collections
 /// created before codec v2 (MetaLog header version 1) use it.
 pub const CODEC_V1: u8 = 1;
@@ -339,6 +342,10 @@ pub struct StoreConfig {
     pub compact_ratio: u32,
     /// Thresholds of the automatic migration scheduler ([`crate::TensorStore::maintain`]).
     pub tiering: TierPolicy,
+    /// How long opening a directory store for writing waits for shared readers (`store
+    /// ls`, `verify`, ... in other processes) to release the collection before failing
+    /// with [`crate::StoreErr::Locked`]. Another writer is never waited for.
+    pub lock_wait: std::time::Duration,
 }
 
 impl Default for StoreConfig {
@@ -351,6 +358,7 @@ impl Default for StoreConfig {
             max_blocks_per_tier: [usize::MAX; 4],
             compact_ratio: 0,
             tiering: TierPolicy::default(),
+            lock_wait: DEFAULT_LOCK_WAIT,
         }
     }
 }

@@ -137,6 +137,18 @@ pub enum StoreErr {
         /// The tensor met twice.
         tensor_id: u128,
     },
+    /// The collection is held by another process: by another writer (never waited for),
+    /// or by readers or a writer for longer than the open was willing to wait.
+    #[error("{path} is {held}{waited}")]
+    Locked {
+        /// The collection directory.
+        path: PathBuf,
+        /// Who holds it: "open for writing in another process" or "open in another
+        /// process (readers or a writer)".
+        held: &'static str,
+        /// How long the open waited, as text (empty when it did not wait).
+        waited: String,
+    },
     /// A thread panicked while holding one of the store's locks; the state it guarded may
     /// be half-updated. Reopen the store (replay rebuilds everything from the log).
     #[error("a thread panicked while holding the {lock} lock; reopen the store")]

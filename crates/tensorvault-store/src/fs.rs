@@ -144,7 +144,7 @@ fn refuse_links(root: &Path, dir: &Path) -> Result<()> {
 /// it used to let a second process in (whose acknowledged writes the first then lost),
 /// but a directory cannot be removed while it holds the store's files, and its lock
 /// lives on the open descriptor.
-fn lock(dir: &Path) -> Result<Vec<File>> {
+fn lock(dir: &Path, wait: std::time::Duration) -> Result<Vec<File>> {
     let path = dir.join(LOCK_FILE);
     let f = OpenOptions::new()
         .read(true)
@@ -154,8 +154,22 @@ fn lock(dir: &Path) -> Result<Vec<File>> {
         .open(&path)
         .map_err(|e| StoreErr::io("open", &path, e))?;
     let d = File::open(dir).map_err(|e| StoreErr::io("open", dir, e))?;
-    flock_exclusive(&f, &path, dir)?;
-    flock_exclusive(&d, dir, dir)?;
+    // The LOCK file: writers only, so a holder is another writer: fail at once.
+    flock_exclusive(
+        &f,
+        &path,
+        dir,
+        std::time::Duration::ZERO,
+        "open for writing in another process",
+    )?;
+    // The directory: readers hold it shared for a listing or a verify; wait for them.
+    flock_exclusive(
+        &d,
+        dir,
+        dir,
+        wait,
+        "open in another process (readers or a writer)",
+    )?;
     Ok(vec![f, d])
 }
 
@@ -182,13 +196,10 @@ fn lock_shared(dir: &Path) -> Result<Vec<File>> {
                 return Err(StoreErr::io("lock", dir, e));
             }
             if start.elapsed() >= SHARED_LOCK_WAIT {
-                return Err(StoreErr::InvalidArgument {
-                    field: "collection",
-                    reason: format!(
-                        "{} stayed open for writing in another process for {} s",
-                        dir.display(),
-                        SHARED_LOCK_WAIT.as_secs()
-                    ),
+                return Err(StoreErr::Locked {
+                    path: dir.to_owned(),
+                    held: "open for writing in another process",
+                    waited: format!(" (waited {} s)", SHARED_LOCK_WAIT.as_secs()),
                 });
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -197,28 +208,47 @@ fn lock_shared(dir: &Path) -> Result<Vec<File>> {
     Ok(vec![d])
 }
 
-/// `flock(LOCK_EX | LOCK_NB)` on `f` (the file at `path`) guarding collection `dir`.
-fn flock_exclusive(f: &File, path: &Path, dir: &Path) -> Result<()> {
+/// `flock(LOCK_EX | LOCK_NB)` on `f` (the file at `path`) guarding collection `dir`,
+/// retried for up to `wait` while another process holds it (`held` says who, for
+/// [`StoreErr::Locked`]).
+fn flock_exclusive(
+    f: &File,
+    path: &Path,
+    dir: &Path,
+    wait: std::time::Duration,
+    held: &'static str,
+) -> Result<()> {
     #[cfg(unix)]
     {
         use std::os::fd::AsRawFd;
-        // SAFETY: flock on a file descriptor we own for the duration of the call; no
-        // memory is passed.
-        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
+        let start = std::time::Instant::now();
+        loop {
+            // SAFETY: flock on a file descriptor we own for the duration of the call; no
+            // memory is passed.
+            let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                break;
+            }
             let e = std::io::Error::last_os_error();
-            return Err(if e.kind() == std::io::ErrorKind::WouldBlock {
-                StoreErr::InvalidArgument {
-                    field: "collection",
-                    reason: format!("{} is open in another process", dir.display()),
-                }
-            } else {
-                StoreErr::io("lock", path, e)
-            });
+            if e.kind() != std::io::ErrorKind::WouldBlock {
+                return Err(StoreErr::io("lock", path, e));
+            }
+            if start.elapsed() >= wait {
+                return Err(StoreErr::Locked {
+                    path: dir.to_owned(),
+                    held,
+                    waited: if wait.is_zero() {
+                        String::new()
+                    } else {
+                        format!(" (waited {:.1} s)", wait.as_secs_f64())
+                    },
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
     #[cfg(not(unix))]
-    let _ = (f, path, dir);
+    let _ = (f, path, dir, wait, held);
     Ok(())
 }
 
@@ -254,7 +284,7 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
             std::fs::create_dir_all(&dir).map_err(|e| StoreErr::io("create dir", &dir, e))?;
         }
         refuse_links(root, &dir)?;
-        let lock = lock(&dir)?;
+        let lock = lock(&dir, cfg.lock_wait)?;
         let log = if log_path.exists() {
             FileMetaLog::open(&log_path)?
         } else {

@@ -206,16 +206,7 @@ fn deleting_the_lock_file_does_not_admit_a_second_writer() {
     let lock = common::coll_dir(tmp.path(), TENANT, COLL).join("LOCK");
     std::fs::remove_file(&lock).unwrap();
     let e = open_err(tmp.path(), false);
-    assert!(
-        matches!(
-            e,
-            StoreErr::InvalidArgument {
-                field: "collection",
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    assert!(matches!(e, StoreErr::Locked { .. }), "{e:?}");
     drop(a);
     // Once the first store is closed, the collection opens again.
     DirStore::open_path(tmp.path(), TENANT, COLL, cfg(), false).unwrap();
@@ -256,10 +247,7 @@ fn readers_share_the_collection_and_cannot_write() {
     assert!(r2.verify().unwrap().problems.is_empty());
     assert!(matches!(
         open_err(tmp.path(), false),
-        StoreErr::InvalidArgument {
-            field: "collection",
-            ..
-        }
+        StoreErr::Locked { waited, .. } if waited.contains("waited")
     ));
     let e = r1
         .put_tensor(
@@ -323,4 +311,41 @@ fn forged_names_log_records_are_rejected() {
     assert_eq!(names, want);
     assert_eq!(s.verify().unwrap().catalog_skipped, 2);
     assert_eq!(s.get_tensor("a").unwrap().info.tensor_id, id_a);
+}
+
+/// A writer arriving while readers list or verify the collection waits for them
+/// (`StoreConfig::lock_wait`) instead of failing at once; another writer is not waited for.
+#[test]
+fn a_writer_waits_for_readers_but_not_for_a_writer() {
+    let tmp = common::scratch_dir("hostile-wait");
+    make_store(tmp.path());
+    let reader = DirStore::open_path_shared(tmp.path(), TENANT, COLL, cfg()).unwrap();
+    let root = tmp.path().to_owned();
+    let writer = std::thread::spawn(move || {
+        let cfg = StoreConfig {
+            lock_wait: std::time::Duration::from_secs(20),
+            ..cfg()
+        };
+        let t = std::time::Instant::now();
+        let w = DirStore::open_path(&root, TENANT, COLL, cfg, false).unwrap();
+        (t.elapsed(), w)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(reader);
+    let (waited, w) = writer.join().unwrap();
+    assert!(
+        waited >= std::time::Duration::from_millis(250),
+        "{waited:?}"
+    );
+    // A second writer fails at once, naming the holder.
+    let t = std::time::Instant::now();
+    match DirStore::open_path(tmp.path(), TENANT, COLL, cfg(), false) {
+        Err(StoreErr::Locked { held, waited, .. }) => {
+            assert_eq!(held, "open for writing in another process");
+            assert!(waited.is_empty());
+        }
+        other => panic!("expected Locked, got {:?}", other.map(|_| ())),
+    }
+    assert!(t.elapsed() < std::time::Duration::from_millis(150));
+    drop(w);
 }

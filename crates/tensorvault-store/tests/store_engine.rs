@@ -290,7 +290,12 @@ fn a_second_process_cannot_open_the_same_collection() {
     let e = DirStore::open_path(dir.path(), "t", "c", small_cfg(), false)
         .err()
         .unwrap();
-    assert!(e.to_string().contains("open in another process"), "{e}");
+    assert!(matches!(e, StoreErr::Locked { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("open for writing in another process"),
+        "{e}"
+    );
     assert!(matches!(
         DirStore::open_path(dir.path(), "..", "c", small_cfg(), true),
         Err(StoreErr::InvalidName {

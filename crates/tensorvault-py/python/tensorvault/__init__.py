@@ -49,6 +49,7 @@ from ._store import Store
 from ._kv import KvCache
 from ._errors import (
     CapacityError,
+    LockedError,
     CorruptedChunkError,
     CorruptionError,
     FrameworkNotAvailableError,
@@ -100,6 +101,7 @@ __all__ = [
     "InvalidArgumentError",
     "StorageError",
     "CapacityError",
+    "LockedError",
     "UnsupportedError",
     "FrameworkNotAvailableError",
     "__version__",

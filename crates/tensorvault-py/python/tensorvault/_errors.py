@@ -48,6 +48,11 @@ class CapacityError(StorageError):
     it, or a payload does not fit the tier's slot."""
 
 
+class LockedError(StorageError):
+    """A store collection is held by another process: by another writer (opening for
+    writing never waits for one), or by readers for longer than the open waited."""
+
+
 class UnsupportedError(TensorvaultError, NotImplementedError):
     """A feature this build does not have, such as a GPU backend (``device="cuda"``)."""
 

@@ -108,6 +108,8 @@ pub fn store_config() -> StoreConfig {
     StoreConfig {
         collection: CollectionConfig::with_block_elems(BLOCK_ELEMS),
         access_flush_every: 4,
+        // Tests that keep a writer out should not wait the default 10 s for it.
+        lock_wait: std::time::Duration::from_millis(200),
         ..StoreConfig::default()
     }
 }
