@@ -187,6 +187,7 @@ impl StrategyArg {
 /// # Errors
 /// Never: the `Result` matches the other subcommands' signature.
 pub fn run(cmd: RegistryCmd) -> Result<i32, crate::error::CliError> {
+    let verifying = matches!(cmd, RegistryCmd::Verify { .. });
     let r = match cmd {
         RegistryCmd::Init(a) => init(&a),
         RegistryCmd::Ls { root, json } => ls(&root, json),
@@ -201,6 +202,14 @@ pub fn run(cmd: RegistryCmd) -> Result<i32, crate::error::CliError> {
     };
     Ok(match r {
         Ok(()) => 0,
+        // `verify` found damage (the weights' or the manifest's checksum): 1, like every
+        // other verify command; 2 stays for errors that stop the check itself.
+        Err(
+            e @ (RegistryError::ChecksumMismatch { .. } | RegistryError::ManifestChecksum { .. }),
+        ) if verifying => {
+            eprintln!("CORRUPT: {e}");
+            1
+        }
         Err(e) => {
             eprintln!("error: {e}");
             2

@@ -74,15 +74,29 @@ fn registry_commands_manage_a_directory() {
     assert!(err.contains("not checked"), "{err}");
     std::fs::write(&weights, &pristine).unwrap();
 
-    // One flipped byte -> verify fails with exit code 2.
+    // One flipped byte -> verify reports the damage with exit code 1 (as every verify).
     let w = ckpt.join("weights.safetensors");
     let mut b = std::fs::read(&w).unwrap();
     let i = b.len() - 1;
     b[i] ^= 1;
     std::fs::write(&w, b).unwrap();
     let (code, _, err) = tv(&["registry", "verify", r, "0.0.0-init"]);
-    assert_eq!(code, 2);
-    assert!(err.contains("checksum mismatch"), "{err}");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("CORRUPT") && err.contains("checksum mismatch"),
+        "{err}"
+    );
+    // A hand-edited manifest (its checksum now stale) is damage too.
+    let manifest = std::path::Path::new(r).join("registry.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("\"retention\": null", "\"retention\": 5"),
+    )
+    .unwrap();
+    let (code, _, err) = tv(&["registry", "verify", r, "0.0.0-init"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("manifest checksum mismatch"), "{err}");
     assert_eq!(tv(&["registry", "ls", "/nonexistent/registry"]).0, 2);
 }
 
