@@ -234,6 +234,16 @@ pub fn encode(p: &V2Params, x: &[f32]) -> Result<Vec<u8>, QuantError> {
     }
     let (raw, q) = x.split_at(reg.raw_vals);
     let coder = GroupCoder::fit(&group_ranges(p, q), p.bits)?;
+    let units = Units {
+        scale_unit: coder.scale_unit,
+        min_base: coder.min_base,
+        min_unit: coder.min_unit,
+    };
+    if !units.reach_is_finite(p.bits) {
+        // Every segment this writes must parse: refuse ranges near f32's limits.
+        let max_abs = q.iter().fold(0f32, |m, v| m.max(v.abs()));
+        return Err(QuantError::ScaleOverflow { group: 0, max_abs });
+    }
     let mut out = vec![0u8; reg.end];
     out[MAGIC_OFFSET..MAGIC_OFFSET + MAGIC.len()].copy_from_slice(&MAGIC);
     out[VERSION_OFFSET] = V2_VERSION;
@@ -317,6 +327,18 @@ struct Units {
     scale_unit: f32,
     min_base: f32,
     min_unit: f32,
+}
+
+impl Units {
+    /// Whether the largest magnitude any code can decode to,
+    /// `|min_base| + 255 * min_unit + 255 * scale_unit * (2^bits - 1)` in f32, is finite:
+    /// the parser requires it, so the encoder refuses data whose units would break it.
+    fn reach_is_finite(&self, bits: u8) -> bool {
+        let top = f32::from((1u16 << bits) - 1);
+        let max_code = f32::from(u8::MAX);
+        (self.min_base.abs() + self.min_unit * max_code + self.scale_unit * max_code * top)
+            .is_finite()
+    }
 }
 
 /// Group parameters as f32, decoded from their codes.
@@ -451,11 +473,7 @@ impl<'a> SegmentV2<'a> {
             }
         }
         // The largest value any code can decode to must be finite as well.
-        let top = f32::from((1u16 << bits) - 1);
-        let max_code = f32::from(u8::MAX);
-        let reach =
-            units.min_base.abs() + units.min_unit * max_code + units.scale_unit * max_code * top;
-        if !reach.is_finite() {
+        if !units.reach_is_finite(bits) {
             return Err(corrupt(
                 "units",
                 V2_SCALE_UNIT_OFFSET,

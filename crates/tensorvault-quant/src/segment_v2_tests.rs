@@ -134,6 +134,24 @@ fn bad_settings_and_inputs_are_typed_errors() {
     ));
 }
 
+/// Found by fuzzing (quant_segment_v2): values whose range is near f32's limit encoded to
+/// units the parser refuses. Every segment `encode` returns must parse; such input is a
+/// `ScaleOverflow` error instead.
+#[test]
+fn encode_never_writes_a_segment_the_parser_refuses() {
+    for (lo, hi) in [(-1.5e38f32, 1.5e38f32), (-3.0e38, 1.0e30), (1.0, 3.4e38)] {
+        let x: Vec<f32> = (0..256).map(|i| if i % 2 == 0 { lo } else { hi }).collect();
+        for bits in [2u8, 3, 5, 8] {
+            match encode(&params(bits, 6, Axis::Flat, 64, 0), &x) {
+                Ok(b) => {
+                    SegmentV2::parse(&b).unwrap();
+                }
+                Err(e) => assert!(matches!(e, QuantError::ScaleOverflow { .. }), "{e:?}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn crafted_segments_are_refused_with_the_field() {
     let x = keys(64, 64);
