@@ -122,6 +122,54 @@ unsafe fn f32_to_f16_bits_f16c(src: &[f32], dst: &mut [u16]) {
 /// [`QuantError::LengthMismatch`] if `src` and `dst` differ in length.
 pub fn f16_bits_to_f32(src: &[u16], dst: &mut [f32]) -> Result<(), QuantError> {
     check_len("f16 -> f32", src.len(), dst.len())?;
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c") {
+        // SAFETY: AVX2 and F16C support were checked at run time just above.
+        unsafe { f16_bits_to_f32_f16c(src, dst) };
+        return Ok(());
+    }
+    f16_bits_to_f32_portable(src, dst);
+    Ok(())
+}
+
+/// F16C widening, 8 values per instruction (exact for every finite value, subnormals
+/// included), NaN lanes patched afterwards with numpy's bit formula (the hardware quiets
+/// signalling NaNs, numpy keeps the payload as is). `half`'s slice conversion, which the
+/// portable path uses, took ~2.6 ns per value in a release build here (no F16C at
+/// compile time): a 300 MB fp16 CVC load spent 200 ms more than the same bf16 load.
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C; `dst.len() == src.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn f16_bits_to_f32_f16c(src: &[u16], dst: &mut [f32]) {
+    use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm256_storeu_ps, _mm_loadu_si128};
+    debug_assert_eq!(src.len(), dst.len());
+    for (s, d) in src.chunks(BLOCK).zip(dst.chunks_mut(BLOCK)) {
+        let whole = s.len() / 8 * 8;
+        for i in (0..whole).step_by(8) {
+            // SAFETY: i + 8 <= whole <= s.len() == d.len(), so the 16-byte unaligned load
+            // of 8 x u16 and the 8-lane unaligned f32 store stay inside the slices.
+            unsafe {
+                let h = _mm_loadu_si128(s.as_ptr().add(i).cast::<__m128i>());
+                _mm256_storeu_ps(d.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+            }
+        }
+        for (h, x) in s[whole..].iter().zip(&mut d[whole..]) {
+            *x = f16::from_bits(*h).to_f32();
+        }
+        if any_nan_f16(s) {
+            for (h, x) in s.iter().zip(d.iter_mut()) {
+                if (h & 0x7fff) > 0x7c00 {
+                    *x = f32::from_bits(nan_f16_to_f32_bits(*h));
+                }
+            }
+        }
+    }
+}
+
+/// The portable path: `half`'s slice conversion plus the NaN patch.
+fn f16_bits_to_f32_portable(src: &[u16], dst: &mut [f32]) {
     for (s, d) in src.chunks(BLOCK).zip(dst.chunks_mut(BLOCK)) {
         let sh: &[f16] = bytemuck::cast_slice(s);
         sh.convert_to_f32_slice(d);
@@ -133,7 +181,6 @@ pub fn f16_bits_to_f32(src: &[u16], dst: &mut [f32]) -> Result<(), QuantError> {
             }
         }
     }
-    Ok(())
 }
 
 /// Convert f32 values to bfloat16 bit patterns (round to nearest even; NaN stays NaN).
@@ -222,6 +269,30 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Every one of the 65,536 f16 bit patterns widens identically on the F16C and the
+    /// portable path (NaN payloads included), and like `half`'s scalar conversion for
+    /// non-NaN values (subnormals, zeros, infinities).
+    #[test]
+    fn f16_widening_is_exact_for_every_bit_pattern() {
+        let all: Vec<u16> = (0..=u16::MAX).collect();
+        let mut fast = vec![0f32; all.len()];
+        f16_bits_to_f32(&all, &mut fast).unwrap();
+        let mut portable = vec![0f32; all.len()];
+        f16_bits_to_f32_portable(&all, &mut portable);
+        for ((h, a), b) in all.iter().zip(&fast).zip(&portable) {
+            assert_eq!(a.to_bits(), b.to_bits(), "f16 bits {h:#06x}");
+            if (h & 0x7fff) <= 0x7c00 {
+                assert_eq!(
+                    a.to_bits(),
+                    f16::from_bits(*h).to_f32().to_bits(),
+                    "{h:#06x}"
+                );
+            } else {
+                assert_eq!(a.to_bits(), nan_f16_to_f32_bits(*h), "NaN {h:#06x}");
+            }
+        }
     }
 
     proptest! {
