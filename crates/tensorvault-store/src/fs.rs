@@ -302,12 +302,9 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
         // must run once the directory's lineage store is installed, not with the
         // in-memory placeholder `TensorStore::open` starts with.
         let ratio = std::mem::take(&mut cfg.compact_ratio);
-        let mut store = TensorStore::open(tenant, collection, clock, io, log, catalog, cfg)?;
-        store.lineage = crate::lineage::LineageStore::open_dir(&dir)?;
-        store._lock = Some(lock);
-        store.cfg.compact_ratio = ratio;
-        store.compact_if_over(ratio)?;
-        Ok(store)
+        let store = TensorStore::open(tenant, collection, clock, io, log, catalog, cfg)?;
+        let lineage = crate::lineage::LineageStore::open_dir(&dir)?;
+        store.attach_directory(lineage, lock, ratio)
     }
 }
 
@@ -346,10 +343,9 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
         let catalog = Catalog::open_read_only(&dir.join(NAMES_LOG))?;
         cfg.compact_ratio = 0;
         cfg.access_flush_every = u32::MAX;
-        let mut store = TensorStore::open(tenant, collection, clock, io, log, catalog, cfg)?;
-        store.lineage = crate::lineage::LineageStore::open_dir(&dir)?;
-        store._lock = Some(lock);
-        Ok(store)
+        let store = TensorStore::open(tenant, collection, clock, io, log, catalog, cfg)?;
+        let lineage = crate::lineage::LineageStore::open_dir(&dir)?;
+        store.attach_directory(lineage, lock, 0)
     }
 }
 

@@ -394,7 +394,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
         dedup.reverse();
         if !new_names.is_empty() {
             let mut w = self.store.lock_writer()?;
-            let sync = self.store.cfg.durability == Durability::EveryWrite;
+            let sync = self.store.config().durability == Durability::EveryWrite;
             for (id, name) in &new_names {
                 w.catalog.insert(*id, name, sync)?;
             }

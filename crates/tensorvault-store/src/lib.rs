@@ -9,7 +9,7 @@
 //! - [`block_io`]: the [`BlockIO`] trait, [`MmapBlockIO`] (feature `mmap`) and
 //!   [`BufferBlockIO`] (in memory, with a host persistence hook: the WASM path);
 //! - [`TensorStore`]: replay, the read/write/migrate paths and whole-tensor helpers;
-//! - [`lineage`] (`delta.dat` / `factor.dat`) and `reconstruct.rs`: the reconstruction
+//! - [`lineage`] (`delta.dat` / `factor.dat`) and `store/heal.rs`: the reconstruction
 //!   policies: what a `Delta` / `Factor` put keeps besides its block, and how a read
 //!   rebuilds a block whose checksum fails and repairs its slot in place;
 //! - [`kv`]: the attention KV-cache workload: per-(layer, head, key|value) tensors with
@@ -32,7 +32,6 @@ pub mod lineage;
 pub mod meta_log;
 #[cfg(feature = "metrics")]
 pub mod metrics;
-mod reconstruct;
 mod store;
 mod tensor;
 pub mod tiering;

@@ -33,7 +33,6 @@
 //! ```
 
 use std::fmt;
-use std::sync::atomic::Ordering;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -47,7 +46,6 @@ use crate::clock::Clock;
 use crate::error::Result;
 use crate::meta_log::MetaLog;
 use crate::store::TensorStore;
-use crate::types::Tier;
 
 /// Prefix of every metric name (followed by `_`).
 pub const PREFIX: &str = "tensorvault_store";
@@ -99,66 +97,6 @@ pub struct MetricsSnapshot {
     pub free_slots: [u64; 4],
     /// Records in the metadata log.
     pub log_records: u64,
-}
-
-impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
-    /// The store's counters and gauges right now.
-    ///
-    /// # Errors
-    /// Only if a thread panicked while holding the index or writer lock.
-    pub fn metrics_snapshot(&self) -> Result<MetricsSnapshot> {
-        let c = &self.counters;
-        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        let mut s = MetricsSnapshot {
-            reads: load(&c.reads),
-            writes: load(&c.writes),
-            read_bytes: load(&c.bytes_read),
-            written_bytes: load(&c.bytes_written),
-            migrations: c
-                .migrations_by_tier
-                .each_ref()
-                .map(|row| row.each_ref().map(load)),
-            deletes: load(&c.deletes),
-            checksum_failures: load(&c.checksum_failures),
-            repairs: load(&c.repairs),
-            replay_seconds: self.replay_nanos as f64 / 1e9,
-            replay_skipped: self.replay.skipped_total,
-            replay_ignored: self.replay_ignored,
-            ..MetricsSnapshot::default()
-        };
-        {
-            let idx = self.read_index()?;
-            let mut ids = std::collections::HashSet::new();
-            for m in idx.map.values() {
-                let t = m.tier.index();
-                s.blocks[t] += 1;
-                s.payload_bytes[t] += u64::from(m.data_len);
-                ids.insert(m.key.tensor_id);
-            }
-            s.tensors = ids.len() as u64;
-        }
-        for t in Tier::ALL {
-            let u = self.io.usage(t);
-            s.file_bytes[t.index()] = u.bytes;
-            s.slots[t.index()] = u.slots;
-            s.free_slots[t.index()] = u.free_slots;
-        }
-        s.log_records = self.log_records()?;
-        Ok(s)
-    }
-
-    /// Append this store's metrics to `out` in the classic Prometheus text format
-    /// ([`StoreMetrics::encode_classic`]). Use [`StoreMetrics`] to expose several
-    /// collections at once, or for the OpenMetrics format.
-    ///
-    /// # Errors
-    /// As [`TensorStore::metrics_snapshot`].
-    pub fn encode_prometheus(&self, out: &mut String) -> Result<()> {
-        let mut m = StoreMetrics::new();
-        m.add(self)?;
-        m.encode_classic(out);
-        Ok(())
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -510,6 +448,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::types::Tier;
     use crate::{
         BlockInfo, BlockKey, BufferBlockIO, Catalog, CollectionConfig, DType, ManualClock,
         MemMetaLog, StoreConfig,

@@ -27,6 +27,7 @@ use std::sync::atomic::Ordering;
 
 use tensorvault_core::checksum::crc32c;
 
+use super::{BlockInfo, Prepared, TensorStore};
 use crate::block_io::BlockIO;
 use crate::clock::Clock;
 use crate::codec;
@@ -35,7 +36,6 @@ use crate::error::{Result, StoreErr};
 use crate::lineage::format::{EntryHeader, EntryKind, EntryTag};
 use crate::lineage::{payload, LineageStore, SideKind};
 use crate::meta_log::{MetaLog, MetaRecord};
-use crate::store::{BlockInfo, Prepared, TensorStore};
 use crate::types::{BlockKey, BlockMeta, ReconstructPolicy};
 
 /// A lineage entry computed before its block is written.

@@ -1,0 +1,157 @@
+//! Open: replay the MetaLog into the index, drop blocks whose slots never reached the
+//! medium, rebuild the slot allocation and authenticate the name catalog.
+
+use std::sync::atomic::AtomicU32;
+use std::sync::{Mutex, RwLock};
+
+use crate::block_io::BlockIO;
+use crate::catalog::Catalog;
+use crate::clock::Clock;
+use crate::config::StoreConfig;
+use crate::error::Result;
+use crate::index::{BlockIndex, Ignored};
+use crate::meta_log::MetaLog;
+use crate::types::{BlockKey, BlockMeta, Tier};
+
+use super::{Counters, TensorStore, Writer};
+
+/// Most index entries reserved up front at open (about 100 MiB of table); see `open`.
+const MAX_INDEX_RESERVE: u64 = 1 << 20;
+
+impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
+    /// Open a collection: replay `log` into the index (applying `cfg.recovery`), rebuild
+    /// the free slot lists of `io`. `io` must have been built with `log.collection()`.
+    ///
+    /// # Errors
+    /// Replay and I/O errors of the log and block backends.
+    pub fn open(
+        tenant: &str,
+        collection: &str,
+        clock: C,
+        io: B,
+        mut log: M,
+        mut catalog: Catalog,
+        cfg: StoreConfig,
+    ) -> Result<Self> {
+        let geo = log.collection();
+        geo.validate()?;
+        let started = crate::time::Stopwatch::start();
+        let mut index = BlockIndex::default();
+        // Every Create is one record: reserving for the record count avoids rehashing the
+        // table while it doubles. The count comes from the file's length, which a sparse or
+        // damaged file can inflate at no cost, so the reservation is capped (past the cap
+        // the table grows as records really arrive).
+        index
+            .map
+            .reserve(usize::try_from(log.record_count().min(MAX_INDEX_RESERVE)).unwrap_or(0));
+        let mut ignored = 0u64;
+        let replay = log.replay(cfg.recovery, &mut |rec| {
+            if let Err(why) = index.apply(rec, &geo) {
+                match &why {
+                    Ignored::BadSlot(reason) => {
+                        tracing::warn!(key = %rec.key(), reason, "ignoring metalog record with an impossible slot");
+                    }
+                    Ignored::BadShape(reason) => {
+                        tracing::warn!(key = %rec.key(), reason, "ignoring metalog record with an impossible shape");
+                    }
+                    Ignored::UnknownBlock | Ignored::StaleMigrate => {}
+                }
+                ignored += 1;
+            }
+            Ok(())
+        })?;
+        // A block whose slot lies beyond its tier's end never reached the medium (only
+        // possible after power loss under a relaxed durability policy, or a crafted log):
+        // drop it rather than let the backend allocate up to a forged offset.
+        // (One `usage` per tier, not per block: it stats the tier file.)
+        let tier_bytes = Tier::ALL.map(|t| io.usage(t).bytes);
+        let mut lost: Vec<BlockMeta> = index
+            .map
+            .values()
+            .filter(|m| {
+                m.data_offset.saturating_add(u64::from(m.data_len)) > tier_bytes[m.tier.index()]
+            })
+            .copied()
+            .collect();
+        lost.sort_by_key(|m| m.key);
+        for m in &lost {
+            tracing::warn!(key = %m.key, "block's slot lies beyond its tier file: dropped as lost");
+            index.remove(&m.key);
+            ignored += 1;
+        }
+        if let Err(e) =
+            io.reset_allocation(&mut index.map.values().map(|m| (m.tier, m.data_offset)))
+        {
+            // Two blocks on one slot (only after a lost record): keep the slot's occupant.
+            let dropped = index.drop_shared_slots(&io);
+            if dropped == 0 {
+                return Err(e);
+            }
+            ignored += dropped;
+            io.reset_allocation(&mut index.map.values().map(|m| (m.tier, m.data_offset)))?;
+        }
+        if replay.skipped_total > 0 {
+            tracing::warn!(
+                skipped = replay.skipped_total,
+                "metalog replay skipped corrupt records"
+            );
+        }
+        // A tensor's id is derived from its name (and lineage parent): a names.log record
+        // whose name does not derive its id is forged or damaged, and would list a tensor
+        // under another's name. Checked against block 0 of each named tensor.
+        catalog.authenticate(|id, name| {
+            index
+                .get(&BlockKey::new(id, 0))
+                .map(|m| crate::types::tensor_id(tenant, collection, name, m.lineage_parent) == id)
+        });
+        Self {
+            tenant: tenant.to_owned(),
+            collection: collection.to_owned(),
+            clock,
+            io,
+            geo,
+            cfg,
+            index: RwLock::new(index),
+            writer: Mutex::new(Writer {
+                log,
+                catalog,
+                pending_free: Vec::new(),
+                unsynced: 0,
+                poisoned: None,
+            }),
+            reads_since_flush: AtomicU32::new(0),
+            pending_access: Mutex::new(Vec::new()),
+            counters: Counters::default(),
+            replay,
+            replay_nanos: started.elapsed_nanos(),
+            replay_ignored: ignored,
+            lost_on_open: lost,
+            _lock: None,
+            lineage: crate::lineage::LineageStore::in_memory(),
+        }
+        .compacted_if_needed()
+    }
+
+    /// Install a directory store's parts after [`TensorStore::open`]: its lineage side
+    /// files (replacing the in-memory placeholder), the collection's held `LOCK` file(s),
+    /// and then `compact_ratio` (so compaction at open also cleans the side files).
+    #[cfg(feature = "mmap")]
+    pub(crate) fn attach_directory(
+        mut self,
+        lineage: crate::lineage::LineageStore,
+        lock: Vec<std::fs::File>,
+        compact_ratio: u32,
+    ) -> Result<Self> {
+        self.lineage = lineage;
+        self._lock = Some(lock);
+        self.cfg.compact_ratio = compact_ratio;
+        self.compact_if_over(compact_ratio)?;
+        Ok(self)
+    }
+
+    /// Apply `compact_ratio` right after open.
+    fn compacted_if_needed(self) -> Result<Self> {
+        self.compact_if_over(self.cfg.compact_ratio)?;
+        Ok(self)
+    }
+}

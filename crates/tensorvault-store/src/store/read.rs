@@ -1,0 +1,152 @@
+//! The read path: index lookup, slot read, CRC32C check, decode, access tracking.
+
+use std::sync::atomic::Ordering;
+
+use tensorvault_core::checksum::crc32c;
+
+use crate::block_io::BlockIO;
+use crate::clock::Clock;
+use crate::codec;
+use crate::error::{Result, StoreErr};
+use crate::meta_log::MetaLog;
+use crate::types::{BlockKey, BlockMeta};
+
+use super::TensorStore;
+
+impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
+    /// Read and verify the stored payload of `meta`, then call `f` with it.
+    fn with_verified<R>(&self, meta: &BlockMeta, f: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
+        let mut f = Some(f);
+        let mut out: Option<Result<R>> = None;
+        self.io.with_block(
+            meta.tier,
+            meta.key,
+            meta.data_offset,
+            meta.data_len,
+            &mut |b| {
+                let actual = crc32c(b);
+                out = Some(if actual != meta.checksum {
+                    Err(StoreErr::Corruption {
+                        key: meta.key,
+                        tier: meta.tier,
+                        offset: meta.data_offset,
+                        expected: meta.checksum,
+                        actual,
+                    })
+                } else if let Some(f) = f.take() {
+                    f(b)
+                } else {
+                    Err(StoreErr::InvalidArgument {
+                        field: "block_io",
+                        reason: "with_block called its callback twice".into(),
+                    })
+                });
+            },
+        )?;
+        let r = out.unwrap_or_else(|| {
+            Err(StoreErr::InvalidArgument {
+                field: "block_io",
+                reason: "with_block never called its callback".into(),
+            })
+        });
+        if matches!(r, Err(StoreErr::Corruption { .. })) {
+            self.counters
+                .checksum_failures
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(key = %meta.key, tier = %meta.tier, offset = meta.data_offset, "CHECKSUM_MISMATCH");
+        }
+        r
+    }
+
+    /// Decode a verified payload into little-endian element bytes of the block's dtype.
+    fn decode_payload(&self, meta: &BlockMeta, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        out.clear();
+        if meta.tier.is_quantized() {
+            let mut vals = Vec::new();
+            codec::decode_quantized(payload, self.geo.block_elems as usize, &mut vals).map_err(
+                |source| StoreErr::Decode {
+                    key: meta.key,
+                    tier: meta.tier,
+                    source,
+                },
+            )?;
+            codec::from_f32(meta.dtype, &vals, out);
+        } else {
+            if payload.len() % meta.dtype.size() != 0 {
+                return Err(StoreErr::Decode {
+                    key: meta.key,
+                    tier: meta.tier,
+                    source: tensorvault_quant::QuantError::LengthMismatch {
+                        what: "raw block (not a whole number of elements)",
+                        input: payload.len(),
+                        output: payload.len() / meta.dtype.size() * meta.dtype.size(),
+                    },
+                });
+            }
+            out.extend_from_slice(payload);
+        }
+        Ok(())
+    }
+
+    /// Verified, decoded element bytes of a block, without access tracking.
+    pub(crate) fn read_elements(&self, meta: &BlockMeta, out: &mut Vec<u8>) -> Result<()> {
+        self.with_verified(meta, |b| self.decode_payload(meta, b, out))
+    }
+
+    /// Read one block: verify its CRC32C, decode it to little-endian elements of its
+    /// dtype (dequantizing quantized tiers) into `out` (replaced), record the access.
+    /// Returns the block's metadata as of the read. A `Delta` / `Factor` block whose
+    /// checksum fails is rebuilt from its lineage and repaired in place (see
+    /// `src/reconstruct.rs`); the metadata returned is then the repaired one.
+    ///
+    /// # Errors
+    /// [`StoreErr::NotFound`]; [`StoreErr::Corruption`] (checksum mismatch, and no
+    /// usable lineage); [`StoreErr::LineageTooDeep`] / [`StoreErr::LineageCycle`];
+    /// [`StoreErr::Decode`]; [`StoreErr::Io`].
+    pub fn get_block(&self, key: &BlockKey, out: &mut Vec<u8>) -> Result<BlockMeta> {
+        let (meta, read) = {
+            let idx = self.read_index()?;
+            let meta = *idx.get(key).ok_or(StoreErr::NotFound {
+                key: *key,
+                tier: None,
+            })?;
+            (meta, self.read_elements(&meta, out))
+        };
+        let meta = match read {
+            Ok(()) => meta,
+            // Rehydrate from the lineage and repair the slot (src/reconstruct.rs).
+            Err(e @ StoreErr::Corruption { .. }) => self.heal_block(&meta, e, out)?,
+            Err(e) => return Err(e),
+        };
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_read
+            .fetch_add(u64::from(meta.data_len), Ordering::Relaxed);
+        self.note_access(key)?;
+        Ok(meta)
+    }
+
+    /// Read one block's stored payload (the raw slot bytes, checksum verified) without
+    /// decoding it; records the access.
+    ///
+    /// # Errors
+    /// As [`TensorStore::get_block`].
+    pub fn get_payload(&self, key: &BlockKey, out: &mut Vec<u8>) -> Result<BlockMeta> {
+        let meta = {
+            let idx = self.read_index()?;
+            let meta = *idx.get(key).ok_or(StoreErr::NotFound {
+                key: *key,
+                tier: None,
+            })?;
+            self.with_verified(&meta, |b| {
+                out.clear();
+                out.extend_from_slice(b);
+                Ok(())
+            })?;
+            meta
+        };
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        self.note_access(key)?;
+        Ok(meta)
+    }
+}

@@ -1,0 +1,313 @@
+//! Whole tensors over blocks: split on put, join on get, listing.
+
+use std::collections::BTreeMap;
+
+use crate::block_io::BlockIO;
+use crate::catalog::validate_tensor_name;
+use crate::clock::Clock;
+use crate::config::Durability;
+use crate::error::{Result, StoreErr};
+use crate::meta_log::MetaLog;
+use crate::tensor::{numel, StoredTensor, TensorInfo, MAX_UPFRONT_BYTES};
+use crate::types::{tensor_id, BlockKey, BlockMeta, DType, Tier};
+
+use super::{BlockInfo, TensorStore};
+
+/// Blocks encoded and written per batch by `put_tensor` (bounds its memory).
+const PUT_BATCH_BLOCKS: usize = 512;
+
+impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
+    /// The id of the tensor called `name` in this collection (no lineage parent).
+    #[must_use]
+    pub fn tensor_id_of(&self, name: &str) -> u128 {
+        tensor_id(&self.tenant, &self.collection, name, 0)
+    }
+
+    /// Blocks a tensor of `shape` occupies.
+    fn blocks_for(&self, shape: &[u32]) -> Result<u64> {
+        let n = numel(shape).ok_or_else(|| StoreErr::InvalidArgument {
+            field: "shape",
+            reason: format!("{shape:?} has more than 2^64 elements"),
+        })?;
+        Ok(n.div_ceil(u64::from(self.geo.block_elems)))
+    }
+
+    /// Store a whole tensor: `data` holds its elements (little-endian `dtype`, row-major),
+    /// split into blocks of `block_elems` elements, all written to `tier`. Blocks of an
+    /// earlier, longer version of the tensor are deleted. Each block is atomic; the tensor
+    /// as a whole is not (a crash mid-put can leave a mix of old and new blocks, which
+    /// `get_tensor` reports as inconsistent).
+    ///
+    /// # Errors
+    /// [`StoreErr::InvalidName`]; [`StoreErr::InvalidArgument`] if `data` does not match
+    /// `shape`; the errors of [`TensorStore::put_block`].
+    pub fn put_tensor(
+        &self,
+        name: &str,
+        dtype: DType,
+        shape: &[u32],
+        data: &[u8],
+        tier: Tier,
+    ) -> Result<TensorInfo> {
+        self.put_tensor_with(name, &BlockInfo::new(dtype, shape), data, tier)
+    }
+
+    /// [`TensorStore::put_tensor`] with lineage and reconstruction policy.
+    ///
+    /// # Errors
+    /// As [`TensorStore::put_tensor`].
+    pub fn put_tensor_with(
+        &self,
+        name: &str,
+        info: &BlockInfo<'_>,
+        data: &[u8],
+        tier: Tier,
+    ) -> Result<TensorInfo> {
+        validate_tensor_name(name)?;
+        let n = numel(info.shape).unwrap_or(u64::MAX);
+        let want = n.saturating_mul(info.dtype.size() as u64);
+        if n == 0 || want != data.len() as u64 {
+            return Err(StoreErr::InvalidArgument {
+                field: "data",
+                reason: format!(
+                    "{} bytes for a {} tensor of shape {:?} (needs {want}, non-empty)",
+                    data.len(),
+                    info.dtype,
+                    info.shape
+                ),
+            });
+        }
+        let id = tensor_id(&self.tenant, &self.collection, name, info.lineage_parent);
+        let nblocks = self.blocks_for(info.shape)?;
+        if nblocks > u64::from(u32::MAX) {
+            return Err(StoreErr::InvalidArgument {
+                field: "shape",
+                reason: format!("{nblocks} blocks exceed the 2^32 block indices of a tensor"),
+            });
+        }
+        let old_blocks = match self.meta(&BlockKey::new(id, 0))? {
+            Some(m) => self.blocks_for(m.shape())?,
+            None => 0,
+        };
+        {
+            let mut w = self.lock_writer()?;
+            w.catalog
+                .insert(id, name, self.cfg.durability == Durability::EveryWrite)?;
+        }
+        let step = self.geo.block_elems as usize * info.dtype.size();
+        let mut batch = Vec::with_capacity(PUT_BATCH_BLOCKS);
+        for (i, chunk) in data.chunks(step).enumerate() {
+            batch.push(self.prepare(BlockKey::new(id, i as u32), tier, info, chunk)?);
+            if batch.len() == PUT_BATCH_BLOCKS {
+                self.write_prepared(std::mem::take(&mut batch))?;
+            }
+        }
+        self.write_prepared(batch)?;
+        if old_blocks > nblocks {
+            let stale: Vec<BlockKey> = (nblocks..old_blocks)
+                .map(|i| BlockKey::new(id, i as u32))
+                .collect();
+            self.delete_blocks(&stale)?;
+        }
+        self.tensor_info(id)?.ok_or(StoreErr::TensorNotFound {
+            name: name.to_owned(),
+        })
+    }
+
+    /// Read a whole tensor by name (no lineage parent).
+    ///
+    /// # Errors
+    /// [`StoreErr::TensorNotFound`]; [`StoreErr::NotFound`] for a missing block;
+    /// [`StoreErr::InvalidArgument`] if blocks disagree on dtype/shape; the errors of
+    /// [`TensorStore::get_block`].
+    pub fn get_tensor(&self, name: &str) -> Result<StoredTensor> {
+        let id = self.tensor_id_of(name);
+        self.get_tensor_by_id(id).map_err(|e| match e {
+            StoreErr::TensorNotFound { .. } => StoreErr::TensorNotFound {
+                name: name.to_owned(),
+            },
+            other => other,
+        })
+    }
+
+    /// Read a whole tensor by id.
+    ///
+    /// # Errors
+    /// As [`TensorStore::get_tensor`].
+    pub fn get_tensor_by_id(&self, id: u128) -> Result<StoredTensor> {
+        let first = self
+            .meta(&BlockKey::new(id, 0))?
+            .ok_or_else(|| StoreErr::TensorNotFound {
+                name: format!("{id:032x}"),
+            })?;
+        let shape = first.shape().to_vec();
+        let n = numel(&shape).unwrap_or(u64::MAX);
+        let nblocks = self.blocks_for(&shape)?;
+        let size = first.dtype.size();
+        let total = usize::try_from(n.saturating_mul(size as u64)).map_err(|_| {
+            StoreErr::InvalidArgument {
+                field: "shape",
+                reason: format!("{shape:?} does not fit in memory"),
+            }
+        })?;
+        // The shape is what a log record says; only blocks that really exist may size the
+        // output. Every block must be present before anything is allocated.
+        let info = self.tensor_info(id)?.ok_or(StoreErr::TensorNotFound {
+            name: format!("{id:032x}"),
+        })?;
+        if info.blocks < nblocks {
+            return Err(StoreErr::TensorIncomplete {
+                name: info.name.unwrap_or_else(|| format!("{id:032x}")),
+                present: info.blocks,
+                expected: nblocks,
+            });
+        }
+        let mut data = Vec::with_capacity(total.min(MAX_UPFRONT_BYTES));
+        let mut buf = Vec::new();
+        let block_bytes = self.geo.block_elems as usize * size;
+        for i in 0..nblocks {
+            let key = BlockKey::new(id, i as u32);
+            let m = self.get_block(&key, &mut buf)?;
+            let want = block_bytes.min(total - data.len());
+            if m.dtype != first.dtype || m.shape() != shape.as_slice() || buf.len() != want {
+                return Err(StoreErr::InvalidArgument {
+                    field: "tensor",
+                    reason: format!(
+                        "block {key} ({} {:?}, {} bytes) disagrees with block 0 ({} {shape:?}, expected {want} bytes): \
+                         a put was interrupted",
+                        m.dtype,
+                        m.shape(),
+                        buf.len(),
+                        first.dtype
+                    ),
+                });
+            }
+            data.extend_from_slice(&buf);
+        }
+        Ok(StoredTensor { info, data })
+    }
+
+    /// Delete every block of the tensor `name`; returns how many blocks existed.
+    ///
+    /// # Errors
+    /// [`StoreErr::Io`].
+    pub fn delete_tensor(&self, name: &str) -> Result<usize> {
+        let keys = self.keys_of(self.tensor_id_of(name))?;
+        self.delete_blocks(&keys)
+    }
+
+    /// Move every block of the tensor `name` to `tier`; returns how many moved.
+    ///
+    /// # Errors
+    /// [`StoreErr::TensorNotFound`]; the errors of [`TensorStore::migrate_block`].
+    pub fn migrate_tensor(&self, name: &str, tier: Tier) -> Result<usize> {
+        let keys = self.keys_of(self.tensor_id_of(name))?;
+        if keys.is_empty() {
+            return Err(StoreErr::TensorNotFound {
+                name: name.to_owned(),
+            });
+        }
+        self.migrate_blocks(&keys, tier)
+    }
+
+    fn keys_of(&self, id: u128) -> Result<Vec<BlockKey>> {
+        let idx = self.read_index()?;
+        let mut keys: Vec<BlockKey> = idx
+            .map
+            .keys()
+            .filter(|k| k.tensor_id == id)
+            .copied()
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    fn summarize(&self, id: u128, metas: &[BlockMeta], name: Option<String>) -> TensorInfo {
+        let first = metas
+            .iter()
+            .find(|m| m.key.block_index == 0)
+            .unwrap_or(&metas[0]);
+        let shape = first.shape().to_vec();
+        let mut tier_blocks = [0u64; 4];
+        let mut stored = 0;
+        for m in metas {
+            tier_blocks[m.tier.index()] += 1;
+            stored += u64::from(m.data_len);
+        }
+        TensorInfo {
+            name,
+            tensor_id: id,
+            dtype: first.dtype,
+            expected_blocks: self.blocks_for(&shape).unwrap_or(u64::MAX),
+            raw_bytes: numel(&shape)
+                .unwrap_or(u64::MAX)
+                .saturating_mul(first.dtype.size() as u64),
+            shape,
+            blocks: metas.len() as u64,
+            tier_blocks,
+            stored_bytes: stored,
+        }
+    }
+
+    fn tensor_info(&self, id: u128) -> Result<Option<TensorInfo>> {
+        let metas: Vec<BlockMeta> = {
+            let idx = self.read_index()?;
+            match idx.get(&BlockKey::new(id, 0)) {
+                // The shape in block 0 says which blocks the tensor has: look those up
+                // rather than scan the whole index (put_tensor calls this every time).
+                // A shape that claims more blocks than the whole index holds cannot be
+                // complete: scan instead, so the work is bounded by the index, not by
+                // what a record claims.
+                Some(first) if self.blocks_for(first.shape())? <= idx.len() as u64 => {
+                    let n = self.blocks_for(first.shape())?;
+                    (0..n)
+                        .filter_map(|i| u32::try_from(i).ok())
+                        .filter_map(|i| idx.get(&BlockKey::new(id, i)).copied())
+                        .collect()
+                }
+                _ => idx
+                    .map
+                    .values()
+                    .filter(|m| m.key.tensor_id == id)
+                    .copied()
+                    .collect(),
+            }
+        };
+        if metas.is_empty() {
+            return Ok(None);
+        }
+        let name = self
+            .lock_writer_for_read()?
+            .catalog
+            .name(id)
+            .map(str::to_owned);
+        Ok(Some(self.summarize(id, &metas, name)))
+    }
+
+    /// Every tensor with at least one block, sorted by name (unnamed ones last, by id).
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding a store lock.
+    pub fn tensors(&self) -> Result<Vec<TensorInfo>> {
+        let mut by_id: BTreeMap<u128, Vec<BlockMeta>> = BTreeMap::new();
+        for m in self.read_index()?.map.values() {
+            by_id.entry(m.key.tensor_id).or_default().push(*m);
+        }
+        let w = self
+            .writer
+            .lock()
+            .map_err(|_| StoreErr::Poisoned { lock: "store" })?;
+        let mut out: Vec<TensorInfo> = by_id
+            .iter()
+            .map(|(id, metas)| self.summarize(*id, metas, w.catalog.name(*id).map(str::to_owned)))
+            .collect();
+        drop(w);
+        out.sort_by(|a, b| match (&a.name, &b.name) {
+            (Some(x), Some(y)) => x.cmp(y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => a.tensor_id.cmp(&b.tensor_id),
+        });
+        Ok(out)
+    }
+}
