@@ -29,6 +29,8 @@ mod index;
 pub mod kv;
 pub mod kv_age;
 pub mod lineage;
+#[cfg(feature = "threads")]
+pub mod maintainer;
 pub mod meta_log;
 #[cfg(feature = "metrics")]
 pub mod metrics;
@@ -51,10 +53,10 @@ pub use index::BlockIndex;
 pub use kv::{KvCache, KvKind, KvSlot};
 pub use kv_age::KvAgePolicy;
 pub use lineage::{LineageConfig, LineageStats, LineageStore};
+#[cfg(feature = "threads")]
+pub use maintainer::Maintainer;
 pub use meta_log::{FileMetaLog, MemMetaLog, MetaLog, MetaRecord, ReplayStats};
 pub use store::{BlockInfo, TensorStore};
 pub use tensor::{BlockProblem, StoreStats, StoredTensor, TensorInfo, VerifyReport};
-#[cfg(feature = "threads")]
-pub use tiering::Maintainer;
 pub use tiering::{MaintainReport, TierPolicy};
 pub use types::{tensor_id, BlockKey, BlockMeta, DType, ReconstructPolicy, TensorKind, Tier};

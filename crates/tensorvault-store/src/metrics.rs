@@ -41,12 +41,6 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::block_io::BlockIO;
-use crate::clock::Clock;
-use crate::error::Result;
-use crate::meta_log::MetaLog;
-use crate::store::TensorStore;
-
 /// Prefix of every metric name (followed by `_`).
 pub const PREFIX: &str = "tensorvault_store";
 
@@ -320,21 +314,6 @@ impl StoreMetrics {
         }
     }
 
-    /// Take a snapshot of `store` (replacing an earlier one of the same tenant and
-    /// collection).
-    ///
-    /// # Errors
-    /// As [`TensorStore::metrics_snapshot`].
-    pub fn add<C: Clock, B: BlockIO, M: MetaLog>(
-        &mut self,
-        store: &TensorStore<C, B, M>,
-    ) -> Result<()> {
-        let snap = store.metrics_snapshot()?;
-        let (tenant, collection) = store.names();
-        self.put(tenant, collection, Some(snap));
-        Ok(())
-    }
-
     /// Add a snapshot taken elsewhere.
     pub fn add_snapshot(&mut self, tenant: &str, collection: &str, snap: MetricsSnapshot) {
         self.put(tenant, collection, Some(snap));
@@ -451,7 +430,7 @@ mod tests {
     use crate::types::Tier;
     use crate::{
         BlockInfo, BlockKey, BufferBlockIO, Catalog, CollectionConfig, DType, ManualClock,
-        MemMetaLog, StoreConfig,
+        MemMetaLog, StoreConfig, TensorStore,
     };
 
     type MemStore = TensorStore<ManualClock, BufferBlockIO, MemMetaLog>;

@@ -183,3 +183,21 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         Ok(())
     }
 }
+
+#[cfg(feature = "metrics")]
+impl StoreMetrics {
+    /// Take a snapshot of `store` (replacing an earlier one of the same tenant and
+    /// collection).
+    ///
+    /// # Errors
+    /// As [`TensorStore::metrics_snapshot`].
+    pub fn add<C: Clock, B: BlockIO, M: MetaLog>(
+        &mut self,
+        store: &TensorStore<C, B, M>,
+    ) -> Result<()> {
+        let snap = store.metrics_snapshot()?;
+        let (tenant, collection) = store.names();
+        self.add_snapshot(tenant, collection, snap);
+        Ok(())
+    }
+}
