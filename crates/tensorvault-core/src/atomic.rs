@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::CoreError;
+use crate::{fsio, CoreError};
 
 /// Temporary files of the [`AtomicFile`]s alive in this process, for
 /// [`remove_live_temps`], and whether the process is terminating (no new temporary files
@@ -161,10 +161,10 @@ impl AtomicFile {
                 .map_err(io_err("set permissions of", &self.tmp))?;
         }
         if durable {
-            file.sync_all().map_err(io_err("fsync", &self.tmp))?;
+            fsio::sync_all(&file, &self.tmp).map_err(io_err("fsync", &self.tmp))?;
         }
         drop(file);
-        std::fs::rename(&self.tmp, &self.dest).map_err(io_err("rename", &self.dest))?;
+        fsio::rename(&self.tmp, &self.dest).map_err(io_err("rename", &self.dest))?;
         forget_temp(&self.tmp);
         if durable {
             let dir = parent_dir(&self.dest);
@@ -223,21 +223,7 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// fsync a directory so that a rename inside it is durable.
-///
-/// # Errors
-/// The underlying I/O error.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        File::open(dir)?.sync_all()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-        Ok(())
-    }
-}
+pub use crate::fsio::sync_dir;
 
 #[cfg(test)]
 mod tests {

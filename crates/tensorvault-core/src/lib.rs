@@ -19,6 +19,7 @@ mod tensor;
 
 pub mod atomic;
 pub mod checksum;
+pub mod fsio;
 
 pub use buffer::{AlignedBuf, ALIGNMENT, HUGE_PAGE_THRESHOLD};
 pub use dtype::{DType, Element};

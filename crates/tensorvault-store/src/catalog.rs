@@ -4,10 +4,11 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use tensorvault_core::checksum::crc32c;
+use tensorvault_core::fsio;
 
 use crate::error::{Result, StoreErr};
 
@@ -161,9 +162,9 @@ impl Catalog {
         }
         if bytes.len() < NAME_RECORD_LEN {
             // New (or torn while being created): start over with a header.
-            file.set_len(0).map_err(|e| io("truncate", e))?;
-            file.write_all(&header()).map_err(|e| io("write", e))?;
-            file.sync_data().map_err(|e| io("fsync", e))?;
+            fsio::set_len(&file, path, 0).map_err(|e| io("truncate", e))?;
+            fsio::write_all_at(&file, path, &header(), 0).map_err(|e| io("write", e))?;
+            fsio::sync_data(&file, path).map_err(|e| io("fsync", e))?;
             cat.file = Some(file);
             return Ok(cat);
         }
@@ -265,9 +266,10 @@ impl Catalog {
         if let (Some(f), Some(p)) = (self.file.as_mut(), self.path.as_ref()) {
             let end = f.metadata().map_err(|e| StoreErr::io("stat", p, e))?.len();
             let end = end - end % NAME_RECORD_LEN as u64;
-            write_at(f, end, &encode(id, name)).map_err(|e| StoreErr::io("write", p, e))?;
+            fsio::write_all_at(f, p, &encode(id, name), end)
+                .map_err(|e| StoreErr::io("write", p, e))?;
             if sync {
-                f.sync_data().map_err(|e| StoreErr::io("fsync", p, e))?;
+                fsio::sync_data(f, p).map_err(|e| StoreErr::io("fsync", p, e))?;
             }
         }
         self.names.insert(id, name.to_owned());
@@ -280,7 +282,7 @@ impl Catalog {
     /// [`StoreErr::Io`].
     pub fn sync(&self) -> Result<()> {
         if let (Some(f), Some(p)) = (self.file.as_ref(), self.path.as_ref()) {
-            f.sync_data().map_err(|e| StoreErr::io("fsync", p, e))?;
+            fsio::sync_data(f, p).map_err(|e| StoreErr::io("fsync", p, e))?;
         }
         Ok(())
     }
@@ -312,18 +314,6 @@ impl Catalog {
         self.file = Some(file);
         Ok(())
     }
-}
-
-#[cfg(unix)]
-fn write_at(f: &File, off: u64, b: &[u8]) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(f, b, off)
-}
-
-#[cfg(not(unix))]
-fn write_at(mut f: &File, off: u64, b: &[u8]) -> std::io::Result<()> {
-    use std::io::Seek;
-    f.seek(std::io::SeekFrom::Start(off))?;
-    f.write_all(b)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //!
 //! - Reads borrow the bytes of a read-only `MAP_SHARED` mapping ([`BlockIO::with_block`]
 //!   costs a read lock and a bounds check, no copy and no syscall).
-//! - Writes go through `pwrite` ([`std::os::unix::fs::FileExt::write_all_at`]); the page
+//! - Writes go through `pwrite` ([`tensorvault_core::fsio::write_all_at`]); the page
 //!   cache is shared with the mapping, so readers see them at once.
 //! - A file grows in large steps (1/8 of its slots, at least [`MIN_GROW_SLOTS`], at most
 //!   [`MAX_GROW_BYTES`]), and the mapping reserves address space beyond the file's end
@@ -16,9 +16,11 @@
 //! opens fine: only whole slots count.
 
 use std::fs::{File, OpenOptions};
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use tensorvault_core::fsio;
 
 use memmap2::{Mmap, MmapOptions};
 
@@ -118,65 +120,20 @@ impl MmapBlockIO {
 
 /// fsync a directory so the entries of files just created in it are durable.
 fn sync_dir(dir: &Path) -> Result<()> {
-    #[cfg(unix)]
-    {
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| StoreErr::io("fsync", dir, e))?;
-    }
-    #[cfg(not(unix))]
-    let _ = dir;
-    Ok(())
+    fsio::sync_dir(dir).map_err(|e| StoreErr::io("fsync", dir, e))
 }
 
-/// `pwrite` all of `buf` at `offset`.
 /// Give a freed slot's disk space back: punch a hole over the whole pages inside
 /// `offset..offset + len` (`fallocate(PUNCH_HOLE | KEEP_SIZE)`; the file keeps its
 /// length and the slot reads as zeros until it is reused). Best effort: a file system
 /// without hole punching keeps the bytes, which costs space, never correctness, since
 /// the store only frees a slot once no durable record and no reader refers to it.
-fn punch_slot(file: &File, offset: u64, len: u64) {
+fn punch_slot(file: &File, path: &Path, offset: u64, len: u64) {
     const PAGE: u64 = 4096;
     let start = offset.div_ceil(PAGE) * PAGE;
     let end = (offset + len) / PAGE * PAGE;
-    if end <= start {
-        return;
-    }
-    let (Ok(at), Ok(n)) = (
-        libc::off_t::try_from(start),
-        libc::off_t::try_from(end - start),
-    ) else {
-        return;
-    };
-    // SAFETY: fallocate on an open descriptor with in-range arguments; it touches no
-    // memory of ours. Pages of the punched range that are mapped read back as zeros.
-    let _ = unsafe {
-        libc::fallocate(
-            std::os::fd::AsRawFd::as_raw_fd(file),
-            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-            at,
-            n,
-        )
-    };
-}
-
-fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
-    }
-    #[cfg(windows)]
-    {
-        let (mut buf, mut offset) = (buf, offset);
-        while !buf.is_empty() {
-            let n = std::os::windows::fs::FileExt::seek_write(file, buf, offset)?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            buf = &buf[n..];
-            offset += n as u64;
-        }
-        Ok(())
+    if end > start {
+        let _ = fsio::punch_hole(file, path, start, end - start);
     }
 }
 
@@ -271,8 +228,7 @@ impl MmapTier {
             .map_err(|e| StoreErr::io("stat", &self.path, e))?
             .len();
         if file_len < need {
-            self.file
-                .set_len(need)
+            fsio::set_len(&self.file, &self.path, need)
                 .map_err(|e| StoreErr::io("grow", &self.path, e))?;
             self.dirty.store(true, Ordering::Release);
         }
@@ -304,7 +260,8 @@ impl MmapTier {
     }
 
     fn write_at(&self, src: &[u8], offset: u64) -> Result<()> {
-        write_at(&self.file, src, offset).map_err(|e| StoreErr::io("write", &self.path, e))?;
+        fsio::write_all_at(&self.file, &self.path, src, offset)
+            .map_err(|e| StoreErr::io("write", &self.path, e))?;
         self.dirty.store(true, Ordering::Release);
         Ok(())
     }
@@ -376,7 +333,7 @@ impl BlockIO for MmapBlockIO {
     fn free_block(&self, tier: Tier, offset: u64) -> Result<()> {
         let t = self.tier(tier);
         t.lock_alloc().free(offset)?;
-        punch_slot(&t.file, offset, t.slot_len);
+        punch_slot(&t.file, &t.path, offset, t.slot_len);
         Ok(())
     }
 
@@ -398,7 +355,7 @@ impl BlockIO for MmapBlockIO {
     fn sync(&self) -> Result<()> {
         for t in &self.tiers {
             if t.dirty.swap(false, Ordering::AcqRel) {
-                if let Err(e) = t.file.sync_data() {
+                if let Err(e) = fsio::sync_data(&t.file, &t.path) {
                     t.dirty.store(true, Ordering::Release);
                     return Err(StoreErr::io("fsync", &t.path, e));
                 }

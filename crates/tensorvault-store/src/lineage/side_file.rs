@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use tensorvault_core::checksum::crc32c;
+use tensorvault_core::fsio;
 
 use super::format::{
     check_file_header, decode_entry_header, encode_entry, encode_file_header, entry_size,
@@ -74,18 +75,6 @@ fn read_at(mut f: &File, buf: &mut [u8], off: u64) -> std::io::Result<()> {
     use std::io::{Read, Seek, SeekFrom};
     f.seek(SeekFrom::Start(off))?;
     f.read_exact(buf)
-}
-
-#[cfg(unix)]
-fn write_at(f: &File, buf: &[u8], off: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(f, buf, off)
-}
-
-#[cfg(not(unix))]
-fn write_at(mut f: &File, buf: &[u8], off: u64) -> std::io::Result<()> {
-    use std::io::{Seek, SeekFrom};
-    f.seek(SeekFrom::Start(off))?;
-    f.write_all(buf)
 }
 
 impl SideFile {
@@ -174,7 +163,7 @@ impl SideFile {
             bad.push(".bad");
             tracing::warn!(file = %path.display(), "lineage file header is damaged; moved aside, starting a new file");
             drop(file);
-            std::fs::rename(path, &bad).map_err(|e| StoreErr::io("rename", path, e))?;
+            fsio::rename(path, Path::new(&bad)).map_err(|e| StoreErr::io("rename", path, e))?;
             return Ok(f);
         }
         if let Medium::File { file: slot, .. } = &mut f.medium {
@@ -321,10 +310,8 @@ impl SideFile {
                 file: Some(f),
                 path,
             } => {
-                f.set_len(len)
-                    .map_err(|e| StoreErr::io("truncate", &*path, e))?;
-                f.sync_data()
-                    .map_err(|e| StoreErr::io("fsync", &*path, e))?;
+                fsio::set_len(f, path, len).map_err(|e| StoreErr::io("truncate", &*path, e))?;
+                fsio::sync_data(f, path).map_err(|e| StoreErr::io("fsync", &*path, e))?;
             }
         }
         Ok(())
@@ -412,7 +399,8 @@ impl SideFile {
             Medium::File {
                 file: Some(f),
                 path,
-            } => write_at(f, &bytes, at).map_err(|e| StoreErr::io("append", &*path, e))?,
+            } => fsio::write_all_at(f, path, &bytes, at)
+                .map_err(|e| StoreErr::io("append", &*path, e))?,
         }
         self.len = at + bytes.len() as u64;
         self.insert(Loc { offset: at, header });
@@ -465,9 +453,7 @@ impl SideFile {
             Medium::File {
                 file: Some(f),
                 path,
-            } => f
-                .sync_data()
-                .map_err(|e| StoreErr::io("fsync", &*path, e))?,
+            } => fsio::sync_data(f, path).map_err(|e| StoreErr::io("fsync", &*path, e))?,
         }
         Ok(())
     }

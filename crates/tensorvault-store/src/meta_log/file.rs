@@ -3,10 +3,10 @@
 //! a torn tail; compaction writes `meta.log.compact` and renames it over the log.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use tensorvault_core::atomic::sync_dir;
+use tensorvault_core::fsio;
 
 use super::layout::RECORD_LEN;
 use super::record::{decode_header, encode_checked, encode_header, Replayer};
@@ -57,25 +57,13 @@ fn temp_path(path: &Path) -> PathBuf {
 
 fn fsync_dir(path: &Path) -> Result<()> {
     let dir = parent_of(path);
-    sync_dir(&dir).map_err(|e| StoreErr::io("fsync directory", dir, e))
-}
-
-#[cfg(unix)]
-fn write_at(file: &mut File, bytes: &[u8], offset: u64) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    file.write_all_at(bytes, offset)
-}
-
-#[cfg(not(unix))]
-fn write_at(file: &mut File, bytes: &[u8], offset: u64) -> io::Result<()> {
-    file.seek(SeekFrom::Start(offset))?;
-    file.write_all(bytes)
+    fsio::sync_dir(&dir).map_err(|e| StoreErr::io("fsync directory", dir, e))
 }
 
 /// Remove a leftover temp file (a compaction or creation that never got renamed in).
 fn remove_leftover_temp(path: &Path) -> Result<()> {
     let tmp = temp_path(path);
-    match std::fs::remove_file(&tmp) {
+    match fsio::remove_file(&tmp) {
         Ok(()) => {
             tracing::warn!(path = %tmp.display(), "metalog: removed a leftover compaction file");
             fsync_dir(path)
@@ -108,27 +96,24 @@ impl FileMetaLog {
         let tmp = temp_path(&path);
         let header = encode_header(config, 0);
         let result = (|| {
-            let mut f = OpenOptions::new()
+            let f = OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create_new(true)
                 .open(&tmp)
                 .map_err(|e| StoreErr::io("create", &tmp, e))?;
-            f.write_all(&header)
-                .map_err(|e| StoreErr::io("write", &tmp, e))?;
-            f.sync_all().map_err(|e| StoreErr::io("fsync", &tmp, e))?;
+            fsio::append(&f, &tmp, &header).map_err(|e| StoreErr::io("write", &tmp, e))?;
+            fsio::sync_all(&f, &tmp).map_err(|e| StoreErr::io("fsync", &tmp, e))?;
             // A hard link fails if `path` appeared meanwhile: never clobber a log.
-            match std::fs::hard_link(&tmp, &path) {
-                Ok(()) => {
-                    std::fs::remove_file(&tmp).map_err(|e| StoreErr::io("remove", &tmp, e))?
-                }
+            match fsio::hard_link(&tmp, &path) {
+                Ok(()) => fsio::remove_file(&tmp).map_err(|e| StoreErr::io("remove", &tmp, e))?,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     return Err(StoreErr::io("create", &path, e));
                 }
                 // Filesystems without hard links: rename (the existence check above
                 // already ran).
                 Err(_) => {
-                    std::fs::rename(&tmp, &path).map_err(|e| StoreErr::io("rename", &path, e))?
+                    fsio::rename(&tmp, &path).map_err(|e| StoreErr::io("rename", &path, e))?
                 }
             }
             Ok(f)
@@ -136,7 +121,7 @@ impl FileMetaLog {
         let file = match result {
             Ok(f) => f,
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
+                let _ = fsio::remove_file(&tmp);
                 return Err(e);
             }
         };
@@ -245,7 +230,7 @@ impl FileMetaLog {
         tmp: &Path,
         snapshot: &mut dyn Iterator<Item = MetaRecord>,
     ) -> Result<(File, u64)> {
-        let mut f = OpenOptions::new()
+        let f = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
@@ -258,16 +243,14 @@ impl FileMetaLog {
         for r in snapshot {
             encode_checked(std::slice::from_ref(&r), len + buf.len() as u64, &mut buf)?;
             if buf.len() >= WRITE_BATCH {
-                f.write_all(&buf)
-                    .map_err(|e| StoreErr::io("write", tmp, e))?;
+                fsio::append(&f, tmp, &buf).map_err(|e| StoreErr::io("write", tmp, e))?;
                 len += buf.len() as u64;
                 buf.clear();
             }
         }
-        f.write_all(&buf)
-            .map_err(|e| StoreErr::io("write", tmp, e))?;
+        fsio::append(&f, tmp, &buf).map_err(|e| StoreErr::io("write", tmp, e))?;
         len += buf.len() as u64;
-        f.sync_all().map_err(|e| StoreErr::io("fsync", tmp, e))?;
+        fsio::sync_all(&f, tmp).map_err(|e| StoreErr::io("fsync", tmp, e))?;
         Ok((f, len))
     }
 }
@@ -297,11 +280,11 @@ impl MetaLog for FileMetaLog {
         if let Some(cut) = self.pending_cut {
             // The torn or corrupt tail replay found goes now, before anything follows it
             // (appends land at `len`, which replay set to the cut).
-            self.file.set_len(cut).map_err(|e| {
+            fsio::set_len(&self.file, &self.path, cut).map_err(|e| {
                 self.poisoned = true;
                 StoreErr::io("truncate", &self.path, e)
             })?;
-            self.file.sync_data().map_err(|e| {
+            fsio::sync_data(&self.file, &self.path).map_err(|e| {
                 self.poisoned = true;
                 StoreErr::io("fsync", &self.path, e)
             })?;
@@ -310,7 +293,7 @@ impl MetaLog for FileMetaLog {
         let mut buf = std::mem::take(&mut self.scratch);
         buf.clear();
         let res = encode_checked(recs, self.len, &mut buf).and_then(|()| {
-            write_at(&mut self.file, &buf, self.len).map_err(|e| {
+            fsio::write_all_at(&self.file, &self.path, &buf, self.len).map_err(|e| {
                 self.poisoned = true;
                 StoreErr::io("write", &self.path, e)
             })
@@ -330,9 +313,7 @@ impl MetaLog for FileMetaLog {
                 io::Error::other("an earlier write failed; reopen the log to recover"),
             ));
         }
-        self.file
-            .sync_data()
-            .map_err(|e| StoreErr::io("fsync", &self.path, e))
+        fsio::sync_data(&self.file, &self.path).map_err(|e| StoreErr::io("fsync", &self.path, e))
     }
 
     fn replay(
@@ -384,13 +365,13 @@ impl MetaLog for FileMetaLog {
     fn compact(&mut self, snapshot: &mut dyn Iterator<Item = MetaRecord>) -> Result<()> {
         let tmp = temp_path(&self.path);
         let (file, len) = match self.write_compacted(&tmp, snapshot).and_then(|fl| {
-            std::fs::rename(&tmp, &self.path)
+            fsio::rename(&tmp, &self.path)
                 .map(|()| fl)
                 .map_err(|e| StoreErr::io("rename", &self.path, e))
         }) {
             Ok(fl) => fl,
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
+                let _ = fsio::remove_file(&tmp);
                 return Err(e);
             }
         };
