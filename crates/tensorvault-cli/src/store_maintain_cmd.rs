@@ -221,6 +221,9 @@ fn watch<B: Backend>(
             }
             Err(e) => return Err(e),
         };
+        if !a.json {
+            println!("round {round}:");
+        }
         for (tenant, collection) in cols {
             if signals::stop_requested() {
                 return Ok(0);
@@ -238,7 +241,6 @@ fn watch<B: Backend>(
                 v["round"] = json!(round);
                 println!("{v}");
             } else {
-                println!("round {round}:");
                 r.print();
             }
         }
