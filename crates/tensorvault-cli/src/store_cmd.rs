@@ -14,7 +14,10 @@ use crate::error::CliError;
 pub use crate::store_args::KindArg;
 use crate::store_args::{pair, PutArgs};
 use crate::store_backend::{Backend, Local};
-use crate::{store_maintain_cmd, store_metrics_cmd, store_ops, store_report_cmd};
+use crate::store_maintain_cmd;
+use crate::store_metrics_cmd;
+use crate::store_ops;
+use crate::store_report_cmd;
 
 /// Temporal tensor store commands.
 #[derive(Debug, Subcommand)]
