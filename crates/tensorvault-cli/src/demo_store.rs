@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::json;
 use tensorvault_store::{DType, DirStore, StoreConfig, Tier};
 
-use crate::demo::{error_stats, step};
+use crate::demo_common::{error_stats, step};
 use crate::error::CliError;
 use crate::report::{self, Table};
 

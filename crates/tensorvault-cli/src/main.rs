@@ -6,6 +6,7 @@
 mod cgeb_cmd;
 mod cvc_cmd;
 mod demo;
+mod demo_common;
 mod demo_store;
 mod error;
 mod mobi_cmd;
@@ -14,9 +15,14 @@ mod npy_header;
 mod quant_cmd;
 mod registry_cmd;
 mod report;
+mod signals;
+mod store_args;
+mod store_backend;
 mod store_cmd;
 mod store_maintain_cmd;
 mod store_metrics_cmd;
+mod store_ops;
+mod store_print;
 mod store_report_cmd;
 #[cfg(feature = "s3")]
 mod store_s3_cmd;
@@ -61,39 +67,8 @@ enum Cmd {
     Store(store_cmd::StoreArgs),
 }
 
-/// SIGINT and SIGTERM are blocked in every thread and taken by one watcher thread with
-/// `sigwait`, which removes the temporary files of unfinished outputs (an interrupted
-/// `cvc load` used to leave a hidden temp file of up to the output's size) and exits with
-/// 128 + the signal number, as a shell reports it. Must run before any other thread starts
-/// (threads inherit the blocked mask).
-#[cfg(unix)]
-fn watch_termination_signals() {
-    // SAFETY: plain libc calls on a stack-local signal set; the mask is changed before
-    // any other thread exists.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
-            return;
-        }
-        std::thread::spawn(move || {
-            let mut sig: libc::c_int = 0;
-            // SAFETY: waits on the set built above, owned by this closure.
-            if libc::sigwait(&set, &mut sig) == 0 {
-                tensorvault_core::atomic::remove_live_temps();
-                std::process::exit(128 + sig);
-            }
-        });
-    }
-}
-
-#[cfg(not(unix))]
-fn watch_termination_signals() {}
-
 fn main() {
-    watch_termination_signals();
+    signals::watch_termination_signals();
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Cgeb(c) => cgeb_cmd::run(c),

@@ -1,26 +1,33 @@
-//! `tensorvault store maintain`: run the store's tiering scheduler on a collection from
-//! the command line (one or more steps), optionally with per-tier capacity limits, and
-//! print what moved and why.
+//! `tensorvault store maintain`: run the store's tiering scheduler from the command line
+//! on one collection or every collection under ROOT (one or more steps), optionally with
+//! per-tier capacity limits, and print what moved and why. `--watch SECONDS` repeats it
+//! until SIGINT or SIGTERM, closing each collection after its step, so a cron job or a
+//! sidecar keeps a store tiered without embedding the library.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
 use tensorvault_store::tiering::Reason;
-use tensorvault_store::{DirStore, StoreConfig, Tier};
+use tensorvault_store::{StoreConfig, Tier};
 
 use crate::error::CliError;
 use crate::report::Table;
+use crate::signals;
+use crate::store_args::pair;
+use crate::store_backend::{Backend, Mode};
 
 /// Arguments of `store maintain`.
 #[derive(Debug, Args)]
 pub struct MaintainArgs {
-    /// Store root directory.
+    /// Store root directory, or s3://bucket/prefix (feature s3).
     pub root: PathBuf,
-    /// Tenant name.
-    pub tenant: String,
+    /// Tenant name (with COLLECTION; without both, every collection under ROOT).
+    pub tenant: Option<String>,
     /// Collection name.
-    pub collection: String,
+    pub collection: Option<String>,
     /// Most block moves per step.
     #[arg(long, default_value_t = 1024)]
     pub budget: usize,
@@ -32,6 +39,11 @@ pub struct MaintainArgs {
     /// move down.
     #[arg(long, allow_hyphen_values = true)]
     pub max_blocks: Option<String>,
+    /// Repeat every SECONDS until SIGINT or SIGTERM (then exit 0), printing each round's
+    /// moves (with --json one object per collection and round, one per line). Errors of
+    /// the first round stop the command; later ones are printed and retried next round.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub watch: Option<u64>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -65,66 +77,176 @@ fn reason_name(r: Reason) -> &'static str {
     }
 }
 
-/// Run `store maintain`; returns the exit code.
-///
-/// # Errors
-/// Any [`CliError`]; the caller prints it on one line and exits with code 2.
-pub fn run(a: &MaintainArgs) -> Result<i32, CliError> {
-    let mut cfg = StoreConfig::default();
-    if let Some(raw) = &a.max_blocks {
-        cfg.max_blocks_per_tier = limits(raw)?;
+/// What the steps of one run did to one collection.
+struct Run {
+    tenant: String,
+    collection: String,
+    /// (tier from, tier to, reason) -> blocks.
+    moved: BTreeMap<(u8, u8, &'static str), usize>,
+    scored: usize,
+    deferred: usize,
+    over: usize,
+    before: [usize; 4],
+    after: [usize; 4],
+}
+
+impl Run {
+    fn total(&self) -> usize {
+        self.moved.values().sum()
     }
-    let s = DirStore::open_path(&a.root, &a.tenant, &a.collection, cfg, false)?;
+
+    fn json(&self) -> serde_json::Value {
+        let moves: Vec<_> = self
+            .moved
+            .iter()
+            .map(|((f, t, why), n)| json!({"from_tier": f, "to_tier": t, "reason": why, "blocks": n}))
+            .collect();
+        json!({"tenant": self.tenant, "collection": self.collection, "scored": self.scored,
+               "moved": self.total(), "moves": moves, "deferred": self.deferred,
+               "over_capacity": self.over, "blocks_before": self.before,
+               "blocks_after": self.after})
+    }
+
+    fn print(&self) {
+        let total = self.total();
+        println!(
+            "{}/{}: {} blocks scored, {total} moved, {} deferred, {} over capacity",
+            self.tenant, self.collection, self.scored, self.deferred, self.over
+        );
+        let mut t = Table::new(&["from", "to", "reason", "blocks"]);
+        for ((f, to, why), n) in &self.moved {
+            t.row(vec![
+                Tier::ALL[usize::from(*f)].to_string(),
+                Tier::ALL[usize::from(*to)].to_string(),
+                (*why).to_owned(),
+                n.to_string(),
+            ]);
+        }
+        if total > 0 {
+            print!("{}", t.render());
+        }
+        println!(
+            "blocks per tier: {} -> {}",
+            self.before.map(|n| n.to_string()).join("/"),
+            self.after.map(|n| n.to_string()).join("/")
+        );
+    }
+}
+
+/// Open one collection, run up to `a.steps` scheduler steps (fewer once nothing moves)
+/// and close it.
+fn run_one<B: Backend>(
+    b: &B,
+    tenant: &str,
+    collection: &str,
+    cfg: &StoreConfig,
+    a: &MaintainArgs,
+) -> Result<Run, CliError> {
+    let s = b.open(tenant, collection, cfg.clone(), Mode::Write)?;
     let before = s.tier_counts()?;
-    // (tier from, tier to, reason) -> blocks
-    let mut moved: std::collections::BTreeMap<(u8, u8, &'static str), usize> = Default::default();
-    let (mut deferred, mut over, mut scored) = (0, 0, 0);
+    let mut run = Run {
+        tenant: tenant.to_owned(),
+        collection: collection.to_owned(),
+        moved: BTreeMap::new(),
+        scored: 0,
+        deferred: 0,
+        over: 0,
+        before,
+        after: before,
+    };
     for _ in 0..a.steps {
         let r = s.maintain(a.budget)?;
         for m in &r.moves {
-            *moved
+            *run.moved
                 .entry((m.from as u8, m.to as u8, reason_name(m.reason)))
                 .or_default() += 1;
         }
-        (deferred, over, scored) = (r.deferred, r.over_capacity, r.scored);
+        (run.deferred, run.over, run.scored) = (r.deferred, r.over_capacity, r.scored);
         if r.moves.is_empty() {
             break;
         }
     }
-    let after = s.tier_counts()?;
+    run.after = s.tier_counts()?;
     s.close()?;
-    let total: usize = moved.values().sum();
+    Ok(run)
+}
+
+/// Run `store maintain` on backend `b`; returns the exit code.
+///
+/// # Errors
+/// Any [`CliError`]; the caller prints it on one line and exits with code 2.
+pub fn run<B: Backend>(b: &B, a: &MaintainArgs) -> Result<i32, CliError> {
+    let mut cfg = StoreConfig::default();
+    if let Some(raw) = &a.max_blocks {
+        cfg.max_blocks_per_tier = limits(raw)?;
+    }
+    let one = pair(a.tenant.clone(), a.collection.clone())?;
+    if let Some(secs) = a.watch {
+        return watch(b, a, &cfg, one, Duration::from_secs(secs));
+    }
+    let mut runs = Vec::new();
+    for (tenant, collection) in b.collections_or(one.clone())? {
+        runs.push(run_one(b, &tenant, &collection, &cfg, a)?);
+    }
     if a.json {
-        let moves: Vec<_> = moved
-            .iter()
-            .map(|((f, t, why), n)| json!({"from_tier": f, "to_tier": t, "reason": why, "blocks": n}))
-            .collect();
-        let v = json!({"tenant": a.tenant, "collection": a.collection, "scored": scored,
-                       "moved": total, "moves": moves, "deferred": deferred,
-                       "over_capacity": over, "blocks_before": before, "blocks_after": after});
+        let v = match (&one, runs.as_slice()) {
+            (Some(_), [r]) => r.json(),
+            _ => runs.iter().map(Run::json).collect(),
+        };
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(0);
     }
-    println!(
-        "{}/{}: {scored} blocks scored, {total} moved, {deferred} deferred, {over} over capacity",
-        a.tenant, a.collection
-    );
-    let mut t = Table::new(&["from", "to", "reason", "blocks"]);
-    for ((f, to, why), n) in &moved {
-        t.row(vec![
-            Tier::ALL[usize::from(*f)].to_string(),
-            Tier::ALL[usize::from(*to)].to_string(),
-            (*why).to_owned(),
-            n.to_string(),
-        ]);
+    for r in &runs {
+        r.print();
     }
-    if total > 0 {
-        print!("{}", t.render());
+    Ok(0)
+}
+
+/// `--watch`: a round over the collections every `every` until SIGINT or SIGTERM; the
+/// signal is taken between steps, so every collection is closed when the command exits.
+fn watch<B: Backend>(
+    b: &B,
+    a: &MaintainArgs,
+    cfg: &StoreConfig,
+    one: Option<(String, String)>,
+    every: Duration,
+) -> Result<i32, CliError> {
+    signals::stop_gracefully();
+    for round in 1u64.. {
+        let cols = match b.collections_or(one.clone()) {
+            Ok(c) => c,
+            Err(e) if round > 1 => {
+                eprintln!("error: round {round}: {e}");
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
+        if !a.json {
+            println!("round {round}:");
+        }
+        for (tenant, collection) in cols {
+            if signals::stop_requested() {
+                return Ok(0);
+            }
+            let r = match run_one(b, &tenant, &collection, cfg, a) {
+                Ok(r) => r,
+                Err(e) if round > 1 => {
+                    eprintln!("error: round {round}: {tenant}/{collection}: {e}");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if a.json {
+                let mut v = r.json();
+                v["round"] = json!(round);
+                println!("{v}");
+            } else {
+                r.print();
+            }
+        }
+        if signals::sleep_unless_stopped(every) {
+            break;
+        }
     }
-    println!(
-        "blocks per tier: {} -> {}",
-        before.map(|n| n.to_string()).join("/"),
-        after.map(|n| n.to_string()).join("/")
-    );
     Ok(0)
 }

@@ -1,0 +1,116 @@
+//! Command-line arguments shared by the store subcommands (and `quant eval --kind`):
+//! `store put`'s arguments, durability and tensor kind.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use crate::error::CliError;
+use tensorvault_store::{Durability, TensorKind, Tier};
+
+/// Durability on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DurabilityArg {
+    /// fsync data and log before each write returns (survives power loss).
+    EveryWrite,
+    /// Let the OS write back (survives kill -9, not power loss).
+    Os,
+}
+
+impl DurabilityArg {
+    /// The store's durability.
+    #[must_use]
+    pub fn durability(self) -> Durability {
+        match self {
+            DurabilityArg::EveryWrite => Durability::EveryWrite,
+            DurabilityArg::Os => Durability::Os,
+        }
+    }
+}
+
+/// What a tensor holds, on the command line (picks the quantized tiers' codec layout).
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum KindArg {
+    /// Anything else: groups along the values, min/max ranges (the fastest encode).
+    Generic,
+    /// Attention keys [tokens, head_dim]: groups per channel over tokens, first token f16.
+    #[value(name = "kv_key")]
+    KvKey,
+    /// Attention values [tokens, head_dim]: groups along each token, first token f16.
+    #[value(name = "kv_value")]
+    KvValue,
+    /// Weight matrices: groups along rows, clip search.
+    Weight,
+    /// Embedding vectors [n, dim]: groups along each vector, clip search.
+    Embedding,
+}
+
+impl KindArg {
+    /// The store's kind.
+    #[must_use]
+    pub fn kind(self) -> TensorKind {
+        match self {
+            KindArg::Generic => TensorKind::Generic,
+            KindArg::KvKey => TensorKind::KvKey,
+            KindArg::KvValue => TensorKind::KvValue,
+            KindArg::Weight => TensorKind::Weight,
+            KindArg::Embedding => TensorKind::Embedding,
+        }
+    }
+}
+
+/// Arguments of `store put`.
+#[derive(Debug, Args)]
+pub struct PutArgs {
+    /// Store root directory (created if missing), or s3://bucket/prefix (feature s3).
+    pub root: PathBuf,
+    /// Tenant name: ASCII letters, digits, '.', '_', '-'.
+    pub tenant: String,
+    /// Collection name: ASCII letters, digits, '.', '_', '-'.
+    pub collection: String,
+    /// Tensor name (1-100 bytes).
+    pub name: String,
+    /// Input .npy file.
+    pub input: PathBuf,
+    /// Tier: 0 raw (bit-exact), 1 8-bit, 2 5-bit, 3 3-bit.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub tier: u8,
+    /// What the tensor holds: quantized tiers lay their groups out by it (KV keys per
+    /// channel, values and embeddings per vector, weights per row).
+    #[arg(long, value_enum, default_value_t = KindArg::Generic)]
+    pub kind: KindArg,
+    /// Elements per block for a NEW collection (default 4096 = 16 KiB of f32).
+    #[arg(long)]
+    pub block_elems: Option<u32>,
+    /// Create a NEW collection with the KV-cache layout: 32 KiB f16 blocks aligned to
+    /// this head dimension.
+    #[arg(long, conflicts_with = "block_elems")]
+    pub kv_head_dim: Option<u32>,
+    /// Write durability.
+    #[arg(long, value_enum, default_value_t = DurabilityArg::EveryWrite)]
+    pub durability: DurabilityArg,
+}
+
+/// A tier number from the command line (clap has checked the range 0..=3).
+#[must_use]
+pub fn tier_of(t: u8) -> Tier {
+    Tier::from_u8(t).unwrap_or(Tier::Tier1)
+}
+
+/// TENANT and COLLECTION given together or not at all.
+///
+/// # Errors
+/// [`CliError::Usage`] for only one of them.
+pub fn pair(
+    tenant: Option<String>,
+    collection: Option<String>,
+) -> Result<Option<(String, String)>, CliError> {
+    match (tenant, collection) {
+        (Some(t), Some(c)) => Ok(Some((t, c))),
+        (None, None) => Ok(None),
+        _ => Err(CliError::Usage {
+            arg: "TENANT COLLECTION",
+            reason: "give both or neither".into(),
+        }),
+    }
+}
