@@ -10,6 +10,30 @@ import re
 import sys
 
 
+def grouped(code):
+    """First path segments inside `crate::{...}` groups (nested groups included)."""
+    out = set()
+    for m in re.finditer(r"crate::\{", code):
+        depth, i, start = 1, m.end(), m.end()
+        while i < len(code) and depth:
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            i += 1
+        body, level, item = code[start : i - 1], 0, ""
+        for ch in body + ",":
+            if ch == "{":
+                level += 1
+            elif ch == "}":
+                level -= 1
+            if ch == "," and level == 0:
+                name = item.strip().split("::")[0].strip()
+                if re.fullmatch(r"[a-z_][a-z0-9_]*", name) and name != "self":
+                    out.add(name)
+                item = ""
+            else:
+                item += ch
+    return out
+
+
 def imports(root):
     mods = {}
     for f in glob.glob(os.path.join(root, "**/*.rs"), recursive=True):
@@ -19,7 +43,9 @@ def imports(root):
             continue
         text = re.split(r"#\[cfg\(test\)\]\s*mod tests", open(f).read())[0]
         code = "\n".join(l.split("//")[0] for l in text.splitlines())
-        deps = set(re.findall(r"crate::([a-z_][a-z0-9_]*)", code)) - {top}
+        deps = set(re.findall(r"crate::([a-z_][a-z0-9_]*)", code))
+        deps |= grouped(code)
+        deps -= {top}
         mods.setdefault(top, set()).update(deps)
     return {m: {d for d in deps if d in mods} for m, deps in mods.items()}
 

@@ -92,7 +92,7 @@ impl NpyInput {
         let file_len = file.metadata().map_err(CliError::io("stat", &name))?.len();
         if data_offset
             .checked_add(data_len)
-            .map_or(true, |end| end > file_len)
+            .is_none_or(|end| end > file_len)
         {
             return Err(bad(format!(
                 "truncated: shape ({rows}, {dim}) needs {data_len} data bytes after offset {data_offset}, file has {file_len} bytes"

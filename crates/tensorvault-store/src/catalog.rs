@@ -137,6 +137,13 @@ impl Catalog {
 
     fn open_with(path: &Path, writable: bool) -> Result<Self> {
         let io = |op, e| StoreErr::io(op, path, e);
+        if writable && !path.exists() {
+            // Created whole (temp file, fsync, rename, directory fsync): after a power
+            // cut the file either does not exist or holds its header, and its directory
+            // entry is durable before any name is acknowledged.
+            tensorvault_core::atomic::write_atomic(path, &header())
+                .map_err(|e| io("create", std::io::Error::other(e)))?;
+        }
         let opened = OpenOptions::new()
             .read(true)
             .write(writable)

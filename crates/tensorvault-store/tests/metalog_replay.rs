@@ -306,7 +306,7 @@ fn trailing_garbage_is_cut_in_both_modes() {
                 .collect();
             bytes.extend_from_slice(&garbage);
             // Zeros too: a crash can leave a hole of zeros at the end.
-            bytes.extend(std::iter::repeat(0u8).take(extra_len));
+            bytes.extend(std::iter::repeat_n(0u8, extra_len));
             std::fs::write(&path, &bytes).unwrap();
             let mut log = FileMetaLog::open(&path).unwrap();
             let (got, stats) = replay_all(&mut log, mode);

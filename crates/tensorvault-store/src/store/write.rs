@@ -149,7 +149,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             {
                 let idx = self.read_index()?;
                 for p in &batch {
-                    if idx.get(&p.key).map_or(true, |m| m.tier != p.tier) {
+                    if idx.get(&p.key).is_none_or(|m| m.tier != p.tier) {
                         incoming[p.tier.index()] += 1;
                     }
                 }
