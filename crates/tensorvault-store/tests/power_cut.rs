@@ -176,7 +176,7 @@ fn suite(mode: Mode, default_seed: u64, workloads: u64, steps: u64, min_points: 
 #[test]
 fn power_cut_at_every_operation_of_mixed_writes_loses_nothing_acknowledged() {
     if long_mode() {
-        suite(Mode::Mixed, 0x9C07_0001, 12, 120, 2500);
+        suite(Mode::Mixed, 0x9C07_0001, 12, 60, 2500);
     } else {
         suite(Mode::Mixed, 0x9C07_0001, 1, 30, 100);
     }
@@ -185,8 +185,8 @@ fn power_cut_at_every_operation_of_mixed_writes_loses_nothing_acknowledged() {
 #[test]
 fn power_cut_during_migrations_and_compactions_keeps_every_block_in_one_tier() {
     if long_mode() {
-        suite(Mode::Migrate, 0x9C07_0002, 6, 120, 1250);
-        suite(Mode::Compact, 0x9C07_0003, 6, 120, 1250);
+        suite(Mode::Migrate, 0x9C07_0002, 6, 60, 1250);
+        suite(Mode::Compact, 0x9C07_0003, 6, 60, 1250);
     } else {
         suite(Mode::Migrate, 0x9C07_0002, 1, 25, 50);
         suite(Mode::Compact, 0x9C07_0003, 1, 25, 50);
