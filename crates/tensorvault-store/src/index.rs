@@ -142,7 +142,7 @@ impl BlockIndex {
         dropped
     }
 
-    /// Apply one replayed record.
+    /// Apply one replayed record (a commit mark changes nothing).
     ///
     /// # Errors
     /// [`Ignored`] when the record does not apply; the caller logs and counts it.
@@ -193,6 +193,8 @@ impl BlockIndex {
                     m.tier_since = at;
                 });
             }
+            // A commit mark (store/tail.rs) names no block.
+            MetaRecord::Delete { key } if key == crate::store::COMMIT_MARK => {}
             MetaRecord::Delete { key } => {
                 self.remove(&key).ok_or(Ignored::UnknownBlock)?;
             }

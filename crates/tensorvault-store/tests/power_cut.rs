@@ -37,6 +37,8 @@ struct Outcome {
     model: Model,
     pending: Option<Op>,
     acked: u64,
+    /// Log bytes (header + records) after the last acknowledged operation.
+    acked_log_bytes: u64,
 }
 
 /// Run `steps` workload steps of `mode` against a new store under `root`, until they are
@@ -46,6 +48,7 @@ fn run_workload(root: &Path, seed: u64, mode: Mode, steps: u64, oracle: &mut Ora
         model: Model::new(),
         pending: None,
         acked: 0,
+        acked_log_bytes: 128,
     };
     let Ok(store) = DirStore::open_path(root, TENANT, COLL, store_config(), true) else {
         return out;
@@ -69,6 +72,9 @@ fn run_workload(root: &Path, seed: u64, mode: Mode, steps: u64, oracle: &mut Ora
                     let ch = effect(&out.model, &op, seed, oracle);
                     apply(&mut out.model, ch);
                     out.acked += 1;
+                    if let Ok(n) = store.log_records() {
+                        out.acked_log_bytes = (n + 1) * 128;
+                    }
                 }
                 Err(_) => {
                     out.pending = Some(op);
@@ -89,6 +95,7 @@ struct Totals {
     cut_in_flight: BTreeMap<&'static str, u64>,
     acked_ops_checked: u64,
     runs_without_cut: u64,
+    lost_tail_records: u64,
     by_loss: BTreeMap<&'static str, u64>,
 }
 
@@ -141,7 +148,10 @@ fn walk(mode: Mode, seed: u64, steps: u64, stride: u64, totals: &mut Totals) {
         if let Some(op) = &out.pending {
             *totals.cut_in_flight.entry(op.kind()).or_default() += 1;
         }
-        let mut tally = Tally::default();
+        let mut tally = Tally {
+            acked_log_bytes: Some(out.acked_log_bytes),
+            ..Tally::default()
+        };
         check_after_kill(
             after.path(),
             &mut out.model,
@@ -152,6 +162,7 @@ fn walk(mode: Mode, seed: u64, steps: u64, stride: u64, totals: &mut Totals) {
             &mut tally,
             &ctx,
         );
+        totals.lost_tail_records += tally.lost_tail_records;
         totals.cut_points += 1;
         totals.acked_ops_checked += out.acked;
         *totals.by_loss.entry(loss_name).or_default() += 1;
@@ -190,5 +201,63 @@ fn power_cut_during_migrations_and_compactions_keeps_every_block_in_one_tier() {
     } else {
         suite(Mode::Migrate, 0x9C07_0002, 1, 25, 50);
         suite(Mode::Compact, 0x9C07_0003, 1, 25, 50);
+    }
+}
+
+/// The commit whose records reached the disk without its data (the two are synced
+/// together) is rolled back at open: the block reads as it was before. After a clean
+/// close (a commit mark ends the log) the same damage is reported as corruption instead.
+#[test]
+fn a_last_commit_without_its_data_is_rolled_back_and_a_confirmed_one_is_not() {
+    use tensorvault_store::{BlockInfo, BlockKey, DType, StoreErr, Tier};
+    for clean_close in [false, true] {
+        let dir = common::scratch_dir("tail-rollback");
+        let root = dir.path();
+        let key = BlockKey::new(7, 0);
+        let (old, new) = (common::block_data(1, 64), common::block_data(2, 64));
+        let info = BlockInfo::new(DType::F32, &[64]);
+        let s = DirStore::open_path(root, TENANT, COLL, store_config(), true).unwrap();
+        s.put_block(key, Tier::Tier0, &info, &old).unwrap();
+        s.flush().unwrap();
+        s.put_block(key, Tier::Tier0, &info, &new).unwrap();
+        let meta = s.meta(&key).unwrap().unwrap();
+        if clean_close {
+            s.close().unwrap();
+        }
+        // The files as a crash would leave them (no flush, no commit mark after the last
+        // put), or as the clean close did.
+        let after = common::scratch_dir("tail-rollback-after");
+        let from = common::coll_dir(root, TENANT, COLL);
+        let to = common::coll_dir(after.path(), TENANT, COLL);
+        std::fs::create_dir_all(&to).unwrap();
+        for e in std::fs::read_dir(&from).unwrap() {
+            let e = e.unwrap();
+            if e.file_name() != "LOCK" {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+        let root = after.path();
+        let tier_file = to.join("tier0.dat");
+        // The new block's bytes never reached the disk.
+        let mut bytes = std::fs::read(&tier_file).unwrap();
+        let at = meta.data_offset as usize;
+        bytes[at..at + meta.data_len as usize].fill(0);
+        std::fs::write(&tier_file, &bytes).unwrap();
+        let s = DirStore::open_path(root, TENANT, COLL, store_config(), true).unwrap();
+        let mut out = Vec::new();
+        if clean_close {
+            assert!(
+                matches!(
+                    s.get_block(&key, &mut out),
+                    Err(StoreErr::Corruption { .. })
+                ),
+                "damage to a confirmed block must be reported"
+            );
+        } else {
+            s.get_block(&key, &mut out).unwrap();
+            assert_eq!(out, old, "the unfinished commit was not rolled back");
+            assert_eq!(s.replay_stats().1, 1, "the rollback is counted as ignored");
+            assert!(s.verify().unwrap().problems.is_empty());
+        }
     }
 }

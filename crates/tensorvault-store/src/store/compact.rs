@@ -6,6 +6,7 @@ use crate::clock::Clock;
 use crate::error::Result;
 use crate::meta_log::{MetaLog, MetaRecord};
 
+use super::tail::commit_mark;
 use super::TensorStore;
 
 impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
@@ -34,7 +35,12 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         self.flush_access()?;
         let mut w = self.lock_writer()?;
         self.io.sync()?;
+        if w.unconfirmed {
+            // Everything logged so far is durable with its data once this sync returns.
+            w.log.append(&[commit_mark()])?;
+        }
         w.log.sync()?;
+        w.unconfirmed = false;
         w.catalog.sync()?;
         self.lineage.sync()?;
         w.unsynced = 0;
@@ -67,7 +73,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 metas.iter().map(|m| m.key.tensor_id).collect();
             (metas, ids)
         };
-        let mut it = snapshot.iter().flat_map(|m| {
+        let it = snapshot.iter().flat_map(|m| {
             let create = MetaRecord::Create { meta: *m };
             let fresh =
                 m.access_count == 0 && m.access_window == 1 && m.last_access_at == m.created_at;
@@ -80,7 +86,10 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             });
             std::iter::once(create).chain(access)
         });
+        // The data was synced above: the snapshot ends confirmed.
+        let mut it = it.chain(std::iter::once(commit_mark()));
         w.log.compact(&mut it)?;
+        w.unconfirmed = false;
         w.catalog.compact(&|id| live_ids.contains(&id))?;
         w.unsynced = 0;
         self.release_frees(&mut w)?;

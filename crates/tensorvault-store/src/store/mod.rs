@@ -23,6 +23,9 @@ mod migrate;
 mod open;
 mod read;
 mod report;
+mod tail;
+
+pub(crate) use tail::COMMIT_MARK;
 mod tensor;
 mod tiering;
 mod write;
@@ -100,6 +103,9 @@ pub(crate) struct Writer<M> {
     pending_free: Vec<(Tier, u64)>,
     /// Writes since the last sync (for `Durability::EveryN`).
     unsynced: u32,
+    /// Records were appended since the last commit mark (`store/tail.rs`): the next
+    /// flush ends the log with one.
+    unconfirmed: bool,
     /// Set after a failed log append: the log may end in a torn record, so no further
     /// write is accepted until the store is reopened (replay cuts the tail).
     poisoned: Option<String>,

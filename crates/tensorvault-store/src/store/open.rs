@@ -13,6 +13,7 @@ use crate::index::{BlockIndex, Ignored};
 use crate::meta_log::MetaLog;
 use crate::types::{BlockKey, BlockMeta, Tier};
 
+use super::tail::TailUndo;
 use super::{Counters, TensorStore, Writer};
 
 /// Most index entries reserved up front at open (about 100 MiB of table); see `open`.
@@ -45,7 +46,12 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             .map
             .reserve(usize::try_from(log.record_count().min(MAX_INDEX_RESERVE)).unwrap_or(0));
         let mut ignored = 0u64;
+        let mut tail = TailUndo::new(log.record_count());
         let replay = log.replay(cfg.recovery, &mut |rec| {
+            if tail.take_mark(&rec) {
+                return Ok(());
+            }
+            tail.before_apply(&rec, &index);
             if let Err(why) = index.apply(rec, &geo) {
                 match &why {
                     Ignored::BadSlot(reason) => {
@@ -60,6 +66,14 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             }
             Ok(())
         })?;
+        // The last commit's records may be durable without its data (the two are synced
+        // together): such blocks go back to what they were before it (store/tail.rs).
+        let unconfirmed = !tail.saw_mark();
+        // Not after a point-in-time stop: records cut there may have reused the slots of
+        // the tail's blocks, so a mismatch is damage to report, not an unfinished commit.
+        if replay.stopped_at.is_none() {
+            ignored += tail.roll_back(&mut index, &io).len() as u64;
+        }
         // A block whose slot lies beyond its tier's end never reached the medium (only
         // possible after power loss under a relaxed durability policy, or a crafted log):
         // drop it rather than let the backend allocate up to a forged offset.
@@ -117,6 +131,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 catalog,
                 pending_free: Vec::new(),
                 unsynced: 0,
+                unconfirmed,
                 poisoned: None,
             }),
             reads_since_flush: AtomicU32::new(0),
