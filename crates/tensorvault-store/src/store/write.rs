@@ -357,11 +357,9 @@ fn sync_together<B: BlockIO, M: MetaLog>(io: &B, log: &mut M, data: bool) -> Res
         std::thread::scope(|s| {
             let data = s.spawn(|| io.sync());
             let logged = log.sync();
-            let data = data.join().unwrap_or_else(|_| {
-                Err(StoreErr::Poisoned {
-                    lock: "data sync thread",
-                })
-            });
+            let data = data.join().unwrap_or(Err(StoreErr::Poisoned {
+                lock: "data sync thread",
+            }));
             data.and(logged)
         })
     }
