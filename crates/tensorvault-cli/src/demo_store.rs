@@ -66,7 +66,18 @@ pub fn store_step(
     let t = Instant::now();
     let moved = s.migrate_tensor("emb.tier1", Tier::Tier3)?;
     let migrate_us = t.elapsed().as_secs_f64() * 1e6 / moved.max(1) as f64;
-    let files: Vec<u64> = s.stats()?.usage.iter().map(|u| u.bytes).collect();
+    let after = s.stats()?;
+    let files: Vec<u64> = after.usage.iter().map(|u| u.bytes).collect();
+    // Space follows live data: the emptied tier-1 file is truncated, freed slots inside a
+    // file are punched out.
+    let space: Vec<serde_json::Value> = Tier::ALL
+        .iter()
+        .map(|t| {
+            let i = t.index();
+            json!({"tier": i, "blocks": after.blocks[i], "live_bytes": after.payload_bytes[i],
+                "file_bytes": after.usage[i].bytes, "allocated_bytes": after.usage[i].allocated_bytes})
+        })
+        .collect();
     s.close()?;
     step(
         quiet,
@@ -82,7 +93,7 @@ pub fn store_step(
     Ok(
         json!({"root": root.display().to_string(), "rows": rows, "dimension": dim, "raw_bytes": raw,
         "tiers": tiers, "migrated_blocks": moved, "migrate_us_per_block": migrate_us,
-        "tier_file_bytes": files, "log_records": stats.log_records, "reopen_ms": open_ms,
+        "tier_file_bytes": files, "space_after_demotion": space, "log_records": stats.log_records, "reopen_ms": open_ms,
         "replay_ms": stats.replay_nanos as f64 / 1e6, "blocks": stats.blocks,
         "verified_blocks": report.checked, "corrupt_blocks": report.problems.len(), "verify_ms": verify_ms}),
     )
@@ -143,5 +154,21 @@ pub fn print_store(r: &serde_json::Value) {
         f("verify_ms"),
         if r["corrupt_blocks"].as_u64() == Some(0) { "ok" } else { "CORRUPT" }
     );
+    let space: Vec<String> = r["space_after_demotion"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let b = |k: &str| report::size(t[k].as_u64().unwrap_or_default());
+            format!(
+                "tier{} {} live / {} file / {} on disk",
+                t["tier"],
+                b("live_bytes"),
+                b("file_bytes"),
+                b("allocated_bytes")
+            )
+        })
+        .collect();
+    println!("Space after the demotion: {}", space.join("; "));
     println!("(put includes fsync of data and log per 512-block batch; get = read + CRC32C + dequantize)");
 }

@@ -204,3 +204,51 @@ fn freed_slots_give_their_disk_space_back() {
         payload(99, slot)
     );
 }
+
+#[test]
+fn free_slots_at_the_end_are_truncated_away() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let io = MmapBlockIO::open(dir.path(), &CollectionConfig::default()).unwrap();
+    // Tier 1 slots (4224 B) are not page multiples: punching alone would keep pages.
+    let slot = io.slot_len(Tier::Tier1) as usize;
+    let n = 400u64;
+    let offs: Vec<u64> = (0..n)
+        .map(|i| {
+            io.write_block(Tier::Tier1, key(i), &payload(i, slot))
+                .unwrap()
+                .0
+        })
+        .collect();
+    io.sync().unwrap();
+    let path = dir.path().join(Tier::Tier1.file_name());
+    let meta = || std::fs::metadata(&path).unwrap();
+    assert!(meta().len() >= n * slot as u64);
+    // Free the upper half: the file shrinks to the live half plus one growth step.
+    for off in &offs[200..] {
+        io.free_block(Tier::Tier1, *off).unwrap();
+    }
+    assert!(meta().len() <= (200 + 64) * slot as u64, "{}", meta().len());
+    for (i, off) in offs.iter().enumerate().take(200) {
+        assert_eq!(
+            read(&io, Tier::Tier1, *off, slot as u32).unwrap(),
+            payload(i as u64, slot)
+        );
+    }
+    // Free everything: an empty tier takes no bytes at all.
+    for off in &offs[..200] {
+        io.free_block(Tier::Tier1, *off).unwrap();
+    }
+    assert_eq!(meta().len(), 0);
+    assert_eq!(meta().blocks(), 0);
+    assert_eq!(io.usage(Tier::Tier1).slots, 0);
+    // It grows again and reads back.
+    let (off, _) = io
+        .write_block(Tier::Tier1, key(7), &payload(7, slot))
+        .unwrap();
+    assert_eq!(off, 0);
+    assert_eq!(
+        read(&io, Tier::Tier1, off, slot as u32).unwrap(),
+        payload(7, slot)
+    );
+}

@@ -245,6 +245,24 @@ impl MmapTier {
         Ok(())
     }
 
+    /// Truncate the free slots at the end of the file away; caller holds the allocator
+    /// lock. Readers never touch a free slot (a slot is freed only once no index entry
+    /// refers to it), so unpublishing them first and cutting the file after is safe; the
+    /// mapping keeps its address space.
+    fn shrink(&self, alloc: &mut SlotAlloc) -> Result<()> {
+        let used = alloc.slots() - alloc.free_tail();
+        let keep = if used == 0 { 0 } else { used + MIN_GROW_SLOTS };
+        {
+            let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
+            view.slots = view.slots.min(keep);
+        }
+        fsio::set_len(&self.file, &self.path, keep * self.slot_len)
+            .map_err(|e| StoreErr::io("truncate", &self.path, e))?;
+        self.dirty.store(true, Ordering::Release);
+        alloc.shrink_to(keep);
+        Ok(())
+    }
+
     /// Grow by one step; caller holds the allocator lock.
     fn grow(&self, alloc: &mut SlotAlloc) -> Result<()> {
         let room = alloc.max_slots() - alloc.slots();
@@ -332,9 +350,16 @@ impl BlockIO for MmapBlockIO {
 
     fn free_block(&self, tier: Tier, offset: u64) -> Result<()> {
         let t = self.tier(tier);
-        t.lock_alloc().free(offset)?;
-        punch_slot(&t.file, &t.path, offset, t.slot_len);
-        Ok(())
+        let mut alloc = t.lock_alloc();
+        alloc.free(offset)?;
+        if alloc.free_tail() >= 2 * MIN_GROW_SLOTS {
+            // Free slots at the end go back by truncation (keeping one growth step of
+            // slack, none for an empty tier); the ones inside by hole punching.
+            t.shrink(&mut alloc)
+        } else {
+            punch_slot(&t.file, &t.path, offset, t.slot_len);
+            Ok(())
+        }
     }
 
     fn reset_allocation(&self, live: &mut dyn Iterator<Item = (Tier, u64)>) -> Result<()> {

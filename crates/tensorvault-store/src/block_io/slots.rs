@@ -95,6 +95,17 @@ impl SlotAlloc {
         Ok(())
     }
 
+    /// Free slots at the end of the tier (after the last live slot).
+    pub(crate) fn free_tail(&self) -> u64 {
+        self.slots - self.next
+    }
+
+    /// Record that the medium shrank to `slots` slots; only free tail slots may go (the
+    /// count is clamped to keep every live slot).
+    pub(crate) fn shrink_to(&mut self, slots: u64) {
+        self.slots = slots.max(self.next).min(self.slots);
+    }
+
     /// The error for a tier that cannot grow any more.
     pub(crate) fn full(&self) -> StoreErr {
         StoreErr::CapacityExceeded {
