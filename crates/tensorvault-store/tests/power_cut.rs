@@ -96,6 +96,9 @@ struct Totals {
     acked_ops_checked: u64,
     runs_without_cut: u64,
     lost_tail_records: u64,
+    /// Records open ignored: blocks of an unfinished last commit rolled back (and
+    /// records made stale by them).
+    ignored_at_open: u64,
     by_loss: BTreeMap<&'static str, u64>,
 }
 
@@ -163,6 +166,7 @@ fn walk(mode: Mode, seed: u64, steps: u64, stride: u64, totals: &mut Totals) {
             &ctx,
         );
         totals.lost_tail_records += tally.lost_tail_records;
+        totals.ignored_at_open += tally.ignored_at_open;
         totals.cut_points += 1;
         totals.acked_ops_checked += out.acked;
         *totals.by_loss.entry(loss_name).or_default() += 1;

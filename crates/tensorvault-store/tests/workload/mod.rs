@@ -339,6 +339,8 @@ pub struct Tally {
     pub acked_log_bytes: Option<u64>,
     /// Records replay skipped in unacknowledged tails.
     pub lost_tail_records: u64,
+    /// Records open ignored (including blocks of an unfinished last commit rolled back).
+    pub ignored_at_open: u64,
 }
 
 /// What the store holds for `key`: `None` if absent; panics on any other error.
@@ -398,7 +400,8 @@ pub fn check_after_kill(
     };
     let store = DirStore::open_path(root, TENANT, COLL, store_config(), true)
         .unwrap_or_else(|e| panic!("{ctx}: reopen after kill: {e}"));
-    let (replay, _) = store.replay_stats();
+    let (replay, ignored) = store.replay_stats();
+    tally.ignored_at_open += ignored;
     match tally.acked_log_bytes {
         // SIGKILL: the page cache keeps every write, so no record is ever lost.
         None => assert_eq!(
