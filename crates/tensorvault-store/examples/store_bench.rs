@@ -522,6 +522,8 @@ fn replay_and_memory(dir: &Path, opens: usize) -> Res<Once> {
         }
     }
     log.append(&batch)?;
+    // Ended as a clean close ends it: nothing to check for an unfinished last commit.
+    log.append(&[tensorvault_store::MetaRecord::commit_mark()])?;
     log.sync()?;
     drop(log);
     let tier1 = std::fs::File::create(cdir.join(Tier::Tier1.file_name()))?;

@@ -55,7 +55,7 @@ pub use kv_age::KvAgePolicy;
 pub use lineage::{LineageConfig, LineageStats, LineageStore};
 #[cfg(feature = "threads")]
 pub use maintainer::Maintainer;
-pub use meta_log::{FileMetaLog, MemMetaLog, MetaLog, MetaRecord, ReplayStats};
+pub use meta_log::{FileMetaLog, MemMetaLog, MetaLog, MetaRecord, ReplayStats, COMMIT_MARK_KEY};
 pub use store::{BlockInfo, TensorStore};
 pub use tensor::{BlockProblem, StoreStats, StoredTensor, TensorInfo, VerifyReport};
 pub use tiering::{MaintainReport, TierPolicy};

@@ -65,7 +65,30 @@ pub enum MetaRecord {
     },
 }
 
+/// The reserved key whose Delete record is a *commit mark*: every record before it is
+/// durable together with its data (docs/formats/store.md, "Commit mark"). No block may
+/// use it.
+pub const COMMIT_MARK_KEY: BlockKey = BlockKey {
+    tensor_id: u128::MAX,
+    block_index: u32::MAX,
+};
+
 impl MetaRecord {
+    /// A commit mark (a Delete of [`COMMIT_MARK_KEY`]). Tools that write a log directly
+    /// end it with one, as `flush`, `close` and compaction do.
+    #[must_use]
+    pub fn commit_mark() -> Self {
+        MetaRecord::Delete {
+            key: COMMIT_MARK_KEY,
+        }
+    }
+
+    /// Whether this is a commit mark.
+    #[must_use]
+    pub fn is_commit_mark(&self) -> bool {
+        matches!(self, MetaRecord::Delete { key } if *key == COMMIT_MARK_KEY)
+    }
+
     /// The block this record is about.
     #[must_use]
     pub fn key(&self) -> BlockKey {

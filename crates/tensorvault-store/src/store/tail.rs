@@ -33,15 +33,11 @@ use crate::types::{BlockKey, BlockMeta, ReconstructPolicy, Tier};
 /// appends (a batch of 512 blocks of `put_tensor` or `migrate_blocks`).
 pub(super) const TAIL_RECORDS: u64 = 512;
 
-/// The reserved key whose Delete record is a commit mark (no block may use it).
-pub(crate) const COMMIT_MARK: BlockKey = BlockKey {
-    tensor_id: u128::MAX,
-    block_index: u32::MAX,
-};
+pub(crate) use crate::meta_log::COMMIT_MARK_KEY as COMMIT_MARK;
 
 /// The commit mark record.
 pub(crate) fn commit_mark() -> MetaRecord {
-    MetaRecord::Delete { key: COMMIT_MARK }
+    MetaRecord::commit_mark()
 }
 
 /// One Create or Migrate of the log's tail and what its block was before it.
@@ -81,7 +77,7 @@ impl TailUndo {
     /// Called with each record instead of applying it if it is a commit mark; returns
     /// whether it was one.
     pub(super) fn take_mark(&mut self, rec: &MetaRecord) -> bool {
-        if !matches!(rec, MetaRecord::Delete { key } if *key == COMMIT_MARK) {
+        if !rec.is_commit_mark() {
             return false;
         }
         self.seen += 1;
