@@ -194,7 +194,7 @@ impl BlockIndex {
                 });
             }
             // A commit mark (store/tail.rs) names no block.
-            MetaRecord::Delete { key } if key == crate::store::COMMIT_MARK => {}
+            MetaRecord::Delete { key } if key == crate::meta_log::COMMIT_MARK_KEY => {}
             MetaRecord::Delete { key } => {
                 self.remove(&key).ok_or(Ignored::UnknownBlock)?;
             }

@@ -24,8 +24,6 @@ mod open;
 mod read;
 mod report;
 mod tail;
-
-pub(crate) use tail::COMMIT_MARK;
 mod tensor;
 mod tiering;
 mod write;
