@@ -19,15 +19,17 @@
 //! run whose bytes rotted would be rolled back to its previous version instead of being
 //! reported corrupt.
 //!
-//! Blocks with a reconstruction policy are left alone: a mismatch there is repaired from
-//! the lineage on read, as for any corruption.
+//! Blocks with a reconstruction policy are rolled back too: their lineage entry is
+//! appended only after their commit returned, so an unfinished one has none to heal from
+//! (the power-cut suite found a `Delta` tensor's unfinished blocks reported as lost when
+//! they were left to the lineage).
 
 use tensorvault_core::checksum::crc32c;
 
 use crate::block_io::BlockIO;
 use crate::index::BlockIndex;
 use crate::meta_log::MetaRecord;
-use crate::types::{BlockKey, BlockMeta, ReconstructPolicy, Tier};
+use crate::types::{BlockKey, BlockMeta, Tier};
 
 /// Records at the end of the log whose data is checked at open: the most one commit
 /// appends (a batch of 512 blocks of `put_tensor` or `migrate_blocks`).
@@ -130,11 +132,7 @@ impl TailUndo {
             let Some(cur) = index.get(&u.key).copied() else {
                 continue;
             };
-            if cur.tier != u.tier
-                || cur.data_offset != u.offset
-                || cur.reconstruct != ReconstructPolicy::None
-                || holds_payload(io, &cur)
-            {
+            if cur.tier != u.tier || cur.data_offset != u.offset || holds_payload(io, &cur) {
                 continue;
             }
             tracing::warn!(key = %u.key, tier = %u.tier, offset = u.offset,
