@@ -6,16 +6,20 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand, ValueEnum};
-use safetensors::tensor::SafeTensors;
 use serde_json::json;
 use tensorvault_registry::checkpoint::{
-    load_checkpoint_dir, map_file, read_metadata, tensor_to_f32, verify_checkpoint, LoadOptions,
-    WEIGHTS_FILE,
+    load_checkpoint_dir, read_metadata, verify_checkpoint, LoadOptions, METADATA_FILE, WEIGHTS_FILE,
 };
+use tensorvault_registry::model::{
+    checkpoint_format, read_model_metadata, resolve_source, MODEL_FORMAT_NAME,
+};
+use tensorvault_registry::model_tensor::{load_model_dir, open_source};
+use tensorvault_registry::registry::MANIFEST_FILE;
 use tensorvault_registry::{
     Device, FusionConfig, InitializationConfig, InitializationStrategy, KaimingMode, Nonlinearity,
     RegistryError, TrainingMetrics, WeightInitializer, WeightRegistry,
 };
+use tensorvault_registry::{LoadedModel, ModelRegistry, Preset, SaveOptions, Verify};
 
 use crate::report::Table;
 
@@ -32,7 +36,8 @@ pub enum RegistryCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Verify a version's checksum and safetensors header.
+    /// Verify a version: every file's SHA-256 (and per-chunk digests), every safetensors
+    /// header and the index of a sharded version. Exit 1 on damage.
     Verify {
         /// Registry root.
         root: PathBuf,
@@ -49,12 +54,13 @@ pub enum RegistryCmd {
         /// Version string.
         version: String,
     },
-    /// Tensors of a checkpoint directory or .safetensors file: dtype, shape, mean/std/min/max.
-    /// A checkpoint directory's weights are first checked against the SHA-256 in its
-    /// metadata.json (a mismatch is an error); a bare file has no checksum to check, which
-    /// is said on stderr.
+    /// Tensors of a registry version directory, a .safetensors file, an index JSON or a
+    /// Hugging Face model directory: dtype, shape, mean/std/min/max (float dtypes). A
+    /// version directory's files are first checked against the SHA-256 digests in its
+    /// metadata.json (a mismatch is an error); a bare checkpoint has no checksum to check,
+    /// which is said on stderr.
     Inspect {
-        /// Checkpoint directory or .safetensors file.
+        /// Version directory, .safetensors file, index JSON or model directory.
         ckpt: PathBuf,
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -99,6 +105,15 @@ pub struct InitArgs {
     pub tiny: bool,
 }
 
+/// What a `--from-safetensors` checkpoint must hold.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PresetArg {
+    /// Any tensors of any dtype.
+    Any,
+    /// The FuseMoE layout (names, shapes; F32/F16/BF16).
+    Fusemoe,
+}
+
 /// Arguments of `registry save`.
 #[derive(Debug, Args)]
 pub struct SaveArgs {
@@ -114,8 +129,25 @@ pub struct SaveArgs {
     pub metrics: Vec<(String, serde_json::Value)>,
     /// Checkpoint directory to save (verified and loaded strictly). Without it, the
     /// registry's active weights (the current version, through the load fallback chain).
-    #[arg(long = "from", value_name = "CKPT_DIR")]
+    #[arg(
+        long = "from",
+        value_name = "CKPT_DIR",
+        conflicts_with = "from_safetensors"
+    )]
     pub from: Option<PathBuf>,
+    /// Any safetensors checkpoint to save as the new version, copied byte for byte with
+    /// its SHA-256 and per-chunk digests: a `.safetensors` file, a sharded checkpoint's
+    /// `*.index.json`, or a Hugging Face model directory (`model.safetensors.index.json`,
+    /// else `model.safetensors`). ROOT is created if it is not a registry yet.
+    #[arg(long = "from-safetensors", value_name = "PATH")]
+    pub from_safetensors: Option<PathBuf>,
+    /// With `--from-safetensors`: what the tensors must be (`fusemoe`: the FuseMoE layout
+    /// of the registry's newest FuseMoE version, else the default shapes).
+    #[arg(long, value_enum, default_value = "any", requires = "from_safetensors")]
+    pub preset: PresetArg,
+    /// With `--from-safetensors`: the version's source id (default: PATH).
+    #[arg(long, requires = "from_safetensors")]
+    pub source_id: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -205,7 +237,9 @@ pub fn run(cmd: RegistryCmd) -> Result<i32, crate::error::CliError> {
         // `verify` found damage (the weights' or the manifest's checksum): 1, like every
         // other verify command; 2 stays for errors that stop the check itself.
         Err(
-            e @ (RegistryError::ChecksumMismatch { .. } | RegistryError::ManifestChecksum { .. }),
+            e @ (RegistryError::ChecksumMismatch { .. }
+            | RegistryError::ChunkChecksumMismatch { .. }
+            | RegistryError::ManifestChecksum { .. }),
         ) if verifying => {
             eprintln!("CORRUPT: {e}");
             1
@@ -309,25 +343,59 @@ fn ls(root: &Path, as_json: bool) -> Result<(), RegistryError> {
     Ok(())
 }
 
+/// Whether `version` of the registry at `root` is a model version (any safetensors
+/// checkpoint) rather than a native FuseMoE checkpoint.
+fn is_model_version(reg: &WeightRegistry, version: &str) -> Result<bool, RegistryError> {
+    let dir = reg.version_dir(version)?;
+    if !reg.list_versions().iter().any(|v| v.version == version) {
+        return Err(RegistryError::VersionNotFound {
+            version: version.to_owned(),
+        });
+    }
+    Ok(checkpoint_format(&dir)? == MODEL_FORMAT_NAME)
+}
+
 fn verify(root: &Path, version: &str) -> Result<(), RegistryError> {
     let reg = existing(root)?;
+    if is_model_version(&reg, version)? {
+        drop(reg);
+        let meta = ModelRegistry::open(root, Preset::Any)?.verify_version(version)?;
+        let bytes: u64 = meta.files.iter().map(|f| f.bytes).sum();
+        let chunks: usize = meta.files.iter().map(|f| f.chunk_sha256.len()).sum();
+        println!(
+            "OK {version} {} ({} files, {bytes} bytes, {chunks} chunk digests)",
+            meta.version.checksum,
+            meta.files.len()
+        );
+        return Ok(());
+    }
     let meta = reg.verify_version(version)?;
     println!("OK {version} {}", meta.version.checksum);
     Ok(())
 }
 
-/// The shapes of the registry's current (else newest) version.
+/// The shapes of the registry's current (else newest) FuseMoE version.
 fn registry_config(probe: &WeightRegistry) -> Result<FusionConfig, RegistryError> {
-    let v = probe
-        .current_pointer()
-        .or_else(|| probe.list_versions().last().map(|v| v.version.clone()))
+    let current = probe.current_pointer().and_then(|v| {
+        match read_model_metadata(&probe.version_dir(&v).ok()?)
+            .ok()?
+            .preset
+        {
+            Preset::FuseMoe(c) => Some(c),
+            Preset::Any => None,
+        }
+    });
+    current
+        .or_else(|| newest_fusemoe_config(probe))
         .ok_or_else(|| RegistryError::VersionNotFound {
-            version: "<any>".into(),
-        })?;
-    Ok(read_metadata(&probe.version_dir(&v)?)?.config)
+            version: "<any FuseMoE version>".into(),
+        })
 }
 
 fn save(a: &SaveArgs) -> Result<(), RegistryError> {
+    if let Some(src) = &a.from_safetensors {
+        return save_safetensors(a, src);
+    }
     let probe = existing(&a.root)?;
     let config = registry_config(&probe)?;
     if let Some(v) = &a.version {
@@ -402,8 +470,88 @@ fn save(a: &SaveArgs) -> Result<(), RegistryError> {
     Ok(())
 }
 
+/// `registry save --from-safetensors`: any checkpoint, copied verbatim.
+fn save_safetensors(a: &SaveArgs, src: &Path) -> Result<(), RegistryError> {
+    if let Some(v) = &a.version {
+        tensorvault_registry::validate_version(v)?;
+    }
+    let preset = match a.preset {
+        PresetArg::Any => Preset::Any,
+        PresetArg::Fusemoe => {
+            let cfg = if a.root.join(MANIFEST_FILE).is_file() {
+                newest_fusemoe_config(&existing(&a.root)?)
+            } else {
+                None
+            };
+            Preset::FuseMoe(cfg.unwrap_or_default())
+        }
+    };
+    let reg = ModelRegistry::open(&a.root, preset)?;
+    if let Some(v) = &a.version {
+        if reg.list_versions().iter().any(|x| &x.version == v) {
+            return Err(RegistryError::VersionExists { version: v.clone() });
+        }
+    }
+    let t = std::time::Instant::now();
+    let v = reg.save_from_path(
+        src,
+        SaveOptions {
+            version: a.version.clone(),
+            source_id: a.source_id.clone(),
+            metrics: training_metrics(&a.metrics),
+        },
+    )?;
+    let secs = t.elapsed().as_secs_f64();
+    let meta = reg.metadata(&v.version)?;
+    let bytes: u64 = meta.files.iter().map(|f| f.bytes).sum();
+    if a.json {
+        let files: Vec<_> = meta
+            .files
+            .iter()
+            .map(|f| json!({ "path": f.path, "bytes": f.bytes, "sha256": f.sha256, "chunks": f.chunk_sha256.len() }))
+            .collect();
+        let out = json!({ "version": v.version, "checksum": v.checksum, "bytes": bytes,
+            "source": src.display().to_string(), "source_id": v.source_id, "metrics": v.metrics,
+            "files": files, "index": meta.index, "current": reg.current_pointer(), "seconds": secs });
+        println!("{out:#}");
+        return Ok(());
+    }
+    let mut t = Table::new(&["version", "checksum", "files", "size", "from"]);
+    t.row(vec![
+        v.version.clone(),
+        v.checksum.clone(),
+        meta.files.len().to_string(),
+        crate::report::size(bytes),
+        src.display().to_string(),
+    ]);
+    print!("{}", t.render());
+    Ok(())
+}
+
+/// The FuseMoE shapes of the newest version that has them.
+fn newest_fusemoe_config(reg: &WeightRegistry) -> Option<FusionConfig> {
+    reg.list_versions().iter().rev().find_map(|v| {
+        let meta = read_model_metadata(&reg.version_dir(&v.version).ok()?).ok()?;
+        match meta.preset {
+            Preset::FuseMoe(c) => Some(c),
+            Preset::Any => None,
+        }
+    })
+}
+
 fn rollback(root: &Path, version: &str) -> Result<(), RegistryError> {
     let probe = existing(root)?;
+    if is_model_version(&probe, version)? {
+        drop(probe);
+        let m = ModelRegistry::open(root, Preset::Any)?.rollback(version)?;
+        println!(
+            "current version is now {} ({} tensors, {} verified)",
+            m.version.version,
+            m.tensors().len(),
+            crate::report::size(m.total_bytes())
+        );
+        return Ok(());
+    }
     let config = read_metadata(&probe.version_dir(version)?)?.config;
     drop(probe);
     let reg = open(root, config, 42)?;
@@ -413,45 +561,40 @@ fn rollback(root: &Path, version: &str) -> Result<(), RegistryError> {
 }
 
 fn inspect(ckpt: &Path, as_json: bool, no_verify: bool) -> Result<(), RegistryError> {
-    let file = if ckpt.is_dir() {
-        // What is shown must be what the checkpoint's checksum vouches for: a tampered
-        // header or tensor is an error here, not a table.
-        if no_verify {
+    let model: LoadedModel = if ckpt.is_dir() && ckpt.join(METADATA_FILE).is_file() {
+        // A registry version (FuseMoE or any safetensors checkpoint). What is shown must be
+        // what its checksums vouch for: a tampered header or tensor is an error here, not
+        // a table.
+        let mode = if no_verify {
             eprintln!(
                 "note: --no-verify: {} not checked against its SHA-256",
                 ckpt.display()
             );
+            Verify::None
         } else {
-            tensorvault_registry::verify_checkpoint(ckpt)?;
-        }
-        ckpt.join(WEIGHTS_FILE)
+            Verify::Both
+        };
+        load_model_dir(ckpt, mode)?
     } else {
         eprintln!(
-            "note: {} is a bare file; no checksum covers it (inspect its checkpoint directory to verify)",
+            "note: {} is a bare checkpoint; no checksum covers it (inspect a registry version directory to verify)",
             ckpt.display()
         );
-        ckpt.to_owned()
+        open_source(&resolve_source(ckpt)?)?
     };
-    let map = map_file(&file)?;
-    let st = SafeTensors::deserialize(&map).map_err(|e| RegistryError::Safetensors {
-        path: file.clone(),
-        reason: format!("{e:?}"),
-    })?;
-    let mut names: Vec<String> = st.names().into_iter().cloned().collect();
-    names.sort();
-    let mut rows = Vec::new();
-    for name in names {
-        let Ok(view) = st.tensor(&name) else { continue };
-        let stats = tensor_to_f32(&name, &view, &map)
-            .ok()
-            .map(|t| stats(t.data()));
-        rows.push((
-            name,
-            format!("{:?}", view.dtype()),
-            view.shape().to_vec(),
-            stats,
-        ));
-    }
+    let rows: Vec<_> = model
+        .tensors()
+        .iter()
+        .map(|(name, t)| {
+            let stats = t.to_f32(name).ok().map(|v| stats(&v));
+            (
+                name.clone(),
+                format!("{:?}", t.dtype()),
+                t.shape().to_vec(),
+                stats,
+            )
+        })
+        .collect();
     if as_json {
         let v: Vec<_> = rows
             .iter()

@@ -210,3 +210,167 @@ fn demo_json_has_a_registry_with_two_versions() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Registry:"), "{out}");
 }
+
+/// A small safetensors file of several dtypes; returns its bytes.
+fn st_file(path: &std::path::Path, names: &[&str], seed: u8) -> Vec<u8> {
+    use safetensors::tensor::{Dtype, TensorView};
+    let data: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = names
+        .iter()
+        .map(|n| {
+            let (d, shape) = match *n {
+                "ids" => (Dtype::I64, vec![3]),
+                "a.half" => (Dtype::F16, vec![10]),
+                _ => (Dtype::F32, vec![4, 6]),
+            };
+            let len = shape.iter().product::<usize>() * d.size();
+            let b = (0..len)
+                .map(|j| (j as u8).wrapping_mul(31) ^ seed)
+                .collect();
+            ((*n).to_owned(), d, shape, b)
+        })
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> = data
+        .iter()
+        .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    let out = safetensors::serialize(views, &None).unwrap();
+    std::fs::write(path, &out).unwrap();
+    out
+}
+
+#[test]
+fn registry_takes_any_safetensors_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("models");
+    let r = root.to_str().unwrap();
+    // A single file into a registry that does not exist yet.
+    let single = tmp.path().join("m.safetensors");
+    let original = st_file(&single, &["a.weight", "a.half", "ids"], 1);
+    let (code, out, err) = tv(&[
+        "registry",
+        "save",
+        r,
+        "--from-safetensors",
+        single.to_str().unwrap(),
+        "--version",
+        "1.0.0",
+        "--metric",
+        "loss=0.5",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["version"], "1.0.0");
+    assert_eq!(v["files"][0]["path"], "model.safetensors");
+    let saved = root.join("versions/1.0.0/model.safetensors");
+    assert_eq!(
+        std::fs::read(&saved).unwrap(),
+        original,
+        "copied bit-exactly"
+    );
+    // A sharded Hugging Face directory.
+    let hf = tmp.path().join("hf");
+    std::fs::create_dir_all(&hf).unwrap();
+    st_file(
+        &hf.join("model-00001-of-00002.safetensors"),
+        &["a.weight", "a.half"],
+        2,
+    );
+    st_file(&hf.join("model-00002-of-00002.safetensors"), &["ids"], 2);
+    let index = serde_json::json!({"metadata": {}, "weight_map": {
+        "a.weight": "model-00001-of-00002.safetensors",
+        "a.half": "model-00001-of-00002.safetensors",
+        "ids": "model-00002-of-00002.safetensors"}});
+    std::fs::write(hf.join("model.safetensors.index.json"), index.to_string()).unwrap();
+    let (code, out, err) = tv(&[
+        "registry",
+        "save",
+        r,
+        "--from-safetensors",
+        hf.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("1.0.1"), "{out}");
+    let (code, out, _) = tv(&["registry", "ls", r, "--json"]);
+    assert_eq!(code, 0);
+    let ls: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(ls["versions"].as_array().unwrap().len(), 2);
+    let (code, out, err) = tv(&["registry", "verify", r, "1.0.1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("OK 1.0.1 sha256:") && out.contains("3 files"),
+        "{out}"
+    );
+    let (code, out, err) = tv(&["registry", "rollback", r, "1.0.1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("now 1.0.1"), "{out}");
+    let (_, out, _) = tv(&["registry", "ls", r, "--json"]);
+    let ls: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(ls["current"], "1.0.1");
+    let vdir = root.join("versions/1.0.1");
+    let (code, out, err) = tv(&["registry", "inspect", vdir.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let dtypes: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["dtype"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        dtypes,
+        ["F16", "F32", "I64"],
+        "sorted by name: a.half, a.weight, ids"
+    );
+    // The bare directory inspects too, with a note that nothing covers it.
+    let (code, _, err) = tv(&["registry", "inspect", hf.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("no checksum covers it"), "{err}");
+
+    // Damage in a shard: verify exits 1 naming the bytes.
+    let shard = vdir.join("model-00002-of-00002.safetensors");
+    let mut b = std::fs::read(&shard).unwrap();
+    let n = b.len();
+    b[n - 2] ^= 1;
+    std::fs::write(&shard, &b).unwrap();
+    let (code, _, err) = tv(&["registry", "verify", r, "1.0.1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.starts_with("CORRUPT:") && err.contains("bytes 0.."),
+        "{err}"
+    );
+    assert_eq!(tv(&["registry", "rollback", r, "1.0.1"]).0, 2);
+
+    // An index whose shard path climbs out of its directory: a typed error, nothing saved.
+    let evil = tmp.path().join("evil");
+    std::fs::create_dir_all(&evil).unwrap();
+    let index = serde_json::json!({"weight_map": {"ids": "../m.safetensors"}});
+    std::fs::write(evil.join("model.safetensors.index.json"), index.to_string()).unwrap();
+    let (code, _, err) = tv(&[
+        "registry",
+        "save",
+        r,
+        "--from-safetensors",
+        evil.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("unsafe file name \"../m.safetensors\""),
+        "{err}"
+    );
+    let (_, out, _) = tv(&["registry", "ls", r, "--json"]);
+    let ls: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(ls["versions"].as_array().unwrap().len(), 2);
+    // --preset fusemoe refuses other tensors.
+    let (code, _, err) = tv(&[
+        "registry",
+        "save",
+        r,
+        "--from-safetensors",
+        single.to_str().unwrap(),
+        "--preset",
+        "fusemoe",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unexpected tensor"), "{err}");
+}

@@ -233,17 +233,18 @@ fn check_config_size(dir: &Path, mpath: &Path, c: &FusionConfig) -> Result<()> {
     }
 }
 
-fn check_checksum(path: &Path, bytes: &[u8], expected: &str) -> Result<()> {
-    let Some(hex) = expected.strip_prefix(CHECKSUM_PREFIX) else {
-        return Err(RegistryError::BadChecksumFormat {
+/// `expected` must be `sha256:` and 64 hex digits.
+pub(crate) fn check_checksum_format(expected: &str) -> Result<()> {
+    match expected.strip_prefix(CHECKSUM_PREFIX) {
+        Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(()),
+        _ => Err(RegistryError::BadChecksumFormat {
             found: expected.to_owned(),
-        });
-    };
-    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(RegistryError::BadChecksumFormat {
-            found: expected.to_owned(),
-        });
+        }),
     }
+}
+
+fn check_checksum(path: &Path, bytes: &[u8], expected: &str) -> Result<()> {
+    check_checksum_format(expected)?;
     let computed = checksum_of(bytes);
     if computed.eq_ignore_ascii_case(expected) {
         Ok(())

@@ -185,6 +185,63 @@ pub enum RegistryError {
         /// What was asked for.
         what: String,
     },
+    /// A file name in a sharded checkpoint's index (`weight_map`) or in a version's
+    /// `metadata.json` (`files[i].path`) is not a plain file name inside the checkpoint
+    /// directory (`..`, an absolute path, a separator, a leading `.`, ...).
+    #[error("{file}: {field}: unsafe file name {name:?}: {reason}")]
+    UnsafeFileName {
+        /// The index or metadata file naming it.
+        file: PathBuf,
+        /// Where it was named (`weight_map["bert.pooler.dense.weight"]`, `files[1].path`).
+        field: String,
+        /// The rejected name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// One chunk of a weights file does not hash to the SHA-256 recorded for it.
+    #[error("checksum mismatch for {path} bytes {offset}..{end}: expected sha256:{expected}, computed sha256:{computed}")]
+    ChunkChecksumMismatch {
+        /// The weights file.
+        path: PathBuf,
+        /// First byte of the chunk.
+        offset: u64,
+        /// One past its last byte.
+        end: u64,
+        /// The recorded digest (hex).
+        expected: String,
+        /// The digest of the bytes on disk (hex).
+        computed: String,
+    },
+    /// A path given as a checkpoint is neither a safetensors file, an index JSON nor a
+    /// directory holding `model.safetensors` or `model.safetensors.index.json`.
+    #[error("{path}: not a safetensors checkpoint: {reason}")]
+    NotACheckpoint {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A tensor's dtype differs from the one required (a hot swap must keep dtypes).
+    #[error("tensor {name}: dtype {found}, expected {expected}")]
+    DtypeMismatch {
+        /// Tensor name.
+        name: String,
+        /// Required dtype.
+        expected: String,
+        /// Dtype found.
+        found: String,
+    },
+    /// Two shards of one checkpoint hold a tensor of the same name.
+    #[error("tensor {name} appears in both {first} and {second}")]
+    DuplicateTensor {
+        /// Tensor name.
+        name: String,
+        /// The first shard holding it.
+        first: PathBuf,
+        /// The second one.
+        second: PathBuf,
+    },
     /// Every step of the fallback chain failed.
     #[error("all {attempts} load attempts failed; last error: {last}")]
     FallbackExhausted {

@@ -7,6 +7,10 @@
 pub mod checkpoint;
 pub mod error;
 pub mod initializer;
+pub mod manifest;
+pub mod model;
+pub mod model_registry;
+pub mod model_tensor;
 pub mod registry;
 pub mod strategy;
 pub mod version;
@@ -17,6 +21,9 @@ pub use checkpoint::{
 };
 pub use error::{RegistryError, Result};
 pub use initializer::WeightInitializer;
+pub use model::{Preset, Verify};
+pub use model_registry::{ModelRegistry, SaveOptions};
+pub use model_tensor::{LoadedModel, ModelTensor};
 pub use registry::{Device, InitializationConfig, LoadAttempt, WeightRegistry};
 pub use strategy::{fans, InitializationStrategy, KaimingMode, Nonlinearity};
 pub use version::{validate_version, TrainingMetrics, WeightVersion};

@@ -5,28 +5,25 @@
 //! directories. A version is listed only once its directory is complete and the manifest
 //! naming it is durable, so a crash mid-save never lists a half-written version.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwapOption;
-use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use crate::checkpoint::{self, load_checkpoint_dir, CheckpointMetadata, LoadOptions};
 use crate::error::{RegistryError, Result};
 use crate::initializer::WeightInitializer;
+use crate::manifest::ManifestStore;
+use crate::model::{Preset, Verify};
+use crate::model_tensor::{load_model_dir, verify_model_dir};
 use crate::strategy::{InitializationStrategy, KaimingMode, Nonlinearity};
-use crate::version::{now_rfc3339, validate_version, TrainingMetrics, WeightVersion};
+use crate::version::{now_rfc3339, TrainingMetrics, WeightVersion};
 use crate::weights::{FusionConfig, LoadedWeights};
 
-/// Manifest file name in the registry root.
-pub const MANIFEST_FILE: &str = "registry.json";
-/// Largest `registry.json` the registry reads (about 200 bytes per version: room for
-/// hundreds of thousands of versions).
-pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
-/// Directory (under the root) holding one checkpoint directory per version.
-pub const VERSIONS_DIR: &str = "versions";
+pub use crate::manifest::{
+    MANIFEST_FILE, MANIFEST_FORMAT_VERSION, MAX_MANIFEST_BYTES, VERSIONS_DIR,
+};
 
 /// Where weights live. Only the CPU is supported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -77,101 +74,19 @@ pub struct LoadAttempt {
     pub error: Option<String>,
 }
 
-/// `format_version` of the manifests this build writes: 2 adds `manifest_crc32c`.
-pub const MANIFEST_FORMAT_VERSION: u32 = 2;
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Manifest {
-    format_version: u32,
-    versions: Vec<WeightVersion>,
-    golden: Option<String>,
-    current: Option<String>,
-    retention: Option<usize>,
-    /// CRC-32C (8 lowercase hex digits) of the manifest's compact JSON serialization
-    /// without this field (`docs/formats/registry.md`); absent in format version 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    manifest_crc32c: Option<String>,
-}
-
-impl Manifest {
-    /// The checksum of everything else in the manifest.
-    fn crc(&self) -> u32 {
-        let body = Manifest {
-            manifest_crc32c: None,
-            ..self.clone()
-        };
-        tensorvault_core::checksum::crc32c(&serde_json::to_vec(&body).unwrap_or_default())
-    }
-
-    /// The manifest as written: the current format version and its checksum.
-    fn sealed(&self) -> Manifest {
-        let mut m = Manifest {
-            format_version: MANIFEST_FORMAT_VERSION,
-            manifest_crc32c: None,
-            ..self.clone()
-        };
-        m.manifest_crc32c = Some(format!("{:08x}", m.crc()));
-        m
-    }
-
-    /// A format-2 manifest must carry its checksum and match it (a format-1 manifest,
-    /// written before the checksum existed, has none; the next save seals it).
-    fn check_crc(&self, path: &Path) -> Result<()> {
-        let computed = format!("{:08x}", self.crc());
-        match &self.manifest_crc32c {
-            Some(stored) if *stored == computed => Ok(()),
-            None if self.format_version < 2 => Ok(()),
-            stored => Err(RegistryError::ManifestChecksum {
-                path: path.to_owned(),
-                stored: stored.clone().unwrap_or_else(|| "(missing)".into()),
-                computed,
-            }),
-        }
-    }
-
-    /// Every version string the manifest names must be one the CLI would accept: the
-    /// manifest is a file, and a crafted one (`"../../victim"`) must never choose which
-    /// directory retention deletes or which one a load reads.
-    fn validate(&self, path: &Path) -> Result<()> {
-        let named = self
-            .versions
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (format!("versions[{i}].version"), &v.version))
-            .chain(self.golden.iter().map(|v| ("golden".to_owned(), v)))
-            .chain(self.current.iter().map(|v| ("current".to_owned(), v)));
-        for (field, version) in named {
-            if let Err(e) = validate_version(version) {
-                let reason = match e {
-                    RegistryError::InvalidVersion { reason, .. } => reason,
-                    other => other.to_string(),
-                };
-                return Err(RegistryError::ManifestInvalidVersion {
-                    path: path.to_owned(),
-                    field,
-                    version: version.clone(),
-                    reason,
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
 /// FuseMoE weight registry. All methods take `&self` and are safe to call from many threads.
 pub struct WeightRegistry {
-    root: PathBuf,
     fusion: FusionConfig,
     init: InitializationConfig,
     current: ArcSwapOption<LoadedWeights>,
-    manifest: Mutex<Manifest>,
+    store: ManifestStore,
     attempts: Mutex<Vec<LoadAttempt>>,
 }
 
 impl std::fmt::Debug for WeightRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WeightRegistry")
-            .field("root", &self.root)
+            .field("root", &self.store.root())
             .field("fusion", &self.fusion)
             .finish_non_exhaustive()
     }
@@ -213,38 +128,12 @@ impl WeightRegistry {
                 what: format!("device cuda:{i}; the registry keeps weights in host memory"),
             });
         }
-        let root = root.as_ref().to_owned();
-        let vdir = root.join(VERSIONS_DIR);
-        fs::create_dir_all(&vdir).map_err(RegistryError::io(&vdir))?;
-        for entry in fs::read_dir(&vdir).map_err(RegistryError::io(&vdir))? {
-            let entry = entry.map_err(RegistryError::io(&vdir))?;
-            if entry.file_name().to_string_lossy().starts_with(".tmp-") {
-                warn!(path = %entry.path().display(), "removing leftover of an interrupted save");
-                let _ = fs::remove_dir_all(entry.path());
-            }
-        }
-        let mpath = root.join(MANIFEST_FILE);
-        let manifest = match RegistryError::read_bounded(&mpath, MAX_MANIFEST_BYTES) {
-            Ok(b) => {
-                let b = b?;
-                let m: Manifest =
-                    serde_json::from_slice(&b).map_err(RegistryError::json(&mpath))?;
-                m.check_crc(&mpath)?;
-                m.validate(&mpath)?;
-                m
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest {
-                format_version: 1,
-                ..Manifest::default()
-            },
-            Err(e) => return Err(RegistryError::io(&mpath)(e)),
-        };
+        let store = ManifestStore::open(root.as_ref())?;
         Ok(Self {
-            root,
             fusion,
             init,
             current: ArcSwapOption::empty(),
-            manifest: Mutex::new(manifest),
+            store,
             attempts: Mutex::new(Vec::new()),
         })
     }
@@ -252,7 +141,7 @@ impl WeightRegistry {
     /// The registry root.
     #[must_use]
     pub fn root(&self) -> &Path {
-        &self.root
+        self.store.root()
     }
 
     /// The shapes this registry expects.
@@ -266,17 +155,7 @@ impl WeightRegistry {
     /// # Errors
     /// [`RegistryError::InvalidVersion`].
     pub fn version_dir(&self, version: &str) -> Result<PathBuf> {
-        validate_version(version)?;
-        Ok(self.root.join(VERSIONS_DIR).join(version))
-    }
-
-    fn persist(&self, m: &Manifest) -> Result<()> {
-        let mpath = self.root.join(MANIFEST_FILE);
-        let json = serde_json::to_vec_pretty(&m.sealed()).map_err(RegistryError::json(&mpath))?;
-        tensorvault_core::atomic::write_atomic(&mpath, &json).map_err(|e| RegistryError::Io {
-            path: mpath.clone(),
-            source: std::io::Error::other(e.to_string()),
-        })
+        self.store.version_dir(version)
     }
 
     fn initializer(&self, strategy: &InitializationStrategy) -> WeightInitializer {
@@ -292,6 +171,15 @@ impl WeightRegistry {
     }
 
     fn load_dir(&self, dir: &Path, strict: bool) -> Result<LoadedWeights> {
+        // A version saved through the model registry with the FuseMoE preset.
+        if crate::model::checkpoint_format(dir)? == crate::model::MODEL_FORMAT_NAME {
+            let verify = if self.init.verify_checksum {
+                Verify::Chunks
+            } else {
+                Verify::None
+            };
+            return load_model_dir(dir, verify)?.to_fusemoe(&self.fusion);
+        }
         let fb = match &self.init.fallback {
             InitializationStrategy::Checkpoint { .. } => None,
             s => Some(self.initializer(s)),
@@ -310,7 +198,7 @@ impl WeightRegistry {
     fn try_strategy(&self, s: &InitializationStrategy) -> Result<LoadedWeights> {
         match s {
             InitializationStrategy::Checkpoint { path, strict } => {
-                self.load_dir(&self.root.join(path), *strict)
+                self.load_dir(&self.root().join(path), *strict)
             }
             other => self.initialize_weights(other),
         }
@@ -375,26 +263,14 @@ impl WeightRegistry {
     fn try_strategy_label(&self, s: &InitializationStrategy) -> String {
         match s {
             InitializationStrategy::Checkpoint { path, .. } => {
-                format!("checkpoint:{}", self.root.join(path).display())
+                format!("checkpoint:{}", self.root().join(path).display())
             }
             other => format!("initialize:{}", other.name()),
         }
     }
 
     fn chain_versions(&self) -> Vec<String> {
-        let m = lock(&self.manifest);
-        let mut out: Vec<String> = Vec::new();
-        for v in m
-            .golden
-            .iter()
-            .chain(m.current.iter())
-            .chain(m.versions.iter().rev().map(|v| &v.version))
-        {
-            if !out.contains(v) {
-                out.push(v.clone());
-            }
-        }
-        out
+        self.store.snapshot().chain()
     }
 
     /// The steps of the last [`Self::load_weights`] that went past the cache.
@@ -409,16 +285,7 @@ impl WeightRegistry {
     /// # Errors
     /// [`RegistryError::InvalidVersion`], [`RegistryError::VersionNotFound`], load errors.
     pub fn load_checkpoint(&self, version: &str) -> Result<Arc<LoadedWeights>> {
-        let dir = self.version_dir(version)?;
-        if !lock(&self.manifest)
-            .versions
-            .iter()
-            .any(|v| v.version == version)
-        {
-            return Err(RegistryError::VersionNotFound {
-                version: version.to_owned(),
-            });
-        }
+        let dir = self.store.listed_dir(version)?;
         let w = Arc::new(self.load_dir(&dir, true)?);
         self.activate(w.clone())?;
         Ok(w)
@@ -432,14 +299,7 @@ impl WeightRegistry {
             to = %v,
             "weights swapped"
         );
-        let mut m = lock(&self.manifest);
-        if m.versions.iter().any(|x| x.version == v) && m.current.as_deref() != Some(&v) {
-            let mut next = m.clone();
-            next.current = Some(v);
-            self.persist(&next)?;
-            *m = next;
-        }
-        Ok(())
+        self.store.set_current(&v)
     }
 
     /// Rolls back to an existing `version` (same as [`Self::load_checkpoint`]).
@@ -477,19 +337,19 @@ impl WeightRegistry {
     /// Version history, oldest first.
     #[must_use]
     pub fn list_versions(&self) -> Vec<WeightVersion> {
-        lock(&self.manifest).versions.clone()
+        self.store.lock().versions.clone()
     }
 
     /// The golden version, if marked.
     #[must_use]
     pub fn golden(&self) -> Option<String> {
-        lock(&self.manifest).golden.clone()
+        self.store.lock().golden.clone()
     }
 
     /// The current-version pointer recorded on disk.
     #[must_use]
     pub fn current_pointer(&self) -> Option<String> {
-        lock(&self.manifest).current.clone()
+        self.store.lock().current.clone()
     }
 
     /// Marks `version` golden (verified first).
@@ -498,12 +358,8 @@ impl WeightRegistry {
     /// [`RegistryError::VersionNotFound`], verification errors.
     pub fn set_golden(&self, version: &str) -> Result<()> {
         self.verify_version(version)?;
-        let mut m = lock(&self.manifest);
-        let mut next = m.clone();
-        next.golden = Some(version.to_owned());
-        self.persist(&next)?;
-        *m = next;
-        Ok(())
+        self.store
+            .update(|next| next.golden = Some(version.to_owned()))
     }
 
     /// Verifies checkpoint directory `path` (checksum + safetensors header).
@@ -519,14 +375,17 @@ impl WeightRegistry {
     /// # Errors
     /// [`RegistryError::VersionNotFound`], see [`checkpoint::verify_checkpoint`].
     pub fn verify_version(&self, version: &str) -> Result<CheckpointMetadata> {
-        let dir = self.version_dir(version)?;
-        if !lock(&self.manifest)
-            .versions
-            .iter()
-            .any(|v| v.version == version)
-        {
-            return Err(RegistryError::VersionNotFound {
-                version: version.to_owned(),
+        let dir = self.store.listed_dir(version)?;
+        if crate::model::checkpoint_format(&dir)? == crate::model::MODEL_FORMAT_NAME {
+            let meta = verify_model_dir(&dir, Verify::Both)?;
+            return Ok(CheckpointMetadata {
+                format: meta.format,
+                format_version: meta.format_version,
+                version: meta.version,
+                config: match meta.preset {
+                    Preset::FuseMoe(c) => c,
+                    Preset::Any => self.fusion.clone(),
+                },
             });
         }
         checkpoint::verify_checkpoint(&dir)
@@ -543,21 +402,8 @@ impl WeightRegistry {
         weights: &LoadedWeights,
         metrics: Option<TrainingMetrics>,
     ) -> Result<WeightVersion> {
-        let mut m = lock(&self.manifest);
-        let wanted = &weights.version.version;
-        let version = if validate_version(wanted).is_ok()
-            && !m.versions.iter().any(|v| &v.version == wanted)
-        {
-            wanted.clone()
-        } else {
-            let mut max = semver::Version::new(0, 0, 0);
-            for v in &m.versions {
-                if let Ok(p) = semver::Version::parse(&v.version) {
-                    max = max.max(p);
-                }
-            }
-            semver::Version::new(max.major, max.minor, max.patch + 1).to_string()
-        };
+        let mut m = self.store.lock();
+        let version = m.pick_version(&weights.version.version);
         let mut w = weights.clone();
         w.version = WeightVersion {
             version: version.clone(),
@@ -570,7 +416,7 @@ impl WeightRegistry {
         let saved = checkpoint::write_checkpoint(&dir, &w, &self.fusion)?;
         let mut next = m.clone();
         next.versions.push(saved.clone());
-        self.persist(&next)?;
+        self.store.persist(&next)?;
         *m = next;
         info!(version = %saved.version, checksum = %saved.checksum, "checkpoint saved");
         drop(m);
@@ -584,13 +430,7 @@ impl WeightRegistry {
     /// # Errors
     /// I/O errors writing the manifest.
     pub fn set_retention(&self, keep: Option<usize>) -> Result<Vec<String>> {
-        {
-            let mut m = lock(&self.manifest);
-            let mut next = m.clone();
-            next.retention = keep;
-            self.persist(&next)?;
-            *m = next;
-        }
+        self.store.update(|next| next.retention = keep)?;
         self.apply_retention()
     }
 
@@ -601,38 +441,6 @@ impl WeightRegistry {
     /// I/O errors writing the manifest (directory removal failures are only logged).
     pub fn apply_retention(&self) -> Result<Vec<String>> {
         let active = self.current_version().map(|v| v.version);
-        let mut m = lock(&self.manifest);
-        let Some(keep) = m.retention else {
-            return Ok(Vec::new());
-        };
-        let protected = |v: &str| {
-            m.golden.as_deref() == Some(v)
-                || m.current.as_deref() == Some(v)
-                || active.as_deref() == Some(v)
-        };
-        let cutoff = m.versions.len().saturating_sub(keep);
-        let removed: Vec<String> = m.versions[..cutoff]
-            .iter()
-            .filter(|v| !protected(&v.version))
-            .map(|v| v.version.clone())
-            .collect();
-        if removed.is_empty() {
-            return Ok(removed);
-        }
-        let mut next = m.clone();
-        next.versions.retain(|v| !removed.contains(&v.version));
-        // The manifest goes first: a crash after it leaves an unlisted directory, never a
-        // listed version without files.
-        self.persist(&next)?;
-        *m = next;
-        for v in &removed {
-            // validated again here: nothing outside versions/ is ever removed.
-            let dir = self.version_dir(v)?;
-            if let Err(e) = fs::remove_dir_all(&dir) {
-                warn!(path = %dir.display(), error = %e, "could not remove pruned version");
-            }
-            info!(version = %v, "pruned by retention");
-        }
-        Ok(removed)
+        self.store.apply_retention(active.as_deref())
     }
 }

@@ -1,0 +1,346 @@
+//! A registry of any safetensors checkpoints: the same `registry.json`, versions, golden
+//! marker, retention, rollback and lock-free hot swap as [`crate::WeightRegistry`], for
+//! versions holding named tensors of any dtype (single-file or sharded checkpoints, copied
+//! verbatim; see [`crate::model`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use tracing::{info, warn};
+
+use crate::error::{RegistryError, Result};
+use crate::manifest::ManifestStore;
+use crate::model::{
+    copy_checkpoint, resolve_source, write_model_checkpoint, ModelMetadata, Preset, Verify,
+    SINGLE_FILE,
+};
+use crate::model_tensor::{load_model_dir, verify_model_dir, LoadedModel};
+use crate::version::{now_rfc3339, TrainingMetrics, WeightVersion};
+
+/// What to record for a new version.
+#[derive(Debug, Clone, Default)]
+pub struct SaveOptions {
+    /// Version string (default: the highest existing version with its patch bumped; an
+    /// invalid or taken string is replaced the same way).
+    pub version: Option<String>,
+    /// Where the weights came from (default: the source path, or `in-memory`).
+    pub source_id: Option<String>,
+    /// Training metrics.
+    pub metrics: Option<TrainingMetrics>,
+}
+
+/// A versioned registry of safetensors checkpoints. All methods take `&self` and are safe
+/// to call from many threads; readers of [`Self::current`] never block.
+pub struct ModelRegistry {
+    store: ManifestStore,
+    preset: Preset,
+    verify: Verify,
+    current: ArcSwapOption<LoadedModel>,
+}
+
+impl std::fmt::Debug for ModelRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelRegistry")
+            .field("root", &self.store.root())
+            .field("preset", &self.preset)
+            .field("verify", &self.verify)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelRegistry {
+    /// Opens (or creates) the registry at `root`. New versions must satisfy `preset`;
+    /// loads verify per-chunk digests ([`Verify::Chunks`]).
+    ///
+    /// # Errors
+    /// I/O and JSON errors, [`RegistryError::ManifestChecksum`],
+    /// [`RegistryError::ManifestInvalidVersion`].
+    pub fn open(root: impl AsRef<Path>, preset: Preset) -> Result<Self> {
+        Ok(Self {
+            store: ManifestStore::open(root.as_ref())?,
+            preset,
+            verify: Verify::default(),
+            current: ArcSwapOption::empty(),
+        })
+    }
+
+    /// Sets how loads verify the files.
+    #[must_use]
+    pub fn with_verify(mut self, verify: Verify) -> Self {
+        self.verify = verify;
+        self
+    }
+
+    /// The registry root.
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        self.store.root()
+    }
+
+    /// The preset new versions are checked against.
+    #[must_use]
+    pub fn preset(&self) -> &Preset {
+        &self.preset
+    }
+
+    /// Directory of `version` (validated: no path tricks).
+    ///
+    /// # Errors
+    /// [`RegistryError::InvalidVersion`].
+    pub fn version_dir(&self, version: &str) -> Result<PathBuf> {
+        self.store.version_dir(version)
+    }
+
+    fn save_with(
+        &self,
+        opts: SaveOptions,
+        default_source: String,
+        write: impl FnOnce(&Path, WeightVersion) -> Result<ModelMetadata>,
+    ) -> Result<WeightVersion> {
+        let mut m = self.store.lock();
+        let version = m.pick_version(opts.version.as_deref().unwrap_or(""));
+        let v = WeightVersion {
+            version: version.clone(),
+            source_id: opts.source_id.unwrap_or(default_source),
+            created_at: now_rfc3339(),
+            checksum: String::new(),
+            metrics: opts.metrics,
+        };
+        let meta = write(&self.store.version_dir(&version)?, v)?;
+        let mut next = m.clone();
+        next.versions.push(meta.version.clone());
+        self.store.persist(&next)?;
+        *m = next;
+        drop(m);
+        info!(version = %meta.version.version, checksum = %meta.version.checksum, files = meta.files.len(), "model version saved");
+        self.apply_retention()?;
+        Ok(meta.version)
+    }
+
+    /// Saves the checkpoint at `src` (a `.safetensors` file, an index JSON, or a Hugging
+    /// Face model directory) as a new version: its files are validated (headers, index,
+    /// preset) and copied byte for byte, with their SHA-256 and per-chunk digests.
+    /// Applies retention afterwards. Does not change the current version.
+    ///
+    /// # Errors
+    /// [`RegistryError::NotACheckpoint`], [`RegistryError::UnsafeFileName`] (an index
+    /// naming a shard outside its directory), safetensors, preset and I/O errors; nothing is
+    /// listed unless everything is durable.
+    pub fn save_from_path(&self, src: &Path, opts: SaveOptions) -> Result<WeightVersion> {
+        let source = resolve_source(src)?;
+        self.save_with(opts, src.display().to_string(), |dir, v| {
+            copy_checkpoint(dir, &source, v, &self.preset)
+        })
+    }
+
+    /// Saves in-memory `model` as a new version (one `model.safetensors`).
+    ///
+    /// # Errors
+    /// Preset, safetensors and I/O errors.
+    pub fn save_model(&self, model: &LoadedModel, opts: SaveOptions) -> Result<WeightVersion> {
+        let bytes = model.to_safetensors()?;
+        self.save_with(opts, "in-memory".into(), |dir, v| {
+            write_model_checkpoint(
+                dir,
+                &[(SINGLE_FILE.to_owned(), &bytes[..])],
+                None,
+                v,
+                &self.preset,
+            )
+        })
+    }
+
+    /// Loads `version` (verified as configured) without activating it.
+    ///
+    /// # Errors
+    /// [`RegistryError::VersionNotFound`], [`RegistryError::InvalidVersion`], load errors.
+    pub fn read_version(&self, version: &str) -> Result<LoadedModel> {
+        let dir = self.store.listed_dir(version)?;
+        load_model_dir(&dir, self.verify)
+    }
+
+    fn activate(&self, model: Arc<LoadedModel>) -> Result<()> {
+        let v = model.version.version.clone();
+        let old = self.current.swap(Some(model));
+        info!(
+            from = old.as_ref().map_or("<none>", |o| o.version.version.as_str()),
+            to = %v,
+            "model swapped"
+        );
+        self.store.set_current(&v)
+    }
+
+    /// Loads `version`, makes it active and records it as the current version on disk.
+    ///
+    /// # Errors
+    /// See [`Self::read_version`].
+    pub fn load_version(&self, version: &str) -> Result<Arc<LoadedModel>> {
+        let m = Arc::new(self.read_version(version)?);
+        self.activate(m.clone())?;
+        Ok(m)
+    }
+
+    /// Rolls back to an existing `version` (same as [`Self::load_version`]; the layout may
+    /// differ from the active one: choosing the version is explicit).
+    ///
+    /// # Errors
+    /// See [`Self::read_version`].
+    pub fn rollback(&self, version: &str) -> Result<Arc<LoadedModel>> {
+        info!(version, "rollback requested");
+        self.load_version(version)
+    }
+
+    /// Swaps `model` in atomically after checking it against the preset and, when a model
+    /// is active, that it keeps the active model's tensor names, dtypes and shapes. Readers
+    /// see the old model or the new one, never a mix. When `model`'s version is listed, it
+    /// becomes the current version on disk.
+    ///
+    /// # Errors
+    /// Preset and layout errors (the active model is unchanged then), I/O errors.
+    pub fn hot_swap(&self, model: LoadedModel) -> Result<()> {
+        model.check_preset(&self.preset)?;
+        if let Some(active) = self.current.load_full() {
+            active.check_same_layout(&model)?;
+        }
+        self.activate(Arc::new(model))
+    }
+
+    /// Loads `version` and hot-swaps it in ([`Self::hot_swap`]'s checks).
+    ///
+    /// # Errors
+    /// See [`Self::read_version`] and [`Self::hot_swap`].
+    pub fn hot_swap_version(&self, version: &str) -> Result<Arc<LoadedModel>> {
+        let m = self.read_version(version)?;
+        self.hot_swap(m)?;
+        self.current()
+            .ok_or_else(|| RegistryError::VersionNotFound {
+                version: version.to_owned(),
+            })
+    }
+
+    /// The active model, loading one if none is: the golden version, then the current
+    /// pointer, then every version newest first; a version that fails to load (damaged,
+    /// deleted) is logged and skipped.
+    ///
+    /// # Errors
+    /// [`RegistryError::FallbackExhausted`] when no version loads.
+    pub fn load(&self) -> Result<Arc<LoadedModel>> {
+        if let Some(m) = self.current.load_full() {
+            return Ok(m);
+        }
+        let chain = self.store.snapshot().chain();
+        let mut last = String::from("the registry has no versions");
+        for v in &chain {
+            match self.read_version(v) {
+                Ok(m) => {
+                    let m = Arc::new(m);
+                    self.activate(m.clone())?;
+                    return Ok(m);
+                }
+                Err(e) => {
+                    warn!(version = %v, error = %e, "version failed to load; trying the next");
+                    last = e.to_string();
+                }
+            }
+        }
+        Err(RegistryError::FallbackExhausted {
+            attempts: chain.len(),
+            last,
+        })
+    }
+
+    /// The active model, if any (lock-free).
+    #[must_use]
+    pub fn current(&self) -> Option<Arc<LoadedModel>> {
+        self.current.load_full()
+    }
+
+    /// Version of the active model.
+    #[must_use]
+    pub fn current_version(&self) -> Option<WeightVersion> {
+        self.current.load().as_ref().map(|m| m.version.clone())
+    }
+
+    /// Version history, oldest first.
+    #[must_use]
+    pub fn list_versions(&self) -> Vec<WeightVersion> {
+        self.store.lock().versions.clone()
+    }
+
+    /// The golden version, if marked.
+    #[must_use]
+    pub fn golden(&self) -> Option<String> {
+        self.store.lock().golden.clone()
+    }
+
+    /// The current-version pointer recorded on disk.
+    #[must_use]
+    pub fn current_pointer(&self) -> Option<String> {
+        self.store.lock().current.clone()
+    }
+
+    /// `version`'s metadata (files and digests), read and checked, not verified.
+    ///
+    /// # Errors
+    /// [`RegistryError::VersionNotFound`], see [`crate::model::read_model_metadata`].
+    pub fn metadata(&self, version: &str) -> Result<ModelMetadata> {
+        crate::model::read_model_metadata(&self.store.listed_dir(version)?)
+    }
+
+    /// Verifies `version` fully: every file's SHA-256 and every chunk digest, the version
+    /// checksum against the manifest's, every header and the index.
+    ///
+    /// # Errors
+    /// [`RegistryError::VersionNotFound`], [`RegistryError::ChecksumMismatch`],
+    /// [`RegistryError::ChunkChecksumMismatch`], see [`verify_model_dir`].
+    pub fn verify_version(&self, version: &str) -> Result<ModelMetadata> {
+        let dir = self.store.listed_dir(version)?;
+        let meta = verify_model_dir(&dir, Verify::Both)?;
+        let listed = self
+            .store
+            .lock()
+            .versions
+            .iter()
+            .find(|v| v.version == version)
+            .map(|v| v.checksum.clone())
+            .unwrap_or_default();
+        if !listed.eq_ignore_ascii_case(&meta.version.checksum) {
+            return Err(RegistryError::ChecksumMismatch {
+                path: dir.join(crate::checkpoint::METADATA_FILE),
+                expected: listed,
+                computed: meta.version.checksum,
+            });
+        }
+        Ok(meta)
+    }
+
+    /// Marks `version` golden (fully verified first).
+    ///
+    /// # Errors
+    /// See [`Self::verify_version`].
+    pub fn set_golden(&self, version: &str) -> Result<()> {
+        self.verify_version(version)?;
+        self.store
+            .update(|next| next.golden = Some(version.to_owned()))
+    }
+
+    /// Keeps the `keep` newest versions (plus golden, current and active); `None` keeps
+    /// all. Persisted, applied now and after every save. Returns the deleted versions.
+    ///
+    /// # Errors
+    /// I/O errors writing the manifest.
+    pub fn set_retention(&self, keep: Option<usize>) -> Result<Vec<String>> {
+        self.store.update(|next| next.retention = keep)?;
+        self.apply_retention()
+    }
+
+    /// Applies the persisted retention now. Returns the deleted versions.
+    ///
+    /// # Errors
+    /// I/O errors writing the manifest (directory removal failures are only logged).
+    pub fn apply_retention(&self) -> Result<Vec<String>> {
+        let active = self.current_version().map(|v| v.version);
+        self.store.apply_retention(active.as_deref())
+    }
+}
