@@ -171,13 +171,18 @@ pub fn registry_err(e: RegistryError) -> PyErr {
         RegistryError::VersionNotFound { .. }
         | RegistryError::MissingMetadata { .. }
         | RegistryError::MissingTensor { .. } => Kind::NotFound,
-        RegistryError::ChecksumMismatch { .. } => Kind::Corruption,
+        RegistryError::ChecksumMismatch { .. } | RegistryError::ChunkChecksumMismatch { .. } => {
+            Kind::Corruption
+        }
         RegistryError::Json { .. }
         | RegistryError::Safetensors { .. }
         | RegistryError::BadChecksumFormat { .. }
         | RegistryError::UnexpectedTensor { .. }
         | RegistryError::ManifestInvalidVersion { .. }
-        | RegistryError::InvalidMetadata { .. } => Kind::InvalidFormat,
+        | RegistryError::InvalidMetadata { .. }
+        | RegistryError::UnsafeFileName { .. }
+        | RegistryError::NotACheckpoint { .. }
+        | RegistryError::DuplicateTensor { .. } => Kind::InvalidFormat,
         RegistryError::UnsupportedDtype { .. } => Kind::UnsupportedFormat,
         RegistryError::Unsupported { .. } => Kind::Unsupported,
         _ => Kind::InvalidArgument,

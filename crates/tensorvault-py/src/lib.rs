@@ -35,6 +35,8 @@ fn _tensorvault(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cgeb::cgeb_write_batch, m)?)?;
     m.add_class::<registry::Registry>()?;
     m.add_class::<registry::LoadedWeightsOwner>()?;
+    m.add_class::<registry::PyModelRegistry>()?;
+    m.add_class::<registry::LoadedModelOwner>()?;
     m.add_function(wrap_pyfunction!(registry::registry_load_checkpoint, m)?)?;
     m.add_class::<store::Store>()?;
     m.add_class::<kv::KvCache>()?;

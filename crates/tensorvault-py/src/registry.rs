@@ -1,19 +1,23 @@
 //! The weight registry: versions, checkpoints as dicts of numpy arrays (read-only views
-//! into the mapped safetensors file, no copy), save, rollback, deterministic init.
+//! into the mapped safetensors file, no copy), save, rollback, deterministic init; and the
+//! model registry (any safetensors checkpoint, any dtype).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use numpy::{PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use numpy::{PyReadonlyArray1, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tensorvault_registry::checkpoint::{load_checkpoint_dir, read_metadata, LoadOptions};
+use tensorvault_registry::model::ModelMetadata;
+use tensorvault_registry::safetensors_dtype::Dtype;
 use tensorvault_registry::weights::names;
 use tensorvault_registry::{
     Device, ExpertWeights, FusionConfig, GatingNetworkWeights, InitializationConfig,
-    InitializationStrategy, KaimingMode, LoadedWeights, Nonlinearity, TrainingMetrics,
-    WeightInitializer, WeightRegistry, WeightTensor, WeightVersion,
+    InitializationStrategy, KaimingMode, LoadedModel, LoadedWeights, ModelRegistry, ModelTensor,
+    Nonlinearity, Preset, SaveOptions, TrainingMetrics, Verify, WeightInitializer, WeightRegistry,
+    WeightTensor, WeightVersion,
 };
 
 use crate::array::readonly_view;
@@ -385,6 +389,284 @@ impl Registry {
     }
 
     /// Path of `version`'s checkpoint directory.
+    fn version_dir(&self, version: &str) -> PyResult<PathBuf> {
+        self.inner.version_dir(version).map_err(registry_err)
+    }
+
+    /// The registry root.
+    #[getter]
+    fn root(&self) -> PathBuf {
+        self.inner.root().to_owned()
+    }
+}
+
+/// Owner of a loaded model version: the `base` of every array a model load returns.
+#[pyclass(module = "tensorvault._tensorvault", frozen)]
+pub struct LoadedModelOwner {
+    model: Arc<LoadedModel>,
+}
+
+#[pymethods]
+impl LoadedModelOwner {
+    /// Whether every tensor is a zero-copy view of a mapped file.
+    #[getter]
+    fn all_mapped(&self) -> bool {
+        self.model.tensors().values().all(ModelTensor::is_mapped)
+    }
+}
+
+/// `({name: (dtype name, shape, read-only uint8 view of the bytes)}, version dict)`: the
+/// Python wrapper reinterprets the bytes as the dtype (numpy has no bf16, so the wrapper
+/// decides what a BF16 tensor becomes).
+type ModelTuple<'py> = (Bound<'py, PyDict>, Bound<'py, PyDict>);
+
+fn model_tuple<'py>(py: Python<'py>, model: Arc<LoadedModel>) -> PyResult<ModelTuple<'py>> {
+    let owner = Bound::new(py, LoadedModelOwner { model })?;
+    let m = &owner.get().model;
+    let d = PyDict::new(py);
+    for (name, t) in m.tensors() {
+        let bytes = t.bytes();
+        // SAFETY: `bytes` is a range of a read-only map or an immutable buffer owned by the
+        // `LoadedModel` inside `owner` (behind an `Arc` nothing mutates); `owner` becomes
+        // the array's base.
+        let arr = unsafe { readonly_view(owner.clone().into_any(), bytes, &[bytes.len()])? };
+        d.set_item(name, (format!("{:?}", t.dtype()), t.shape().to_vec(), arr))?;
+    }
+    Ok((d, version_dict(py, &m.version)?))
+}
+
+fn metadata_dict<'py>(py: Python<'py>, m: &ModelMetadata) -> PyResult<Bound<'py, PyDict>> {
+    let value = serde_json::to_value(m).map_err(|e| arg_err(e.to_string()))?;
+    Ok(json::to_py(py, &value)?.cast_into::<PyDict>()?)
+}
+
+fn parse_dtype(name: &str) -> PyResult<Dtype> {
+    Ok(match name {
+        "BOOL" => Dtype::BOOL,
+        "U8" => Dtype::U8,
+        "I8" => Dtype::I8,
+        "U16" => Dtype::U16,
+        "I16" => Dtype::I16,
+        "F16" => Dtype::F16,
+        "BF16" => Dtype::BF16,
+        "U32" => Dtype::U32,
+        "I32" => Dtype::I32,
+        "F32" => Dtype::F32,
+        "U64" => Dtype::U64,
+        "I64" => Dtype::I64,
+        "F64" => Dtype::F64,
+        other => return Err(arg_err(format!("unknown safetensors dtype {other:?}"))),
+    })
+}
+
+fn parse_metrics(metrics: Option<Bound<'_, PyAny>>) -> PyResult<Option<TrainingMetrics>> {
+    metrics
+        .map(|m| {
+            let v = json::to_value(&m, "metrics")?;
+            serde_json::from_value(v).map_err(|e| {
+                arg_err(format!(
+                    "metrics: {e} (needs epoch, loss, learning_rate; others are kept)"
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// A versioned registry of any safetensors checkpoints rooted at a directory.
+#[pyclass(module = "tensorvault._tensorvault", name = "ModelRegistry", frozen)]
+pub struct PyModelRegistry {
+    inner: ModelRegistry,
+}
+
+#[pymethods]
+impl PyModelRegistry {
+    /// Open (or create) the registry at `root`. `preset`: "any" or "fusemoe" (with
+    /// `config` as for `Registry`); `verify`: "chunks", "full", "both" or "none".
+    #[new]
+    #[pyo3(signature = (root, preset="any", config=None, verify="chunks"))]
+    fn new(
+        py: Python<'_>,
+        root: PathBuf,
+        preset: &str,
+        config: Option<&Bound<'_, PyAny>>,
+        verify: &str,
+    ) -> PyResult<Self> {
+        let preset = match preset {
+            "any" => Preset::Any,
+            "fusemoe" => Preset::FuseMoe(fusion_config(config)?.unwrap_or_default()),
+            other => {
+                return Err(arg_err(format!(
+                    "unknown preset {other:?}: \"any\" or \"fusemoe\""
+                )))
+            }
+        };
+        let verify = match verify {
+            "chunks" => Verify::Chunks,
+            "full" => Verify::Full,
+            "both" => Verify::Both,
+            "none" => Verify::None,
+            other => {
+                return Err(arg_err(format!(
+                    "unknown verify {other:?}: \"chunks\", \"full\", \"both\" or \"none\""
+                )))
+            }
+        };
+        let inner = py
+            .detach(|| ModelRegistry::open(&root, preset))
+            .map_err(registry_err)?
+            .with_verify(verify);
+        Ok(Self { inner })
+    }
+
+    /// Save the checkpoint at `path` (file, index JSON or model directory) as a version.
+    #[pyo3(signature = (path, version=None, source_id=None, metrics=None))]
+    fn save<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        version: Option<String>,
+        source_id: Option<String>,
+        metrics: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let opts = SaveOptions {
+            version,
+            source_id,
+            metrics: parse_metrics(metrics)?,
+        };
+        let v = py
+            .detach(|| self.inner.save_from_path(&path, opts))
+            .map_err(registry_err)?;
+        version_dict(py, &v)
+    }
+
+    /// Save `[(name, dtype, shape, uint8 bytes)]` as a version (one model.safetensors).
+    #[pyo3(signature = (tensors, version=None, source_id=None, metrics=None))]
+    fn save_tensors<'py>(
+        &self,
+        py: Python<'py>,
+        tensors: Vec<(String, String, Vec<usize>, PyReadonlyArray1<'py, u8>)>,
+        version: Option<String>,
+        source_id: Option<String>,
+        metrics: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let mut map = BTreeMap::new();
+        for (name, dtype, shape, bytes) in &tensors {
+            let b = bytes
+                .as_slice()
+                .map_err(|e| arg_err(e.to_string()))?
+                .to_vec();
+            let t = ModelTensor::from_bytes(name, parse_dtype(dtype)?, shape.clone(), b)
+                .map_err(registry_err)?;
+            if map.insert(name.clone(), t).is_some() {
+                return Err(arg_err(format!("tensor {name:?} given twice")));
+            }
+        }
+        let version0 = WeightVersion {
+            version: String::new(),
+            source_id: String::new(),
+            created_at: String::new(),
+            checksum: String::new(),
+            metrics: None,
+        };
+        let model = LoadedModel::new(version0, map);
+        let opts = SaveOptions {
+            version,
+            source_id: source_id.or_else(|| Some("python".into())),
+            metrics: parse_metrics(metrics)?,
+        };
+        let v = py
+            .detach(|| self.inner.save_model(&model, opts))
+            .map_err(registry_err)?;
+        version_dict(py, &v)
+    }
+
+    /// Load `version`, make it active and current.
+    fn load<'py>(&self, py: Python<'py>, version: &str) -> PyResult<ModelTuple<'py>> {
+        let m = py
+            .detach(|| self.inner.load_version(version))
+            .map_err(registry_err)?;
+        model_tuple(py, m)
+    }
+
+    /// Roll back to `version`.
+    fn rollback<'py>(&self, py: Python<'py>, version: &str) -> PyResult<ModelTuple<'py>> {
+        let m = py
+            .detach(|| self.inner.rollback(version))
+            .map_err(registry_err)?;
+        model_tuple(py, m)
+    }
+
+    /// Load `version` and swap it in if it keeps the active model's layout.
+    fn hot_swap<'py>(&self, py: Python<'py>, version: &str) -> PyResult<ModelTuple<'py>> {
+        let m = py
+            .detach(|| self.inner.hot_swap_version(version))
+            .map_err(registry_err)?;
+        model_tuple(py, m)
+    }
+
+    /// The active model (loading golden, current, newest if none is active).
+    fn load_active<'py>(&self, py: Python<'py>) -> PyResult<ModelTuple<'py>> {
+        let m = py.detach(|| self.inner.load()).map_err(registry_err)?;
+        model_tuple(py, m)
+    }
+
+    /// The active model, if any.
+    fn current<'py>(&self, py: Python<'py>) -> PyResult<Option<ModelTuple<'py>>> {
+        self.inner.current().map(|m| model_tuple(py, m)).transpose()
+    }
+
+    /// The active (else recorded current) version.
+    #[getter]
+    fn current_version(&self) -> Option<String> {
+        self.inner
+            .current_version()
+            .map(|v| v.version)
+            .or_else(|| self.inner.current_pointer())
+    }
+
+    /// The golden version, if marked.
+    #[getter]
+    fn golden(&self) -> Option<String> {
+        self.inner.golden()
+    }
+
+    /// Version history, oldest first.
+    fn list_versions<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.inner
+            .list_versions()
+            .iter()
+            .map(|v| version_dict(py, v))
+            .collect()
+    }
+
+    /// Verify `version` fully; returns its metadata (files and digests).
+    fn verify<'py>(&self, py: Python<'py>, version: &str) -> PyResult<Bound<'py, PyDict>> {
+        let m = py
+            .detach(|| self.inner.verify_version(version))
+            .map_err(registry_err)?;
+        metadata_dict(py, &m)
+    }
+
+    /// `version`'s metadata, not verified.
+    fn metadata<'py>(&self, py: Python<'py>, version: &str) -> PyResult<Bound<'py, PyDict>> {
+        let m = self.inner.metadata(version).map_err(registry_err)?;
+        metadata_dict(py, &m)
+    }
+
+    /// Mark `version` golden (verified first).
+    fn set_golden(&self, py: Python<'_>, version: &str) -> PyResult<()> {
+        py.detach(|| self.inner.set_golden(version))
+            .map_err(registry_err)
+    }
+
+    /// Keep the `keep` newest versions (plus golden, current, active); returns the removed.
+    #[pyo3(signature = (keep))]
+    fn set_retention(&self, py: Python<'_>, keep: Option<usize>) -> PyResult<Vec<String>> {
+        py.detach(|| self.inner.set_retention(keep))
+            .map_err(registry_err)
+    }
+
+    /// Path of `version`'s directory.
     fn version_dir(&self, version: &str) -> PyResult<PathBuf> {
         self.inner.version_dir(version).map_err(registry_err)
     }

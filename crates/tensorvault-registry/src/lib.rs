@@ -9,6 +9,11 @@ pub mod error;
 pub mod initializer;
 pub mod manifest;
 pub mod model;
+/// The safetensors dtype the model registry uses (re-exported so callers need not depend
+/// on the `safetensors` crate themselves).
+pub mod safetensors_dtype {
+    pub use safetensors::tensor::Dtype;
+}
 pub mod model_registry;
 pub mod model_tensor;
 pub mod registry;

@@ -14,7 +14,8 @@ of a memory map kept alive by the array.
 
 * The weight registry: :class:`Registry` (versions, checkpoints as dicts of numpy
   views into the mapped safetensors file, save, rollback, deterministic init) and
-  :func:`load_checkpoint` for one checkpoint directory.
+  :func:`load_checkpoint` for one checkpoint directory; :class:`ModelRegistry` for any
+  safetensors checkpoint (single file or sharded Hugging Face directory, any dtype).
 
 * The temporal tensor store: :class:`Store` (named tensors kept raw or quantized to
   8/5/3 bits in tiers; ``put_tensor``, ``get_tensor`` as numpy over Rust memory,
@@ -44,7 +45,7 @@ from ._cvc import (
     validate_cvc_integrity,
 )
 from ._mobi import IoSpec, MobiModel, Operator, Tensor, example_model, read_mobi
-from ._registry import Registry, Weights, load_checkpoint
+from ._registry import Model, ModelRegistry, Registry, Weights, bf16_to_f32, load_checkpoint
 from ._store import Store
 from ._kv import KvCache
 from ._errors import (
@@ -82,6 +83,9 @@ __all__ = [
     "write_batch",
     "BatchReader",
     "Registry",
+    "ModelRegistry",
+    "Model",
+    "bf16_to_f32",
     "Store",
     "KvCache",
     "MobiModel",
