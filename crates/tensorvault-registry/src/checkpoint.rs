@@ -21,6 +21,7 @@ use sha2::Digest;
 use tensorvault_core::atomic::sync_dir;
 use tracing::{debug, warn};
 
+use crate::digest::{digest_all, verify_chunks, ChunkDigests};
 use crate::error::{RegistryError, Result};
 use crate::initializer::{assemble, WeightInitializer};
 use crate::version::WeightVersion;
@@ -49,6 +50,10 @@ pub struct CheckpointMetadata {
     pub version: WeightVersion,
     /// Shapes the weights were written for.
     pub config: FusionConfig,
+    /// Per-chunk SHA-256 digests of `weights.safetensors` (absent in checkpoints written
+    /// before they existed): verified loads hash the chunks on all cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<ChunkDigests>,
 }
 
 /// Options for [`load_checkpoint_dir`].
@@ -144,12 +149,14 @@ fn write_into(dir: &Path, weights: &LoadedWeights, config: &FusionConfig) -> Res
     fsync_file(&wpath)?;
     let map = map_file(&wpath)?;
     let mut version = weights.version.clone();
-    version.checksum = checksum_of(&map);
+    let (whole, chunks) = digest_all(&map);
+    version.checksum = whole;
     let meta = CheckpointMetadata {
         format: FORMAT_NAME.into(),
         format_version: FORMAT_VERSION,
         version: version.clone(),
         config: config.clone(),
+        chunks: Some(chunks),
     };
     let mpath = dir.join(METADATA_FILE);
     let json = serde_json::to_vec_pretty(&meta).map_err(RegistryError::json(&mpath))?;
@@ -266,7 +273,11 @@ pub fn verify_checkpoint(dir: &Path) -> Result<CheckpointMetadata> {
     let meta = read_metadata(dir)?;
     let wpath = dir.join(WEIGHTS_FILE);
     let map = map_file(&wpath)?;
+    let _ = map.advise(memmap2::Advice::WillNeed);
     check_checksum(&wpath, &map, &meta.version.checksum)?;
+    if let Some(c) = &meta.chunks {
+        verify_chunks(&wpath, &map, c)?;
+    }
     SafeTensors::deserialize(&map).map_err(|e| st_err(&wpath, &e))?;
     Ok(meta)
 }
@@ -347,7 +358,16 @@ pub fn load_checkpoint_dir(
     let wpath: PathBuf = dir.join(WEIGHTS_FILE);
     let map = map_file(&wpath)?;
     if opts.verify_checksum {
-        check_checksum(&wpath, &map, &meta.version.checksum)?;
+        // Every byte is about to be hashed: ask for the whole file at once.
+        let _ = map.advise(memmap2::Advice::WillNeed);
+        match &meta.chunks {
+            // The chunks on all cores; their list came with the whole-file checksum.
+            Some(c) => {
+                check_checksum_format(&meta.version.checksum)?;
+                verify_chunks(&wpath, &map, c)?;
+            }
+            None => check_checksum(&wpath, &map, &meta.version.checksum)?,
+        }
     }
     let st = SafeTensors::deserialize(&map).map_err(|e| st_err(&wpath, &e))?;
     let specs = config.tensor_specs();

@@ -5,6 +5,7 @@
 //! See `README.md` in this crate for the on-disk layout.
 
 pub mod checkpoint;
+pub mod digest;
 pub mod error;
 pub mod initializer;
 pub mod manifest;

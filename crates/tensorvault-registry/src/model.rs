@@ -12,13 +12,12 @@ use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use rayon::prelude::*;
 use safetensors::tensor::{Dtype, SafeTensors};
 use serde::{Deserialize, Serialize};
-use sha2::Digest;
 use tensorvault_core::atomic::sync_dir;
 
 use crate::checkpoint::{self, map_file, CHECKSUM_PREFIX, METADATA_FILE, WEIGHTS_FILE};
+use crate::digest::{digest_all, sha256_hex, ChunkDigests};
 use crate::error::{RegistryError, Result};
 use crate::version::WeightVersion;
 use crate::weights::FusionConfig;
@@ -33,12 +32,7 @@ pub const MODEL_FORMAT_VERSION: u32 = 1;
 pub const SINGLE_FILE: &str = "model.safetensors";
 /// The index of a sharded checkpoint (the Hugging Face name).
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
-/// Chunk size of the per-chunk digests the registry records.
-pub const CHUNK_BYTES: u64 = 4 << 20;
-/// Smallest `chunk_bytes` a `metadata.json` may declare.
-pub const MIN_CHUNK_BYTES: u64 = 64 << 10;
-/// Largest `chunk_bytes` a `metadata.json` may declare.
-pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
+pub use crate::digest::{CHUNK_BYTES, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES};
 /// Largest index JSON the registry reads.
 pub const MAX_INDEX_BYTES: u64 = 64 << 20;
 /// Most files one version may hold.
@@ -138,6 +132,17 @@ pub struct ModelMetadata {
     pub files: Vec<FileDigest>,
 }
 
+impl FileDigest {
+    /// The chunk digests, when recorded.
+    #[must_use]
+    pub fn chunks(&self) -> Option<ChunkDigests> {
+        (self.chunk_bytes > 0).then(|| ChunkDigests {
+            chunk_bytes: self.chunk_bytes,
+            chunk_sha256: self.chunk_sha256.clone(),
+        })
+    }
+}
+
 impl ModelMetadata {
     /// The safetensors files (every file but the index).
     pub fn shards(&self) -> impl Iterator<Item = &FileDigest> {
@@ -199,10 +204,6 @@ fn check_name(file: &Path, field: impl FnOnce() -> String, name: &str) -> Result
     })
 }
 
-fn sha_hex(bytes: &[u8]) -> String {
-    tensorvault_core::checksum::hex(&sha2::Sha256::digest(bytes))
-}
-
 /// The version checksum: `sha256:` of the file for a single safetensors file, else
 /// `sha256:` of the `sha256sum`-style listing of every file (`<hex>  <name>\n`, in
 /// `files` order).
@@ -218,7 +219,7 @@ pub fn version_checksum(files: &[FileDigest], index: Option<&str>) -> String {
                     format!("{hex}  {}\n", f.path)
                 })
                 .collect();
-            format!("{CHECKSUM_PREFIX}{}", sha_hex(listing.as_bytes()))
+            format!("{CHECKSUM_PREFIX}{}", sha256_hex(listing.as_bytes()))
         }
     }
 }
@@ -379,24 +380,14 @@ pub(crate) fn write_hashed(path: &Path, name: &str, bytes: &[u8]) -> Result<File
         f.write_all(bytes).map_err(RegistryError::io(path))?;
         f.sync_all().map_err(RegistryError::io(path))
     };
-    let (written, (whole, chunks)) = rayon::join(write, || {
-        rayon::join(
-            || sha_hex(bytes),
-            || {
-                bytes
-                    .par_chunks(CHUNK_BYTES as usize)
-                    .map(sha_hex)
-                    .collect::<Vec<_>>()
-            },
-        )
-    });
+    let (written, (whole, chunks)) = rayon::join(write, || digest_all(bytes));
     written?;
     Ok(FileDigest {
         path: name.to_owned(),
         bytes: bytes.len() as u64,
-        sha256: format!("{CHECKSUM_PREFIX}{whole}"),
-        chunk_bytes: CHUNK_BYTES,
-        chunk_sha256: chunks,
+        sha256: whole,
+        chunk_bytes: chunks.chunk_bytes,
+        chunk_sha256: chunks.chunk_sha256,
     })
 }
 
@@ -568,6 +559,10 @@ pub fn read_model_metadata(dir: &Path) -> Result<ModelMetadata> {
         let bytes = fs::metadata(&wpath)
             .map_err(RegistryError::io(&wpath))?
             .len();
+        let chunks = meta.chunks.clone().unwrap_or(ChunkDigests {
+            chunk_bytes: 0,
+            chunk_sha256: Vec::new(),
+        });
         return Ok(ModelMetadata {
             format: meta.format,
             format_version: meta.format_version,
@@ -575,8 +570,8 @@ pub fn read_model_metadata(dir: &Path) -> Result<ModelMetadata> {
                 path: WEIGHTS_FILE.into(),
                 bytes,
                 sha256: meta.version.checksum.clone(),
-                chunk_bytes: 0,
-                chunk_sha256: Vec::new(),
+                chunk_bytes: chunks.chunk_bytes,
+                chunk_sha256: chunks.chunk_sha256,
             }],
             version: meta.version,
             preset: Preset::FuseMoe(meta.config),

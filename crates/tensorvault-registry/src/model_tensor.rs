@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 use safetensors::tensor::{Dtype, TensorView};
-use sha2::Digest;
 
-use crate::checkpoint::{map_file, CHECKSUM_PREFIX, METADATA_FILE};
+use crate::checkpoint::{map_file, METADATA_FILE};
+use crate::digest::{verify_chunks, verify_whole};
 use crate::error::{RegistryError, Result};
 use crate::initializer::assemble;
 use crate::model::{
@@ -304,47 +304,17 @@ fn verify_files(
         Verify::Both => (all_chunked, true),
     };
     if chunks {
-        let jobs: Vec<(usize, usize)> = meta
-            .files
-            .iter()
-            .enumerate()
-            .flat_map(|(i, f)| (0..f.chunk_sha256.len()).map(move |c| (i, c)))
-            .collect();
-        jobs.par_iter().try_for_each(|&(i, c)| {
-            let (f, (path, map)) = (&meta.files[i], &maps[i]);
-            let start = c as u64 * f.chunk_bytes;
-            let end = (start + f.chunk_bytes).min(f.bytes);
-            let computed = tensorvault_core::checksum::hex(&sha2::Sha256::digest(
-                &map[start as usize..end as usize],
-            ));
-            if computed.eq_ignore_ascii_case(&f.chunk_sha256[c]) {
-                Ok(())
-            } else {
-                Err(RegistryError::ChunkChecksumMismatch {
-                    path: path.clone(),
-                    offset: start,
-                    end,
-                    expected: f.chunk_sha256[c].clone(),
-                    computed,
-                })
+        for (f, (path, map)) in meta.files.iter().zip(maps) {
+            if let Some(c) = f.chunks() {
+                verify_chunks(path, map, &c)?;
             }
-        })?;
+        }
     }
     if full {
         meta.files
             .par_iter()
             .zip(maps.par_iter())
-            .try_for_each(|(f, (path, map))| {
-                let computed = format!(
-                    "{CHECKSUM_PREFIX}{}",
-                    tensorvault_core::checksum::hex(&sha2::Sha256::digest(&map[..]))
-                );
-                if computed.eq_ignore_ascii_case(&f.sha256) {
-                    Ok(())
-                } else {
-                    Err(mismatch(path, &f.sha256, computed))
-                }
-            })?;
+            .try_for_each(|(f, (path, map))| verify_whole(path, map, &f.sha256))?;
         // The version checksum (the one the manifest lists) must be the one the per-file
         // digests give: it ties the files to the manifest.
         let computed = version_checksum(&meta.files, meta.index.as_deref());

@@ -386,6 +386,7 @@ impl WeightRegistry {
                     Preset::FuseMoe(c) => c,
                     Preset::Any => self.fusion.clone(),
                 },
+                chunks: None,
             });
         }
         checkpoint::verify_checkpoint(&dir)

@@ -42,6 +42,8 @@ fn resign(ck: &Path, bytes: &[u8]) {
     let mut meta: serde_json::Value =
         serde_json::from_slice(&fs::read(ck.join(METADATA_FILE)).unwrap()).unwrap();
     meta["checksum"] = checksum_of(bytes).into();
+    let (_, chunks) = tensorvault_registry::digest::digest_all(bytes);
+    meta["chunks"] = serde_json::to_value(chunks).unwrap();
     fs::write(ck.join(METADATA_FILE), serde_json::to_vec(&meta).unwrap()).unwrap();
 }
 
@@ -101,10 +103,25 @@ fn flipped_byte_is_checksum_mismatch() {
         verify_checkpoint(&ck),
         Err(RegistryError::ChecksumMismatch { .. })
     ));
+    // A verified load hashes the recorded chunks on all cores and names the damaged one.
+    match load_checkpoint_dir(&ck, &FusionConfig::tiny(), opts(true)) {
+        Err(RegistryError::ChunkChecksumMismatch { offset, end, .. }) => {
+            assert_eq!((offset, end), (0, b.len() as u64));
+        }
+        other => panic!("expected ChunkChecksumMismatch, got {other:?}"),
+    }
+    // A checkpoint written before chunk digests existed: the whole-file checksum.
+    let mpath = ck.join(METADATA_FILE);
+    let mut meta: serde_json::Value = serde_json::from_slice(&fs::read(&mpath).unwrap()).unwrap();
+    meta.as_object_mut().unwrap().remove("chunks");
+    fs::write(&mpath, serde_json::to_vec(&meta).unwrap()).unwrap();
     assert!(matches!(
         load_checkpoint_dir(&ck, &FusionConfig::tiny(), opts(true)),
         Err(RegistryError::ChecksumMismatch { .. })
     ));
+    b[last] ^= 0x01;
+    fs::write(&p, &b).unwrap();
+    load_checkpoint_dir(&ck, &FusionConfig::tiny(), opts(true)).unwrap();
 }
 
 #[test]

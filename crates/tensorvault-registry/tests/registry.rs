@@ -377,7 +377,22 @@ fn kill_9_during_save_leaves_registry_consistent() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(400 + 100 * round));
+        // Kill it mid-save once it has listed a version in this round (waiting for that
+        // instead of a fixed delay: on a busy machine a save can take longer than any
+        // fixed sleep), a little later each round so the kill lands in different steps.
+        let listed_before = total;
+        let manifest = tmp.path().join(MANIFEST_FILE);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while std::time::Instant::now() < deadline {
+            let n = fs::read_to_string(&manifest)
+                .map(|s| s.matches("\"version\": \"1.0.").count())
+                .unwrap_or(0);
+            if n > listed_before {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(15 + 40 * round));
         child.kill().unwrap(); // SIGKILL on Unix
         child.wait().unwrap();
         let cfg = FusionConfig {
