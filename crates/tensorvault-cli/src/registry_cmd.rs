@@ -361,7 +361,11 @@ fn verify(root: &Path, version: &str) -> Result<(), RegistryError> {
         drop(reg);
         let meta = ModelRegistry::open(root, Preset::Any)?.verify_version(version)?;
         let bytes: u64 = meta.files.iter().map(|f| f.bytes).sum();
-        let chunks: usize = meta.files.iter().map(|f| f.chunk_sha256.len()).sum();
+        let chunks: usize = meta
+            .files
+            .iter()
+            .map(|f| f.chunks.as_ref().map_or(0, |c| c.blake3.len()))
+            .sum();
         println!(
             "OK {version} {} ({} files, {bytes} bytes, {chunks} chunk digests)",
             meta.version.checksum,
@@ -508,7 +512,7 @@ fn save_safetensors(a: &SaveArgs, src: &Path) -> Result<(), RegistryError> {
         let files: Vec<_> = meta
             .files
             .iter()
-            .map(|f| json!({ "path": f.path, "bytes": f.bytes, "sha256": f.sha256, "chunks": f.chunk_sha256.len() }))
+            .map(|f| json!({ "path": f.path, "bytes": f.bytes, "sha256": f.sha256, "chunks": f.chunks.as_ref().map_or(0, |c| c.blake3.len()) }))
             .collect();
         let out = json!({ "version": v.version, "checksum": v.checksum, "bytes": bytes,
             "source": src.display().to_string(), "source_id": v.source_id, "metrics": v.metrics,

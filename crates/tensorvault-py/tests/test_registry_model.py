@@ -62,7 +62,8 @@ def test_minilm_registers_verifies_swaps_and_rolls_back(minilm, tmp_path):
     meta = reg.verify("1.0.0")
     (f,) = meta["files"]
     assert f["bytes"] == src.stat().st_size
-    assert len(f["chunk_sha256"]) == -(-f["bytes"] // f["chunk_bytes"])
+    c = f["chunks"]
+    assert len(c["blake3"]) == -(-f["bytes"] // c["chunk_bytes"])
     assert meta["metrics"]["note"] == "upstream"
 
     m1 = reg.load("1.0.0")

@@ -21,8 +21,8 @@ use std::time::Instant;
 use tensorvault_registry::checkpoint::{load_checkpoint_dir, load_tensors, LoadOptions};
 use tensorvault_registry::model_tensor::load_model_dir;
 use tensorvault_registry::{
-    write_checkpoint, FusionConfig, LoadedModel, LoadedWeights, ModelRegistry, Preset,
-    SaveOptions, Verify, WeightInitializer,
+    write_checkpoint, FusionConfig, LoadedModel, LoadedWeights, ModelRegistry, Preset, SaveOptions,
+    Verify, WeightInitializer,
 };
 
 fn median(mut f: impl FnMut() -> f64, reps: usize) -> f64 {

@@ -50,7 +50,7 @@ pub struct CheckpointMetadata {
     pub version: WeightVersion,
     /// Shapes the weights were written for.
     pub config: FusionConfig,
-    /// Per-chunk SHA-256 digests of `weights.safetensors` (absent in checkpoints written
+    /// Per-chunk BLAKE3 digests of `weights.safetensors` (absent in checkpoints written
     /// before they existed): verified loads hash the chunks on all cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<ChunkDigests>,

@@ -199,8 +199,8 @@ pub enum RegistryError {
         /// Why.
         reason: String,
     },
-    /// One chunk of a weights file does not hash to the SHA-256 recorded for it.
-    #[error("checksum mismatch for {path} bytes {offset}..{end}: expected sha256:{expected}, computed sha256:{computed}")]
+    /// One chunk of a weights file does not hash to the BLAKE3 digest recorded for it.
+    #[error("checksum mismatch for {path} bytes {offset}..{end}: expected blake3:{expected}, computed blake3:{computed}")]
     ChunkChecksumMismatch {
         /// The weights file.
         path: PathBuf,

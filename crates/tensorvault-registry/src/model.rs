@@ -1,7 +1,7 @@
 //! Any safetensors checkpoint as a registry version: a single `model.safetensors` or a
 //! sharded Hugging Face layout (`model.safetensors.index.json` + shards), copied verbatim
 //! (so it stays bit-exact and readable by every safetensors reader), with a whole-file
-//! SHA-256 and per-chunk SHA-256 digests of every file in the version's `metadata.json`.
+//! SHA-256 and per-chunk BLAKE3 digests of every file in the version's `metadata.json`.
 //!
 //! Files are copied byte for byte; tensors load as zero-copy views of the mapped files in
 //! any dtype. See `docs/formats/registry.md` for the layout and the verification modes.
@@ -108,10 +108,9 @@ pub struct FileDigest {
     pub bytes: u64,
     /// `sha256:<hex>` of the whole file.
     pub sha256: String,
-    /// Chunk size of `chunk_sha256` (0 when there are none).
-    pub chunk_bytes: u64,
-    /// SHA-256 (hex) of each `chunk_bytes` slice of the file, the last one shorter.
-    pub chunk_sha256: Vec<String>,
+    /// BLAKE3 digests of the file's chunks (absent: only the whole-file digest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<ChunkDigests>,
 }
 
 /// Contents of a model version's `metadata.json`.
@@ -130,17 +129,6 @@ pub struct ModelMetadata {
     pub index: Option<String>,
     /// Every file of the version with its digests (shards and index).
     pub files: Vec<FileDigest>,
-}
-
-impl FileDigest {
-    /// The chunk digests, when recorded.
-    #[must_use]
-    pub fn chunks(&self) -> Option<ChunkDigests> {
-        (self.chunk_bytes > 0).then(|| ChunkDigests {
-            chunk_bytes: self.chunk_bytes,
-            chunk_sha256: self.chunk_sha256.clone(),
-        })
-    }
 }
 
 impl ModelMetadata {
@@ -386,8 +374,7 @@ pub(crate) fn write_hashed(path: &Path, name: &str, bytes: &[u8]) -> Result<File
         path: name.to_owned(),
         bytes: bytes.len() as u64,
         sha256: whole,
-        chunk_bytes: chunks.chunk_bytes,
-        chunk_sha256: chunks.chunk_sha256,
+        chunks: Some(chunks),
     })
 }
 
@@ -559,10 +546,6 @@ pub fn read_model_metadata(dir: &Path) -> Result<ModelMetadata> {
         let bytes = fs::metadata(&wpath)
             .map_err(RegistryError::io(&wpath))?
             .len();
-        let chunks = meta.chunks.clone().unwrap_or(ChunkDigests {
-            chunk_bytes: 0,
-            chunk_sha256: Vec::new(),
-        });
         return Ok(ModelMetadata {
             format: meta.format,
             format_version: meta.format_version,
@@ -570,8 +553,7 @@ pub fn read_model_metadata(dir: &Path) -> Result<ModelMetadata> {
                 path: WEIGHTS_FILE.into(),
                 bytes,
                 sha256: meta.version.checksum.clone(),
-                chunk_bytes: chunks.chunk_bytes,
-                chunk_sha256: chunks.chunk_sha256,
+                chunks: meta.chunks.clone(),
             }],
             version: meta.version,
             preset: Preset::FuseMoe(meta.config),
@@ -607,22 +589,13 @@ pub fn read_model_metadata(dir: &Path) -> Result<ModelMetadata> {
             return Err(bad("files", format!("{:?} listed twice", f.path)));
         }
         checkpoint::check_checksum_format(&f.sha256)?;
-        let chunks_ok = if f.chunk_bytes == 0 {
-            f.chunk_sha256.is_empty()
-        } else {
-            (MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&f.chunk_bytes)
-                && f.chunk_sha256.len() as u64 == f.bytes.div_ceil(f.chunk_bytes)
-                && f.chunk_sha256
-                    .iter()
-                    .all(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-        };
-        if !chunks_ok {
+        if let Some(c) = f.chunks.as_ref().filter(|c| !c.fits(f.bytes)) {
             return Err(bad(
                 "files",
                 format!(
                     "files[{i}]: {} chunk digests of {} bytes for a {}-byte file",
-                    f.chunk_sha256.len(),
-                    f.chunk_bytes,
+                    c.blake3.len(),
+                    c.chunk_bytes,
                     f.bytes
                 ),
             ));

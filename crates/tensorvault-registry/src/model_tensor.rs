@@ -296,7 +296,7 @@ fn verify_files(
             ));
         }
     }
-    let all_chunked = meta.files.iter().all(|f| f.chunk_bytes > 0);
+    let all_chunked = meta.files.iter().all(|f| f.chunks.is_some());
     let (chunks, full) = match mode {
         Verify::None => (false, false),
         Verify::Chunks => (all_chunked, !all_chunked),
@@ -305,8 +305,8 @@ fn verify_files(
     };
     if chunks {
         for (f, (path, map)) in meta.files.iter().zip(maps) {
-            if let Some(c) = f.chunks() {
-                verify_chunks(path, map, &c)?;
+            if let Some(c) = &f.chunks {
+                verify_chunks(path, map, c)?;
             }
         }
     }

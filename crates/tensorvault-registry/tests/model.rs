@@ -234,7 +234,7 @@ fn hostile_metadata_file_names_are_refused_at_load() {
     }
     // Chunk lists that do not fit the file length are refused before hashing.
     meta["files"][0]["path"] = SINGLE_FILE.into();
-    meta["files"][0]["chunk_sha256"] = serde_json::json!([]);
+    meta["files"][0]["chunks"]["blake3"] = serde_json::json!([]);
     fs::write(&mpath, meta.to_string()).unwrap();
     assert!(matches!(
         reg.load_version("1.0.0"),
@@ -294,7 +294,7 @@ fn damage_is_found_by_chunk_and_whole_file_digests() {
     let reg = ModelRegistry::open(tmp.path().join("reg"), Preset::Any).unwrap();
     reg.save_from_path(&src, opts("1.0.0")).unwrap();
     let meta = reg.metadata("1.0.0").unwrap();
-    assert_eq!(meta.files[0].chunk_sha256.len(), 3);
+    assert_eq!(meta.files[0].chunks.as_ref().unwrap().blake3.len(), 3);
     let file = reg.version_dir("1.0.0").unwrap().join(SINGLE_FILE);
     let mut b = fs::read(&file).unwrap();
     let at = (5 << 20) + 17;

@@ -230,7 +230,7 @@ class ModelRegistry:
         preset: ``"any"`` (any tensors, any dtype) or ``"fusemoe"`` (the FuseMoE layout
             of ``config``, as for :class:`Registry`).
         config: FuseMoE shapes for ``preset="fusemoe"`` (default: the seed's).
-        verify: How loads check the files: ``"chunks"`` (default: every chunk's SHA-256,
+        verify: How loads check the files: ``"chunks"`` (default: every 4 MiB chunk's BLAKE3,
             hashed on all cores), ``"full"`` (whole-file SHA-256s), ``"both"``, ``"none"``.
     """
 
