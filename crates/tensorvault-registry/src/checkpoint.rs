@@ -146,10 +146,22 @@ fn write_into(dir: &Path, weights: &LoadedWeights, config: &FusionConfig) -> Res
     // make the file bytes (and the checksum) differ from run to run.
     let info = HashMap::from([("format".to_owned(), FORMAT_NAME.to_owned())]);
     safetensors::serialize_to_file(views, &Some(info), &wpath).map_err(|e| st_err(&wpath, &e))?;
-    fsync_file(&wpath)?;
     let map = map_file(&wpath)?;
+    // The digests are computed from the page cache while the file is flushed to disk: the
+    // fsync waits on the device, not the CPU, so it runs on its own thread and both rayon
+    // workers hash.
+    let (synced, (whole, chunks)) = std::thread::scope(|s| {
+        let sync = s.spawn(|| fsync_file(&wpath));
+        let d = digest_all(&map);
+        (sync.join(), d)
+    });
+    synced.unwrap_or_else(|_| {
+        Err(RegistryError::Io {
+            path: wpath.clone(),
+            source: std::io::Error::other("fsync thread panicked"),
+        })
+    })?;
     let mut version = weights.version.clone();
-    let (whole, chunks) = digest_all(&map);
     version.checksum = whole;
     let meta = CheckpointMetadata {
         format: FORMAT_NAME.into(),

@@ -368,8 +368,19 @@ pub(crate) fn write_hashed(path: &Path, name: &str, bytes: &[u8]) -> Result<File
         f.write_all(bytes).map_err(RegistryError::io(path))?;
         f.sync_all().map_err(RegistryError::io(path))
     };
-    let (written, (whole, chunks)) = rayon::join(write, || digest_all(bytes));
-    written?;
+    // Writing and fsync wait mostly on the page cache and the device: they run on their
+    // own thread so that both rayon workers hash.
+    let (written, (whole, chunks)) = std::thread::scope(|s| {
+        let w = s.spawn(write);
+        let d = digest_all(bytes);
+        (w.join(), d)
+    });
+    written.unwrap_or_else(|_| {
+        Err(RegistryError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::other("writer thread panicked"),
+        })
+    })?;
     Ok(FileDigest {
         path: name.to_owned(),
         bytes: bytes.len() as u64,
