@@ -1,8 +1,11 @@
-//! The tensorvault weight registry (seed 003): deterministic initialization of the FuseMoE
-//! weights, safetensors checkpoints with SHA-256 checksums, a versioned registry on disk
-//! with rollback, a golden marker and retention, and atomic hot swap.
+//! The tensorvault weight registry (seed 003): a versioned registry on disk with rollback,
+//! a golden marker, retention and atomic hot swap, for any safetensors checkpoint
+//! ([`ModelRegistry`]: a single file or a sharded Hugging Face directory, any dtype, files
+//! kept byte for byte with a whole-file SHA-256 and per-chunk BLAKE3 digests) and, as one
+//! preset with a typed API, for the FuseMoE weights ([`WeightRegistry`]: deterministic
+//! initialization, fallback chain).
 //!
-//! See `README.md` in this crate for the on-disk layout.
+//! See `README.md` in this crate and `docs/formats/registry.md` for the on-disk layout.
 
 pub mod checkpoint;
 pub mod digest;
