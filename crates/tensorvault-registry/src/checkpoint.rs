@@ -86,7 +86,7 @@ fn f32_le_bytes(data: &[f32]) -> std::borrow::Cow<'_, [u8]> {
 
 fn fsync_file(path: &Path) -> Result<()> {
     File::open(path)
-        .and_then(|f| f.sync_all())
+        .and_then(|f| tensorvault_core::fsio::sync_all(&f, path))
         .map_err(RegistryError::io(path))
 }
 
@@ -117,7 +117,7 @@ pub fn write_checkpoint(
     fs::create_dir_all(&tmp).map_err(RegistryError::io(&tmp))?;
     let result = write_into(&tmp, weights, config).and_then(|version| {
         sync_dir(&tmp).map_err(RegistryError::io(&tmp))?;
-        fs::rename(&tmp, dest).map_err(RegistryError::io(dest))?;
+        tensorvault_core::fsio::rename(&tmp, dest).map_err(RegistryError::io(dest))?;
         sync_dir(parent).map_err(RegistryError::io(parent))?;
         Ok(version)
     });

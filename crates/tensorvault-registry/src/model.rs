@@ -357,7 +357,7 @@ pub(crate) fn parse_shards(
 
 fn fsync_file(path: &Path) -> Result<()> {
     File::open(path)
-        .and_then(|f| f.sync_all())
+        .and_then(|f| tensorvault_core::fsio::sync_all(&f, path))
         .map_err(RegistryError::io(path))
 }
 
@@ -366,7 +366,7 @@ pub(crate) fn write_hashed(path: &Path, name: &str, bytes: &[u8]) -> Result<File
     let write = || -> Result<()> {
         let mut f = File::create(path).map_err(RegistryError::io(path))?;
         f.write_all(bytes).map_err(RegistryError::io(path))?;
-        f.sync_all().map_err(RegistryError::io(path))
+        tensorvault_core::fsio::sync_all(&f, path).map_err(RegistryError::io(path))
     };
     // Writing and fsync wait mostly on the page cache and the device: they run on their
     // own thread so that both rayon workers hash.
@@ -409,7 +409,7 @@ pub(crate) fn write_dir_atomically<T>(
     fs::create_dir_all(&tmp).map_err(RegistryError::io(&tmp))?;
     let result = fill(&tmp).and_then(|v| {
         sync_dir(&tmp).map_err(RegistryError::io(&tmp))?;
-        fs::rename(&tmp, dest).map_err(RegistryError::io(dest))?;
+        tensorvault_core::fsio::rename(&tmp, dest).map_err(RegistryError::io(dest))?;
         sync_dir(parent).map_err(RegistryError::io(parent))?;
         Ok(v)
     });

@@ -63,6 +63,8 @@ struct State {
     synced: HashMap<Inode, Vec<u8>>,
     /// Contents of files whose last name went away (renamed over, removed) before the cut.
     orphans: HashMap<Inode, Vec<u8>>,
+    /// Directory renames `(from, to)` not yet made durable by an fsync of `to`'s parent.
+    dir_renames: Vec<(PathBuf, PathBuf)>,
     /// A log of operation kinds, for reports.
     kinds: BTreeMap<&'static str, u64>,
 }
@@ -105,6 +107,14 @@ fn kind(op: &Op<'_>) -> &'static str {
         Op::HardLink { .. } => "link",
         Op::Remove { .. } => "remove",
         Op::SyncDir { .. } => "dir fsync",
+    }
+}
+
+/// `p` with its prefix `from` replaced by `to` (unchanged if `p` is not under `from`).
+fn rebase(p: &Path, from: &Path, to: &Path) -> PathBuf {
+    match p.strip_prefix(from) {
+        Ok(rest) => to.join(rest),
+        Err(_) => p.to_path_buf(),
     }
 }
 
@@ -225,6 +235,15 @@ impl PowerCut {
                 let ino = Self::inode_of(st, path);
                 st.synced.insert(ino, std::fs::read(path)?);
             }
+            Op::Rename { from, to } if from.is_dir() => {
+                // Every name under the directory moves with it; durably so once the
+                // parent of `to` is synced.
+                st.current = std::mem::take(&mut st.current)
+                    .into_iter()
+                    .map(|(p, i)| (rebase(&p, from, to), i))
+                    .collect();
+                st.dir_renames.push((from.to_path_buf(), to.to_path_buf()));
+            }
             Op::Rename { from, to } => {
                 let ino = Self::inode_of(st, from);
                 if st.current.get(to) != Some(&ino) {
@@ -241,6 +260,17 @@ impl PowerCut {
             }
             Op::Remove { path } => Self::orphan(st, path),
             Op::SyncDir { dir } => {
+                // Directory renames into `dir` become durable.
+                let (done, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut st.dir_renames)
+                    .into_iter()
+                    .partition(|(_, to)| parent(to) == dir);
+                st.dir_renames = rest;
+                for (from, to) in done {
+                    st.durable = std::mem::take(&mut st.durable)
+                        .into_iter()
+                        .map(|(p, i)| (rebase(&p, &from, &to), i))
+                        .collect();
+                }
                 // Files created in `dir` since the last look get their identity now.
                 if let Ok(rd) = std::fs::read_dir(dir) {
                     for e in rd.flatten() {
@@ -428,10 +458,21 @@ mod tests {
         fsio::write_all_at(&g, &b, b"never synced", 0).unwrap();
         fsio::sync_data(&g, &b).unwrap(); // data synced, but the name never was
         fsio::rename(&b, &root.join("old")).unwrap();
+        // A directory renamed but its parent never synced keeps its old name.
+        let d = root.join("tmpdir");
+        std::fs::create_dir(&d).unwrap();
+        let c = d.join("c");
+        let h = open(&c);
+        fsio::write_all_at(&h, &c, b"in dir", 0).unwrap();
+        fsio::sync_data(&h, &c).unwrap();
+        fsio::sync_dir(&d).unwrap();
+        fsio::rename(&d, &root.join("final")).unwrap();
         let img = pc.cut_now().unwrap();
         assert_eq!(img[Path::new("a")], b"synced");
         assert_eq!(img[Path::new("old")], b"old contents");
         assert!(!img.contains_key(Path::new("b")));
+        assert_eq!(img[Path::new("tmpdir/c")], b"in dir");
+        assert!(!img.contains_key(Path::new("final/c")));
         // Everything fails after the cut.
         assert!(fsio::sync_dir(&root).is_err());
     }
