@@ -1,5 +1,6 @@
 //! Memory-mapped tier files (server targets): `tier0.dat` .. `tier3.dat` in a collection
-//! directory, each a row of fixed-size slots.
+//! directory, each a row of fixed-size slots. Allocation is the shared slot layer
+//! (`slot_store.rs`); this module is its file medium:
 //!
 //! - Reads borrow the bytes of a read-only `MAP_SHARED` mapping ([`BlockIO::with_block`]
 //!   costs a read lock and a bounds check, no copy and no syscall).
@@ -10,25 +11,27 @@
 //!   (rounded up to a power of two), so most growth steps only publish a larger slot
 //!   count and a remap happens about once per doubling. Readers only ever touch slots
 //!   below the published count, which always lie inside the file and the mapping.
+//! - Freed slots give their disk space back: the ones inside the file by hole punching,
+//!   a free tail of two growth steps or more by truncation (keeping one step).
 //! - [`BlockIO::sync`] calls `fdatasync` on every tier file written since the last sync.
 //!
 //! A file whose length is not a multiple of its slot length (growth torn by a crash)
 //! opens fine: only whole slots count.
 
 use std::fs::{File, OpenOptions};
-
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
-use tensorvault_core::fsio;
+use std::sync::{PoisonError, RwLock};
 
 use memmap2::{Mmap, MmapOptions};
+use tensorvault_core::fsio;
 
-use super::slots::{self, SlotAlloc};
-use super::{BlockIO, TierUsage};
+use super::slot_store::{forward_block_io, SlotStore, TierMedium, TierSetup};
+use super::slots;
+use super::BlockIO;
 use crate::config::CollectionConfig;
 use crate::error::{Result, StoreErr};
-use crate::types::{BlockKey, Tier};
+use crate::types::Tier;
 
 /// Fewest slots a tier file grows by.
 const MIN_GROW_SLOTS: u64 = 64;
@@ -43,8 +46,10 @@ const MIN_MAP_BYTES: u64 = 1 << 20;
 /// not call back into this `MmapBlockIO` (a write that grows the tier would deadlock).
 pub struct MmapBlockIO {
     dir: PathBuf,
-    tiers: [MmapTier; 4],
+    slots: SlotStore<MmapTier>,
 }
+
+forward_block_io!(MmapBlockIO, slots);
 
 /// What readers see of one tier: the mapping and how many slots of it are valid.
 struct View {
@@ -54,16 +59,14 @@ struct View {
     slots: u64,
 }
 
-/// One tier file. Lock order: `alloc`, then `view`.
+/// One tier file: the [`TierMedium`] of [`MmapBlockIO`].
 struct MmapTier {
     tier: Tier,
     path: PathBuf,
     file: File,
     slot_len: u64,
-    /// Free list and slot count; held by writers for the whole write.
-    alloc: Mutex<SlotAlloc>,
     /// Held for reading by readers while they use the mapped bytes; for writing only to
-    /// publish growth.
+    /// publish growth or a cut.
     view: RwLock<View>,
     /// Written since the last sync.
     dirty: AtomicBool,
@@ -81,12 +84,12 @@ impl MmapBlockIO {
     pub fn open(dir: &Path, geometry: &CollectionConfig) -> Result<Self> {
         geometry.validate()?;
         let mut created = false;
-        let mut open = |tier: Tier| -> Result<MmapTier> {
+        let mut open = |tier: Tier| -> Result<TierSetup<MmapTier>> {
             let path = dir.join(tier.file_name());
             created |= !path.exists();
             MmapTier::open(tier, path, geometry.slot_len(tier))
         };
-        let tiers = [
+        let setup = [
             open(Tier::Tier0)?,
             open(Tier::Tier1)?,
             open(Tier::Tier2)?,
@@ -97,7 +100,7 @@ impl MmapBlockIO {
         }
         Ok(Self {
             dir: dir.to_path_buf(),
-            tiers,
+            slots: SlotStore::new(setup),
         })
     }
 
@@ -110,11 +113,7 @@ impl MmapBlockIO {
     /// Path of `tier`'s data file.
     #[must_use]
     pub fn tier_path(&self, tier: Tier) -> &Path {
-        &self.tiers[tier.index()].path
-    }
-
-    fn tier(&self, tier: Tier) -> &MmapTier {
-        &self.tiers[tier.index()]
+        &self.slots.medium(tier).path
     }
 }
 
@@ -123,22 +122,9 @@ fn sync_dir(dir: &Path) -> Result<()> {
     fsio::sync_dir(dir).map_err(|e| StoreErr::io("fsync", dir, e))
 }
 
-/// Give a freed slot's disk space back: punch a hole over the whole pages inside
-/// `offset..offset + len` (`fallocate(PUNCH_HOLE | KEEP_SIZE)`; the file keeps its
-/// length and the slot reads as zeros until it is reused). Best effort: a file system
-/// without hole punching keeps the bytes, which costs space, never correctness, since
-/// the store only frees a slot once no durable record and no reader refers to it.
-fn punch_slot(file: &File, path: &Path, offset: u64, len: u64) {
-    const PAGE: u64 = 4096;
-    let start = offset.div_ceil(PAGE) * PAGE;
-    let end = (offset + len) / PAGE * PAGE;
-    if end > start {
-        let _ = fsio::punch_hole(file, path, start, end - start);
-    }
-}
-
 impl MmapTier {
-    fn open(tier: Tier, path: PathBuf, slot_len: u32) -> Result<Self> {
+    /// Open (or create) the file and map its whole slots.
+    fn open(tier: Tier, path: PathBuf, slot_len: u32) -> Result<TierSetup<Self>> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -150,28 +136,29 @@ impl MmapTier {
             .metadata()
             .map_err(|e| StoreErr::io("stat", &path, e))?
             .len();
-        let probe = SlotAlloc::new(tier, slot_len, 0);
-        let slots = (file_len / probe.slot_len()).min(probe.max_slots());
-        let mut this = Self {
+        let bytes = slots::slot_bytes(slot_len);
+        let slots = slots::whole_slots(file_len, bytes);
+        let mut medium = Self {
             tier,
             path,
             file,
-            slot_len: probe.slot_len(),
-            alloc: Mutex::new(SlotAlloc::new(tier, slot_len, slots)),
+            slot_len: bytes,
             view: RwLock::new(View {
                 map: None,
                 slots: 0,
             }),
             dirty: AtomicBool::new(false),
         };
-        let view = this.view_for(slots, None)?;
-        *this.view.get_mut().unwrap_or_else(PoisonError::into_inner) = view;
-        Ok(this)
-    }
-
-    fn lock_alloc(&self) -> MutexGuard<'_, SlotAlloc> {
-        // The allocator is updated by single assignments that cannot be torn by a panic.
-        self.alloc.lock().unwrap_or_else(PoisonError::into_inner)
+        let view = medium.view_for(slots, None)?;
+        *medium
+            .view
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner) = view;
+        Ok(TierSetup {
+            medium,
+            slot_len,
+            slots,
+        })
     }
 
     fn bad_len(&self, len: usize) -> StoreErr {
@@ -218,8 +205,25 @@ impl MmapTier {
         })
     }
 
-    /// Make the file hold `slots` whole slots (extending it with zeros) and publish them
-    /// to readers. Caller holds the allocator lock.
+    fn read_view(&self) -> std::sync::RwLockReadGuard<'_, View> {
+        // A view is replaced by single assignments that cannot be torn by a panic.
+        self.view.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_view(&self) -> std::sync::RwLockWriteGuard<'_, View> {
+        self.view.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl TierMedium for MmapTier {
+    /// 1/8 of the slots, at least [`MIN_GROW_SLOTS`], at most [`MAX_GROW_BYTES`] (and at
+    /// least one slot).
+    fn grow_step(&self, slots: u64) -> u64 {
+        (slots / 8)
+            .max(MIN_GROW_SLOTS)
+            .min((MAX_GROW_BYTES / self.slot_len).max(1))
+    }
+
     fn extend_to(&self, slots: u64) -> Result<()> {
         let need = slots * self.slot_len;
         let file_len = self
@@ -233,11 +237,8 @@ impl MmapTier {
             self.dirty.store(true, Ordering::Release);
         }
         // Map (if needed) before taking the write lock so readers wait only for a swap.
-        let fresh = {
-            let view = self.view.read().unwrap_or_else(PoisonError::into_inner);
-            self.view_for(slots, Some(&view))?
-        };
-        let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
+        let fresh = self.view_for(slots, Some(&self.read_view()))?;
+        let mut view = self.write_view();
         if fresh.map.is_some() {
             view.map = fresh.map;
         }
@@ -245,169 +246,95 @@ impl MmapTier {
         Ok(())
     }
 
-    /// Truncate the free slots at the end of the file away; caller holds the allocator
-    /// lock. Readers never touch a free slot (a slot is freed only once no index entry
-    /// refers to it), so unpublishing them first and cutting the file after is safe; the
-    /// mapping keeps its address space.
-    fn shrink(&self, alloc: &mut SlotAlloc) -> Result<()> {
-        let used = alloc.slots() - alloc.free_tail();
-        let keep = if used == 0 { 0 } else { used + MIN_GROW_SLOTS };
-        {
-            let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
-            view.slots = view.slots.min(keep);
-        }
-        fsio::set_len(&self.file, &self.path, keep * self.slot_len)
-            .map_err(|e| StoreErr::io("truncate", &self.path, e))?;
-        self.dirty.store(true, Ordering::Release);
-        alloc.shrink_to(keep);
-        Ok(())
-    }
-
-    /// Grow by one step; caller holds the allocator lock.
-    fn grow(&self, alloc: &mut SlotAlloc) -> Result<()> {
-        let room = alloc.max_slots() - alloc.slots();
-        let step = (alloc.slots() / 8)
-            .max(MIN_GROW_SLOTS)
-            .min((MAX_GROW_BYTES / self.slot_len).max(1))
-            .min(room);
-        if step == 0 {
-            return Err(alloc.full());
-        }
-        self.extend_to(alloc.slots() + step)?;
-        alloc.add_slots(step)
-    }
-
-    fn write_at(&self, src: &[u8], offset: u64) -> Result<()> {
+    fn write_at(&self, offset: u64, src: &[u8]) -> Result<()> {
         fsio::write_all_at(&self.file, &self.path, src, offset)
             .map_err(|e| StoreErr::io("write", &self.path, e))?;
         self.dirty.store(true, Ordering::Release);
         Ok(())
     }
-}
 
-impl BlockIO for MmapBlockIO {
-    fn slot_len(&self, tier: Tier) -> u32 {
-        self.tier(tier).slot_len as u32
-    }
-
-    fn write_block(&self, tier: Tier, _key: BlockKey, src: &[u8]) -> Result<(u64, u32)> {
-        let t = self.tier(tier);
-        let mut alloc = t.lock_alloc();
-        alloc.check_payload(src.len())?;
-        let index = match alloc.pop_free() {
-            Some(i) => i,
-            None => {
-                t.grow(&mut alloc)?;
-                alloc.pop_free().ok_or_else(|| alloc.full())?
-            }
-        };
-        let offset = index * t.slot_len;
-        if let Err(e) = t.write_at(src, offset) {
-            // The slot never became live: hand it back (it is live in the allocator now,
-            // so this cannot fail).
-            let _ = alloc.free(offset);
-            return Err(e);
-        }
-        Ok((offset, src.len() as u32))
-    }
-
-    fn rewrite_block(&self, tier: Tier, offset: u64, src: &[u8]) -> Result<()> {
-        let t = self.tier(tier);
-        let alloc = t.lock_alloc();
-        alloc.check_rewrite(offset, src.len())?;
-        t.write_at(src, offset)
-    }
-
-    fn with_block(
-        &self,
-        tier: Tier,
-        key: BlockKey,
-        offset: u64,
-        len: u32,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<()> {
-        let t = self.tier(tier);
-        let index = slots::check_read(tier, t.slot_len, offset, len)?;
-        let not_found = || StoreErr::NotFound {
-            key,
-            tier: Some(tier),
-        };
-        let view = t.view.read().unwrap_or_else(PoisonError::into_inner);
+    fn read_at(&self, index: u64, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        let view = self.read_view();
         if index >= view.slots {
-            return Err(not_found());
+            return false;
         }
         // In range by the check above (slots * slot_len fits in the mapping and in usize,
         // since the mapping exists); `get` keeps it so even if that reasoning broke.
         let start = offset as usize;
-        let bytes = view
+        let Some(bytes) = view
             .map
             .as_deref()
-            .and_then(|m| m.get(start..start.checked_add(len as usize)?))
-            .ok_or_else(not_found)?;
+            .and_then(|m| m.get(start..start.checked_add(len)?))
+        else {
+            return false;
+        };
         f(bytes);
+        true
+    }
+
+    /// Free slots at the end go back by truncation once two growth steps of them have
+    /// piled up, keeping one step of slack (none for an empty tier); the ones inside by
+    /// hole punching ([`TierMedium::release`]).
+    fn shrink_target(&self, used: u64, slots: u64) -> Option<u64> {
+        (slots - used >= 2 * MIN_GROW_SLOTS)
+            .then(|| if used == 0 { 0 } else { used + MIN_GROW_SLOTS })
+    }
+
+    /// Readers never touch a free slot (a slot is freed only once no index entry refers
+    /// to it), so unpublishing the cut slots first and cutting the file after is safe; the
+    /// mapping keeps its address space.
+    fn shrink_to(&self, slots: u64) -> Result<()> {
+        let published = {
+            let mut view = self.write_view();
+            let before = view.slots;
+            view.slots = view.slots.min(slots);
+            before
+        };
+        if let Err(e) = fsio::set_len(&self.file, &self.path, slots * self.slot_len) {
+            // The file keeps its length: publish its slots again.
+            self.write_view().slots = published;
+            return Err(StoreErr::io("truncate", &self.path, e));
+        }
+        self.dirty.store(true, Ordering::Release);
         Ok(())
     }
 
-    fn free_block(&self, tier: Tier, offset: u64) -> Result<()> {
-        let t = self.tier(tier);
-        let mut alloc = t.lock_alloc();
-        alloc.free(offset)?;
-        if alloc.free_tail() >= 2 * MIN_GROW_SLOTS {
-            // Free slots at the end go back by truncation (keeping one growth step of
-            // slack, none for an empty tier); the ones inside by hole punching.
-            t.shrink(&mut alloc)
-        } else {
-            punch_slot(&t.file, &t.path, offset, t.slot_len);
-            Ok(())
+    /// Punch a hole over the whole pages inside the slot (`fallocate(PUNCH_HOLE |
+    /// KEEP_SIZE)`: the file keeps its length and the slot reads as zeros until it is
+    /// reused). Best effort: a file system without hole punching keeps the bytes, which
+    /// costs space, never correctness, since the store only frees a slot once no durable
+    /// record and no reader refers to it.
+    fn release(&self, offset: u64) {
+        const PAGE: u64 = 4096;
+        let start = offset.div_ceil(PAGE) * PAGE;
+        let end = (offset + self.slot_len) / PAGE * PAGE;
+        if end > start {
+            let _ = fsio::punch_hole(&self.file, &self.path, start, end - start);
         }
     }
 
-    fn reset_allocation(&self, live: &mut dyn Iterator<Item = (Tier, u64)>) -> Result<()> {
-        let lens = Tier::ALL.map(|t| self.tier(t).slot_len);
-        let sets = slots::check_live(lens, live)?;
-        for tier in Tier::ALL {
-            let t = self.tier(tier);
-            let mut alloc = t.lock_alloc();
-            let needed = sets[tier.index()].last().map_or(0, |&i| i + 1);
-            if needed > alloc.slots() {
-                t.extend_to(needed)?;
-            }
-            alloc.reset(&sets[tier.index()]);
-        }
-        Ok(())
-    }
-
+    /// `fdatasync` if written since the last sync.
     fn sync(&self) -> Result<()> {
-        for t in &self.tiers {
-            if t.dirty.swap(false, Ordering::AcqRel) {
-                if let Err(e) = fsio::sync_data(&t.file, &t.path) {
-                    t.dirty.store(true, Ordering::Release);
-                    return Err(StoreErr::io("fsync", &t.path, e));
-                }
+        if self.dirty.swap(false, Ordering::AcqRel) {
+            if let Err(e) = fsio::sync_data(&self.file, &self.path) {
+                self.dirty.store(true, Ordering::Release);
+                return Err(StoreErr::io("fsync", &self.path, e));
             }
         }
         Ok(())
     }
 
-    fn usage(&self, tier: Tier) -> TierUsage {
-        let t = self.tier(tier);
-        let alloc = t.lock_alloc();
-        let meta = t.file.metadata().ok();
-        TierUsage {
-            slot_len: t.slot_len as u32,
-            slots: alloc.slots(),
-            free_slots: alloc.free_slots(),
-            bytes: meta.as_ref().map_or(alloc.bytes(), |m| m.len()),
-            allocated_bytes: meta.map_or(alloc.bytes(), |m| {
-                std::os::unix::fs::MetadataExt::blocks(&m).saturating_mul(512)
-            }),
-        }
+    /// The file's length and the bytes allocated to it on disk (`du`).
+    fn size(&self) -> Option<(u64, u64)> {
+        let meta = self.file.metadata().ok()?;
+        let allocated = std::os::unix::fs::MetadataExt::blocks(&meta).saturating_mul(512);
+        Some((meta.len(), allocated))
     }
 }
 
 impl std::fmt::Debug for MmapBlockIO {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let usage = Tier::ALL.map(|t| self.usage(t));
+        let usage = Tier::ALL.map(|t| BlockIO::usage(self, t));
         f.debug_struct("MmapBlockIO")
             .field("dir", &self.dir)
             .field("usage", &usage)

@@ -7,10 +7,16 @@
 //! file becomes free. Writes only ever go to free slots (or, for an in-place repair, to
 //! a slot whose bytes are known to be corrupt), so a crash between a data write and its
 //! MetaLog record leaves only an unreferenced slot, which the next open frees.
+//!
+//! The local backends share one slot layer (`slot_store.rs`: allocation, growth, the undo
+//! of a failed write, frees, the reset after replay) over a small per-backend byte medium
+//! (`mmap.rs`: tier files; `buffer.rs`: in-memory buffers); `slots.rs` holds the
+//! allocator and the geometry checks.
 
 mod buffer;
 #[cfg(feature = "mmap")]
 mod mmap;
+mod slot_store;
 mod slots;
 
 pub use buffer::{BufferBlockIO, PersistHook};

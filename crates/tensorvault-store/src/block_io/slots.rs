@@ -16,6 +16,17 @@ use crate::types::Tier;
 /// allocate or map an absurd range.
 pub(crate) const MAX_TIER_BYTES: u64 = 1 << 40;
 
+/// The slot length in bytes for a geometry's `slot_len`: a slot length of 0 (an invalid
+/// geometry the store refuses) is treated as 1 so no offset computation divides by zero.
+pub(crate) fn slot_bytes(slot_len: u32) -> u64 {
+    u64::from(slot_len.max(1))
+}
+
+/// Whole slots of `slot_len` bytes in a medium of `len` bytes, at most the largest tier's.
+pub(crate) fn whole_slots(len: u64, slot_len: u64) -> u64 {
+    (len / slot_len).min(MAX_TIER_BYTES / slot_len)
+}
+
 /// Free-slot bookkeeping of one tier.
 #[derive(Debug)]
 pub(crate) struct SlotAlloc {
@@ -35,7 +46,7 @@ impl SlotAlloc {
     /// until [`SlotAlloc::reset`] or an allocation says so). A `slot_len` of 0 (an
     /// invalid geometry) is treated as 1 so no offset computation can divide by zero.
     pub(crate) fn new(tier: Tier, slot_len: u32, slots: u64) -> Self {
-        let slot_len = u64::from(slot_len.max(1));
+        let slot_len = slot_bytes(slot_len);
         let slots = slots.min(MAX_TIER_BYTES / slot_len);
         Self {
             tier,
@@ -44,11 +55,6 @@ impl SlotAlloc {
             next: 0,
             holes: BTreeSet::new(),
         }
-    }
-
-    /// Slot length in bytes (at least 1).
-    pub(crate) fn slot_len(&self) -> u64 {
-        self.slot_len
     }
 
     /// Slots in the tier.
