@@ -1,8 +1,8 @@
 //! The crate's typed errors. Every fallible operation of the backends reports an
-//! [`ObjectErr`]; through the store's traits it travels inside a
-//! [`StoreErr::Io`] (its `source` wraps the `ObjectErr`, its `path` is the object's URL),
-//! except a block whose bytes fail their checksum, which is a [`StoreErr::Corruption`]
-//! like on a local disk. [`object_err`] gets the typed error back.
+//! [`ObjectErr`]; through the store's traits it travels as the typed source of a
+//! [`StoreErr::Backend`] (its `path` is the object's URL), except a block whose bytes
+//! fail their checksum, which is a [`StoreErr::Corruption`] like on a local disk.
+//! [`object_err`] gets the typed error back.
 
 use tensorvault_store::StoreErr;
 
@@ -59,6 +59,16 @@ pub enum ObjectErr {
         /// The refused operation.
         op: &'static str,
     },
+    /// A background upload task ended without reporting (it panicked or was cancelled).
+    #[error("{op} {path}: the upload task failed: {source}")]
+    Task {
+        /// What the task was doing (`put`).
+        op: &'static str,
+        /// The objects it was writing (the tier's prefix).
+        path: String,
+        /// Why the task ended.
+        source: tokio::task::JoinError,
+    },
     /// A bad location, option or environment (no credentials, malformed URL, ...).
     #[error("invalid {field}: {reason}")]
     Config {
@@ -70,21 +80,12 @@ pub enum ObjectErr {
 }
 
 impl ObjectErr {
-    /// Wrap into the store's error: a [`StoreErr::Io`] whose source is this error.
+    /// Wrap into the store's error: a [`StoreErr::Backend`] whose source is this error
+    /// and whose path is the object's URL (empty for errors about no object).
     #[must_use]
     pub fn into_store(self, op: &'static str) -> StoreErr {
-        let kind = match &self {
-            ObjectErr::NotFound { .. } => std::io::ErrorKind::NotFound,
-            ObjectErr::Checksum { .. } | ObjectErr::Malformed { .. } => {
-                std::io::ErrorKind::InvalidData
-            }
-            ObjectErr::Conflict { .. } => std::io::ErrorKind::AlreadyExists,
-            ObjectErr::ReadOnly { .. } => std::io::ErrorKind::PermissionDenied,
-            ObjectErr::Config { .. } => std::io::ErrorKind::InvalidInput,
-            ObjectErr::Unavailable { .. } => std::io::ErrorKind::Other,
-        };
         let path = self.path().unwrap_or_default().to_owned();
-        StoreErr::io(op, path, std::io::Error::new(kind, self))
+        StoreErr::backend(op, path, self)
     }
 
     /// The object this error is about, if any.
@@ -95,7 +96,8 @@ impl ObjectErr {
             | ObjectErr::Checksum { path, .. }
             | ObjectErr::Malformed { path, .. }
             | ObjectErr::Conflict { path }
-            | ObjectErr::Unavailable { path, .. } => Some(path),
+            | ObjectErr::Unavailable { path, .. }
+            | ObjectErr::Task { path, .. } => Some(path),
             ObjectErr::ReadOnly { .. } | ObjectErr::Config { .. } => None,
         }
     }
@@ -115,10 +117,7 @@ impl ObjectErr {
 /// The [`ObjectErr`] inside a store error returned by this crate's backends, if any.
 #[must_use]
 pub fn object_err(e: &StoreErr) -> Option<&ObjectErr> {
-    match e {
-        StoreErr::Io { source, .. } => source.get_ref()?.downcast_ref::<ObjectErr>(),
-        _ => None,
-    }
+    e.backend_source::<ObjectErr>()
 }
 
 /// Whether `e` is a manifest [`ObjectErr::Conflict`]: the caller lost a race with another

@@ -74,6 +74,19 @@ pub enum StoreErr {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A storage backend other than local files (an object store, ...) failed. `source`
+    /// is the backend's own typed error: [`StoreErr::backend_source`] gets it back (e.g.
+    /// `tensorvault_store_object::ObjectErr`).
+    #[error("{op} {path}: {source}")]
+    Backend {
+        /// What was being done (`get`, `put`, `commit`, ...).
+        op: &'static str,
+        /// What it was done to (an object's URL, a prefix); empty when nothing in
+        /// particular.
+        path: String,
+        /// The backend's error.
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// A MetaLog record (or the log header) is malformed.
     #[error("metalog record at offset {offset}: {reason}")]
     InvalidRecord {
@@ -181,6 +194,29 @@ impl StoreErr {
             op,
             path: path.into(),
             source,
+        }
+    }
+
+    /// A [`StoreErr::Backend`] carrying the backend's typed error `source`.
+    pub fn backend(
+        op: &'static str,
+        path: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreErr::Backend {
+            op,
+            path: path.into(),
+            source: Box::new(source),
+        }
+    }
+
+    /// The backend error of type `E` inside a [`StoreErr::Backend`], if this is one and
+    /// its source is an `E`.
+    #[must_use]
+    pub fn backend_source<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            StoreErr::Backend { source, .. } => source.downcast_ref::<E>(),
+            _ => None,
         }
     }
 

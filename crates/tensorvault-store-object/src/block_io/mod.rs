@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
-use tensorvault_core::checksum::crc32c;
 use tensorvault_store::block_io::TierUsage;
 use tensorvault_store::{BlockIO, BlockKey, CollectionConfig, Result, StoreErr, Tier};
 use tokio::sync::Semaphore;
@@ -27,6 +26,9 @@ use crate::collection::Collection;
 use crate::error::{OResult, ObjectErr};
 use crate::frame;
 use crate::manifest::{Layout, PACK_SLOTS};
+
+mod read;
+mod write;
 
 /// Slot numbers reserved by the first reservation of a session; doubled on each later
 /// one up to [`MAX_RESERVE`].
@@ -164,133 +166,8 @@ impl ObjectBlockIO {
         format!("t{}-{slot:012x}", tier as u8)
     }
 
-    /// Reserve more slot numbers for `tier` in the manifest.
-    fn reserve(&self, tier: Tier, a: &mut TierAlloc) -> Result<()> {
-        let n = if a.last_reserve == 0 {
-            FIRST_RESERVE
-        } else {
-            (a.last_reserve * 2).min(MAX_RESERVE)
-        };
-        let i = tier.index();
-        let mut start = 0;
-        self.coll
-            .commit(|m| {
-                start = m.next_slot[i];
-                if m.layout == Layout::Packs {
-                    start = start.div_ceil(PACK_SLOTS) * PACK_SLOTS;
-                }
-                m.next_slot[i] = start.saturating_add(n);
-            })
-            .map_err(|e| e.into_store("reserve slots"))?;
-        a.next = start;
-        a.end = start + n;
-        self.hwm[i].fetch_max(a.end, Ordering::AcqRel);
-        a.last_reserve = n;
-        Ok(())
-    }
-
-    fn spawn_upload(&self, tier: Tier, key: String, slots: Vec<u64>, bytes: Bytes) {
-        let limit = Arc::clone(&self.limit);
-        let put = self.coll.put_task(&key, bytes);
-        let h = self.coll.rt.spawn(async move {
-            let _permit = limit.acquire_owned().await;
-            put.await
-        });
-        lock(&self.uploads).push((tier as u8, slots, h));
-    }
-
-    /// Upload the pack being filled in `a` (if any).
-    fn seal_pack(&self, tier: Tier, a: &mut TierAlloc) {
-        if let Some(p) = a.open.take() {
-            if !p.slots.is_empty() {
-                self.spawn_upload(tier, pack_key(tier, p.pack), p.slots, Bytes::from(p.buf));
-            }
-        }
-    }
-
     fn location(&self, tier: Tier, slot: u64) -> (String, u64) {
         block_location(self.layout, tier, slot, self.slot_len[tier.index()])
-    }
-
-    fn fetch(&self, tier: Tier, slot: u64, len: u32) -> OResult<Bytes> {
-        let want = u64::from(len) + frame::TRAILER_LEN as u64;
-        let (key, at) = self.location(tier, slot);
-        self.coll
-            .rt
-            .block_on(self.coll.get_range(&key, at..at + want))
-    }
-
-    /// Fetch the entry of `slot` and up to `readahead - 1` entries after it in the same
-    /// pack with one ranged GET; the neighbours go into the cache (a damaged or free
-    /// neighbour is simply not cached). Returns the framed bytes of `slot`.
-    fn fetch_window(&self, tier: Tier, slot: u64, len: u32) -> OResult<Bytes> {
-        let stride = u64::from(self.slot_len[tier.index()]) + frame::TRAILER_LEN as u64;
-        let first = slot % PACK_SLOTS;
-        let last = (first + u64::from(self.readahead)).min(PACK_SLOTS);
-        let (key, at) = self.location(tier, slot);
-        let want = u64::from(len) + frame::TRAILER_LEN as u64;
-        let end = at + (last - first - 1) * stride + stride;
-        let b = self.coll.rt.block_on(self.coll.get_range(&key, at..end))?;
-        let own = b.slice(..(want as usize).min(b.len()));
-        if let Some(c) = &self.cache {
-            for k in 1..(last - first) {
-                let start = (k * stride) as usize;
-                let Some(region) = b.get(start..(start + stride as usize).min(b.len())) else {
-                    break;
-                };
-                // The entry ends at the last non-zero byte (the trailer's magic).
-                let Some(e) = region.iter().rposition(|&x| x != 0) else {
-                    continue;
-                };
-                let entry = &region[..=e];
-                if frame::check(entry).is_ok() {
-                    c.put(&Self::cache_name(tier, slot + k), entry);
-                }
-            }
-        }
-        Ok(own)
-    }
-
-    /// Allocate a slot for a write and queue its upload (or add it to the open pack).
-    fn allocate(&self, tier: Tier, bytes: &Bytes) -> Result<u64> {
-        let mut a = lock(&self.tiers[tier.index()]);
-        if self.layout == Layout::Packs && a.open.is_none() {
-            // A new pack starts on a pack boundary; the rest of a sealed pack's numbers
-            // are skipped (never reused).
-            a.next = a.next.div_ceil(PACK_SLOTS) * PACK_SLOTS;
-            if a.next >= a.end {
-                self.reserve(tier, &mut a)?;
-            }
-            a.open = Some(OpenPack {
-                pack: a.next / PACK_SLOTS,
-                buf: Vec::new(),
-                slots: Vec::new(),
-            });
-        } else if a.next == a.end {
-            self.reserve(tier, &mut a)?;
-        }
-        let slot = a.next;
-        a.next += 1;
-        a.live += 1;
-        if self.layout == Layout::Objects {
-            drop(a);
-            self.spawn_upload(tier, block_key(tier, slot), vec![slot], bytes.clone());
-            return Ok(slot);
-        }
-        let stride = u64::from(self.slot_len[tier.index()]) + frame::TRAILER_LEN as u64;
-        let Some(p) = a.open.as_mut() else {
-            return Ok(slot);
-        };
-        let at = ((slot % PACK_SLOTS) * stride) as usize;
-        p.buf.resize(at, 0);
-        p.buf.extend_from_slice(bytes);
-        p.slots.push(slot);
-        let pack = p.pack;
-        *lock(&self.pack_live).entry((tier as u8, pack)).or_insert(0) += 1;
-        if slot % PACK_SLOTS == PACK_SLOTS - 1 {
-            self.seal_pack(tier, &mut a);
-        }
-        Ok(slot)
     }
 }
 
@@ -328,44 +205,7 @@ impl BlockIO for ObjectBlockIO {
     }
 
     fn rewrite_block(&self, tier: Tier, offset: u64, src: &[u8]) -> Result<()> {
-        let slot = self.slot_of(tier, offset)?;
-        let sl = self.slot_len[tier.index()];
-        if src.len() > sl as usize {
-            return Err(StoreErr::InvalidArgument {
-                field: "src",
-                reason: format!("{} bytes, slot holds {sl}", src.len()),
-            });
-        }
-        if self.coll.read_only {
-            return Err(ObjectErr::ReadOnly {
-                op: "rewrite block",
-            }
-            .into_store("put"));
-        }
-        let bytes = Bytes::from(frame::seal(src.to_vec()));
-        let (key, at) = self.location(tier, slot);
-        let c = &self.coll;
-        let obj = if self.layout == Layout::Packs {
-            // Read-modify-write of the whole pack (repairs are rare).
-            let mut pack =
-                c.rt.block_on(c.get(&key))
-                    .map_err(|e| e.into_store("get"))?
-                    .to_vec();
-            let at = at as usize;
-            if pack.len() < at + bytes.len() {
-                pack.resize(at + bytes.len(), 0);
-            }
-            pack[at..at + bytes.len()].copy_from_slice(&bytes);
-            Bytes::from(pack)
-        } else {
-            bytes.clone()
-        };
-        c.rt.block_on(c.put(&key, obj))
-            .map_err(|e| e.into_store("put"))?;
-        if let Some(c) = &self.cache {
-            c.put(&Self::cache_name(tier, slot), &bytes);
-        }
-        Ok(())
+        self.rewrite(tier, offset, src)
     }
 
     fn with_block(
@@ -376,70 +216,7 @@ impl BlockIO for ObjectBlockIO {
         len: u32,
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<()> {
-        let slot = self.slot_of(tier, offset).map_err(|_| StoreErr::NotFound {
-            key,
-            tier: Some(tier),
-        })?;
-        let n = len as usize;
-        let pending = self
-            .pending
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&(tier as u8, slot))
-            .cloned();
-        if let Some(b) = pending {
-            if let Some(body) = b.get(..n) {
-                f(body);
-                return Ok(());
-            }
-        }
-        let cname = Self::cache_name(tier, slot);
-        if let Some(c) = &self.cache {
-            if let Some(b) = c.get(&cname) {
-                match frame::check(&b) {
-                    Ok(body) if body.len() == n => {
-                        f(body);
-                        return Ok(());
-                    }
-                    _ => {
-                        tracing::warn!(entry = %cname, "damaged cache entry dropped");
-                        c.remove(&cname);
-                    }
-                }
-            }
-        }
-        let b = if self.readahead > 1 && self.layout == Layout::Packs && self.cache.is_some() {
-            self.fetch_window(tier, slot, len)
-        } else {
-            self.fetch(tier, slot, len)
-        }
-        .map_err(|e| e.into_store("get"))?;
-        match frame::check(&b) {
-            Ok(body) if body.len() == n => {
-                if let Some(c) = &self.cache {
-                    c.put(&cname, &b);
-                }
-                f(body);
-                Ok(())
-            }
-            Ok(body) => Err(StoreErr::Corruption {
-                key,
-                tier,
-                offset,
-                expected: 0,
-                actual: crc32c(body),
-            }),
-            Err(bad) => {
-                tracing::warn!(object = %self.coll.url(&self.location(tier, slot).0), reason = %bad.reason, "block fails its trailer");
-                Err(StoreErr::Corruption {
-                    key,
-                    tier,
-                    offset,
-                    expected: bad.expected,
-                    actual: bad.actual,
-                })
-            }
-        }
+        self.read_slot(tier, key, offset, len, f)
     }
 
     fn free_block(&self, tier: Tier, offset: u64) -> Result<()> {
@@ -534,11 +311,15 @@ impl BlockIO for ObjectBlockIO {
                     first_err.get_or_insert(e.into_store("put"));
                 }
                 Err(join) => {
-                    first_err.get_or_insert(StoreErr::io(
-                        "put",
-                        self.coll.url(&format!("t{}", id.0)),
-                        std::io::Error::other(join.to_string()),
-                    ));
+                    let path = self.coll.url(&format!("t{}", id.0));
+                    first_err.get_or_insert(
+                        ObjectErr::Task {
+                            op: "put",
+                            path,
+                            source: join,
+                        }
+                        .into_store("put"),
+                    );
                 }
             }
         }
