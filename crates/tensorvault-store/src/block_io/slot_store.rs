@@ -53,7 +53,8 @@ pub(crate) trait TierMedium: Send + Sync {
     /// using one).
     ///
     /// # Errors
-    /// [`StoreErr::Io`]; the medium then keeps its length and every slot stays readable.
+    /// [`StoreErr::Io`]; the medium then keeps its length and every slot stays readable
+    /// (the slot layer logs the error and keeps the slots).
     fn shrink_to(&self, slots: u64) -> Result<()> {
         let _ = slots;
         Ok(())
@@ -213,8 +214,13 @@ impl<M: TierMedium> BlockIO for SlotStore<M> {
         alloc.free(offset)?;
         let used = alloc.slots() - alloc.free_tail();
         if let Some(keep) = t.medium.shrink_target(used, alloc.slots()) {
-            t.medium.shrink_to(keep)?;
-            alloc.shrink_to(keep);
+            // Best effort, like `release`: the slot is free either way (and
+            // `BlockIO::free_block` fails only for a bad offset); a failed cut keeps the
+            // tail, costing space until a later free cuts it.
+            match t.medium.shrink_to(keep) {
+                Ok(()) => alloc.shrink_to(keep),
+                Err(e) => tracing::warn!(%tier, error = %e, "cannot cut the free tail"),
+            }
         }
         if offset / t.slot_len < alloc.slots() {
             t.medium.release(offset);
@@ -320,3 +326,188 @@ macro_rules! forward_block_io {
     };
 }
 pub(crate) use forward_block_io;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    const LEN: u64 = 8;
+
+    /// A medium in a `Vec` that grows by two slots, cuts a free tail of three or more
+    /// slots, records releases and fails writes or cuts on demand.
+    #[derive(Default)]
+    struct Fake {
+        data: Mutex<Vec<u8>>,
+        fail_write: AtomicBool,
+        fail_shrink: AtomicBool,
+        released: Mutex<Vec<u64>>,
+    }
+
+    fn boom(op: &'static str) -> StoreErr {
+        StoreErr::io(op, "fake", std::io::Error::other("injected"))
+    }
+
+    impl TierMedium for Fake {
+        fn grow_step(&self, _slots: u64) -> u64 {
+            2
+        }
+
+        fn extend_to(&self, slots: u64) -> Result<()> {
+            let mut d = self.data.lock().unwrap();
+            let len = (slots * LEN) as usize;
+            if d.len() < len {
+                d.resize(len, 0);
+            }
+            Ok(())
+        }
+
+        fn write_at(&self, offset: u64, src: &[u8]) -> Result<()> {
+            if self.fail_write.load(Ordering::Relaxed) {
+                return Err(boom("write"));
+            }
+            let at = offset as usize;
+            self.data.lock().unwrap()[at..at + src.len()].copy_from_slice(src);
+            Ok(())
+        }
+
+        fn read_at(&self, _: u64, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+            let d = self.data.lock().unwrap();
+            let at = offset as usize;
+            d.get(at..at + len).map(|b| f(b)).is_some()
+        }
+
+        fn shrink_target(&self, used: u64, slots: u64) -> Option<u64> {
+            (slots - used >= 3).then_some(used)
+        }
+
+        fn shrink_to(&self, slots: u64) -> Result<()> {
+            if self.fail_shrink.load(Ordering::Relaxed) {
+                return Err(boom("truncate"));
+            }
+            self.data.lock().unwrap().truncate((slots * LEN) as usize);
+            Ok(())
+        }
+
+        fn release(&self, offset: u64) {
+            self.released.lock().unwrap().push(offset);
+        }
+
+        fn sync(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    fn store() -> SlotStore<Fake> {
+        SlotStore::new([(); 4].map(|()| TierSetup {
+            medium: Fake::default(),
+            slot_len: LEN as u32,
+            slots: 0,
+        }))
+    }
+
+    const T: Tier = Tier::Tier0;
+    const KEY: BlockKey = BlockKey {
+        tensor_id: 1,
+        block_index: 0,
+    };
+
+    fn read(s: &SlotStore<Fake>, offset: u64, len: u32) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        s.with_block(T, KEY, offset, len, &mut |b| out = b.to_vec())?;
+        Ok(out)
+    }
+
+    #[test]
+    fn a_failed_write_hands_its_slot_back() {
+        let s = store();
+        assert_eq!(s.write_block(T, KEY, b"a").unwrap(), (0, 1));
+        s.medium(T).fail_write.store(true, Ordering::Relaxed);
+        assert!(matches!(
+            s.write_block(T, KEY, b"b"),
+            Err(StoreErr::Io { .. })
+        ));
+        assert_eq!(
+            s.usage(T).free_slots,
+            1,
+            "the failed write's slot is free again"
+        );
+        s.medium(T).fail_write.store(false, Ordering::Relaxed);
+        assert_eq!(s.write_block(T, KEY, b"cc").unwrap(), (LEN, 2));
+        assert_eq!(read(&s, LEN, 2).unwrap(), b"cc");
+        assert!(matches!(
+            s.write_block(T, KEY, &[0; LEN as usize + 1]),
+            Err(StoreErr::CapacityExceeded { .. })
+        ));
+        assert!(s.rewrite_block(T, 2 * LEN, b"x").is_err(), "past the end");
+        s.rewrite_block(T, 0, b"z").unwrap();
+        assert_eq!(read(&s, 0, 1).unwrap(), b"z");
+    }
+
+    #[test]
+    fn frees_release_inner_slots_and_cut_the_tail() {
+        let s = store();
+        for i in 0..6 {
+            assert_eq!(s.write_block(T, KEY, &[i as u8]).unwrap().0, i * LEN);
+        }
+        for i in [2, 5, 4] {
+            s.free_block(T, i * LEN).unwrap();
+        }
+        assert_eq!(
+            *s.medium(T).released.lock().unwrap(),
+            [2 * LEN, 5 * LEN, 4 * LEN]
+        );
+        assert_eq!(s.usage(T).slots, 6);
+        // Freeing slot 3 leaves slots 2.. free: the tail is cut to the two live slots and
+        // nothing more is released (slot 3 is gone).
+        s.free_block(T, 3 * LEN).unwrap();
+        assert_eq!(s.medium(T).released.lock().unwrap().len(), 3);
+        assert_eq!(s.usage(T).slots, 2);
+        assert_eq!(s.medium(T).data.lock().unwrap().len(), 2 * LEN as usize);
+        assert!(matches!(
+            read(&s, 3 * LEN, 1),
+            Err(StoreErr::NotFound { .. })
+        ));
+        assert!(s.free_block(T, 3 * LEN).is_err(), "cut slots are gone");
+        assert!(s.free_block(T, LEN).is_ok());
+        assert!(s.free_block(T, LEN).is_err(), "double free");
+    }
+
+    #[test]
+    fn a_failed_cut_keeps_every_slot() {
+        let s = store();
+        for i in 0..4 {
+            s.write_block(T, KEY, &[i]).unwrap();
+        }
+        s.medium(T).fail_shrink.store(true, Ordering::Relaxed);
+        for i in [3, 2] {
+            s.free_block(T, i * LEN).unwrap();
+        }
+        s.free_block(T, LEN).unwrap();
+        assert_eq!(s.usage(T).slots, 4);
+        assert_eq!(s.usage(T).free_slots, 3);
+        assert_eq!(s.write_block(T, KEY, b"n").unwrap().0, LEN);
+        assert_eq!(read(&s, LEN, 1).unwrap(), b"n");
+    }
+
+    #[test]
+    fn reset_names_the_live_slots_and_extends_the_medium() {
+        let s = store();
+        s.write_block(T, KEY, b"a").unwrap();
+        s.reset_allocation(&mut [(T, 4 * LEN), (Tier::Tier2, 0)].into_iter())
+            .unwrap();
+        assert_eq!(s.usage(T).slots, 5);
+        assert_eq!(s.usage(T).free_slots, 4);
+        assert_eq!(read(&s, 4 * LEN, 2).unwrap(), [0, 0], "extended with zeros");
+        assert_eq!(
+            s.write_block(T, KEY, b"b").unwrap().0,
+            0,
+            "slot 0 is free now"
+        );
+        assert!(s
+            .reset_allocation(&mut [(T, 0), (T, 0)].into_iter())
+            .is_err());
+        assert!(s.reset_allocation(&mut [(T, 3)].into_iter()).is_err());
+    }
+}
