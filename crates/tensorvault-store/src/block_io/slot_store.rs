@@ -375,7 +375,7 @@ mod tests {
         fn read_at(&self, _: u64, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
             let d = self.data.lock().unwrap();
             let at = offset as usize;
-            d.get(at..at + len).map(|b| f(b)).is_some()
+            d.get(at..at + len).map(f).is_some()
         }
 
         fn shrink_target(&self, used: u64, slots: u64) -> Option<u64> {
