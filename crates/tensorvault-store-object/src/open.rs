@@ -224,7 +224,7 @@ fn runtime(threads: usize) -> Result<tokio::runtime::Runtime> {
 /// manifest GET, then the snapshot, segment and names GETs issued concurrently.
 ///
 /// # Errors
-/// [`StoreErr::InvalidName`]; a [`StoreErr::Io`] wrapping an [`ObjectErr`]
+/// [`StoreErr::InvalidName`]; a [`StoreErr::Backend`] carrying an [`ObjectErr`]
 /// ([`ObjectErr::NotFound`] for a missing collection without `opts.create`,
 /// [`ObjectErr::Checksum`] / [`ObjectErr::Malformed`] for a damaged object,
 /// [`ObjectErr::Unavailable`]); the store's replay errors.
