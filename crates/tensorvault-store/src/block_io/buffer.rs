@@ -9,7 +9,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::slot_store::{forward_block_io, SlotStore, TierMedium, TierSetup};
+use super::forward_block_io;
+use super::slot_store::{SlotStore, TierMedium, TierSetup};
 use super::slots;
 use super::BlockIO;
 use crate::config::CollectionConfig;

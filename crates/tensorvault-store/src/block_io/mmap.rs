@@ -26,7 +26,8 @@ use std::sync::{PoisonError, RwLock};
 use memmap2::{Mmap, MmapOptions};
 use tensorvault_core::fsio;
 
-use super::slot_store::{forward_block_io, SlotStore, TierMedium, TierSetup};
+use super::forward_block_io;
+use super::slot_store::{SlotStore, TierMedium, TierSetup};
 use super::slots;
 use super::BlockIO;
 use crate::config::CollectionConfig;

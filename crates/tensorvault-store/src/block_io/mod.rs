@@ -128,3 +128,68 @@ pub trait BlockIO: Send + Sync {
     /// Occupancy of `tier`.
     fn usage(&self, tier: Tier) -> TierUsage;
 }
+
+/// Implement [`BlockIO`] for a public wrapper type by forwarding every method to its
+/// `SlotStore` field (the slot layer in `slot_store.rs`).
+macro_rules! forward_block_io {
+    ($ty:ty, $field:ident) => {
+        impl $crate::block_io::BlockIO for $ty {
+            fn slot_len(&self, tier: $crate::types::Tier) -> u32 {
+                $crate::block_io::BlockIO::slot_len(&self.$field, tier)
+            }
+
+            fn write_block(
+                &self,
+                tier: $crate::types::Tier,
+                key: $crate::types::BlockKey,
+                src: &[u8],
+            ) -> $crate::error::Result<(u64, u32)> {
+                $crate::block_io::BlockIO::write_block(&self.$field, tier, key, src)
+            }
+
+            fn rewrite_block(
+                &self,
+                tier: $crate::types::Tier,
+                offset: u64,
+                src: &[u8],
+            ) -> $crate::error::Result<()> {
+                $crate::block_io::BlockIO::rewrite_block(&self.$field, tier, offset, src)
+            }
+
+            fn with_block(
+                &self,
+                tier: $crate::types::Tier,
+                key: $crate::types::BlockKey,
+                offset: u64,
+                len: u32,
+                f: &mut dyn FnMut(&[u8]),
+            ) -> $crate::error::Result<()> {
+                $crate::block_io::BlockIO::with_block(&self.$field, tier, key, offset, len, f)
+            }
+
+            fn free_block(
+                &self,
+                tier: $crate::types::Tier,
+                offset: u64,
+            ) -> $crate::error::Result<()> {
+                $crate::block_io::BlockIO::free_block(&self.$field, tier, offset)
+            }
+
+            fn reset_allocation(
+                &self,
+                live: &mut dyn Iterator<Item = ($crate::types::Tier, u64)>,
+            ) -> $crate::error::Result<()> {
+                $crate::block_io::BlockIO::reset_allocation(&self.$field, live)
+            }
+
+            fn sync(&self) -> $crate::error::Result<()> {
+                $crate::block_io::BlockIO::sync(&self.$field)
+            }
+
+            fn usage(&self, tier: $crate::types::Tier) -> $crate::block_io::TierUsage {
+                $crate::block_io::BlockIO::usage(&self.$field, tier)
+            }
+        }
+    };
+}
+pub(crate) use forward_block_io;
