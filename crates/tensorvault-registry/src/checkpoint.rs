@@ -35,8 +35,7 @@ pub const WEIGHTS_FILE: &str = "weights.safetensors";
 pub const FORMAT_NAME: &str = "tensorvault-registry-checkpoint";
 /// Current [`CheckpointMetadata::format_version`].
 pub const FORMAT_VERSION: u32 = 1;
-/// Prefix of the `checksum` field.
-pub const CHECKSUM_PREFIX: &str = "sha256:";
+pub use crate::digest::CHECKSUM_PREFIX;
 
 /// Contents of `metadata.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -252,15 +251,7 @@ fn check_config_size(dir: &Path, mpath: &Path, c: &FusionConfig) -> Result<()> {
     }
 }
 
-/// `expected` must be `sha256:` and 64 hex digits.
-pub(crate) fn check_checksum_format(expected: &str) -> Result<()> {
-    match expected.strip_prefix(CHECKSUM_PREFIX) {
-        Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(()),
-        _ => Err(RegistryError::BadChecksumFormat {
-            found: expected.to_owned(),
-        }),
-    }
-}
+pub(crate) use crate::digest::check_checksum_format;
 
 fn check_checksum(path: &Path, bytes: &[u8], expected: &str) -> Result<()> {
     check_checksum_format(expected)?;

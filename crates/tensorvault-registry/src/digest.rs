@@ -12,7 +12,6 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
-use crate::checkpoint::CHECKSUM_PREFIX;
 use crate::error::{RegistryError, Result};
 
 /// Chunk size of the per-chunk digests the registry records.
@@ -127,7 +126,7 @@ pub fn verify_chunks(path: &Path, map: &memmap2::Mmap, d: &ChunkDigests) -> Resu
 /// # Errors
 /// [`RegistryError::BadChecksumFormat`], [`RegistryError::ChecksumMismatch`].
 pub fn verify_whole(path: &Path, bytes: &[u8], expected: &str) -> Result<()> {
-    crate::checkpoint::check_checksum_format(expected)?;
+    check_checksum_format(expected)?;
     let computed = format!("{CHECKSUM_PREFIX}{}", sha256_hex(bytes));
     if computed.eq_ignore_ascii_case(expected) {
         Ok(())
@@ -137,5 +136,18 @@ pub fn verify_whole(path: &Path, bytes: &[u8], expected: &str) -> Result<()> {
             expected: expected.to_owned(),
             computed,
         })
+    }
+}
+
+/// Prefix of the `checksum` field.
+pub const CHECKSUM_PREFIX: &str = "sha256:";
+
+/// `expected` must be `sha256:` and 64 hex digits.
+pub(crate) fn check_checksum_format(expected: &str) -> Result<()> {
+    match expected.strip_prefix(CHECKSUM_PREFIX) {
+        Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(()),
+        _ => Err(RegistryError::BadChecksumFormat {
+            found: expected.to_owned(),
+        }),
     }
 }

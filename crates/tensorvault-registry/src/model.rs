@@ -22,8 +22,6 @@ use crate::error::{RegistryError, Result};
 use crate::version::WeightVersion;
 use crate::weights::FusionConfig;
 
-pub use crate::model_tensor::{LoadedModel, ModelTensor};
-
 /// `format` of a model checkpoint's `metadata.json`.
 pub const MODEL_FORMAT_NAME: &str = "tensorvault-model-checkpoint";
 /// Current `format_version` of a model checkpoint's `metadata.json`.

@@ -63,7 +63,10 @@ set -e
 [ "$code" = 1 ] && grep -q CORRUPT "$work/verify.txt"
 check "verify reports the damaged block object (exit 1)"
 "$tv" -q store rm "$url" acme emb small "${ep[@]}" > /dev/null
-"$tv" -q store ls "$url" acme emb --json "${ep[@]}" | grep -vq '"small"'
+# Into a file, not a pipe: grep -q would close the pipe early (the CLI then fails on
+# EPIPE under pipefail), and the listing must not name the removed tensor at all.
+"$tv" -q store ls "$url" acme emb --json "${ep[@]}" > "$work/ls-after.json"
+grep -q '"weights"' "$work/ls-after.json" && ! grep -q '"small"' "$work/ls-after.json"
 check "rm"
 set +e
 "$tv" -q store get "$url" acme nope weights "$work/x.npy" "${ep[@]}" 2> "$work/err.txt"
