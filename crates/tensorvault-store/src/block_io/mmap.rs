@@ -274,11 +274,14 @@ impl TierMedium for MmapTier {
     }
 
     /// Free slots at the end go back by truncation once two growth steps of them have
-    /// piled up, keeping one step of slack (none for an empty tier); the ones inside by
-    /// hole punching ([`TierMedium::release`]).
+    /// piled up, keeping one step of slack, and at once when the tier holds nothing (an
+    /// emptied tier takes 0 bytes); the ones inside by hole punching
+    /// ([`TierMedium::release`]).
     fn shrink_target(&self, used: u64, slots: u64) -> Option<u64> {
-        (slots - used >= 2 * MIN_GROW_SLOTS)
-            .then(|| if used == 0 { 0 } else { used + MIN_GROW_SLOTS })
+        if used == 0 {
+            return (slots > 0).then_some(0);
+        }
+        (slots - used >= 2 * MIN_GROW_SLOTS).then_some(used + MIN_GROW_SLOTS)
     }
 
     /// Readers never touch a free slot (a slot is freed only once no index entry refers
