@@ -14,8 +14,9 @@ use super::{MetaLog, MetaRecord, ReplayStats};
 use crate::config::{CollectionConfig, RecoveryMode};
 use crate::error::{Result, StoreErr};
 
-/// Replay reads this many bytes at a time (a multiple of the record length).
-const CHUNK: usize = 512 * RECORD_LEN;
+/// Replay reads this many bytes at a time (a multiple of the record length): 1 MiB, so a
+/// 128 MB log takes 128 reads.
+const CHUNK: usize = 8192 * RECORD_LEN;
 /// Compaction writes in batches of this many bytes.
 const WRITE_BATCH: usize = 8192 * RECORD_LEN;
 

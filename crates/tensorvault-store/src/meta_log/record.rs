@@ -29,6 +29,9 @@ pub(crate) const MAX_SKIPPED_ENTRIES: usize = 1024;
 
 type Rec = [u8; RECORD_LEN];
 
+/// An all-zero record (never valid: the CRC-32C of 120 zero bytes is not zero).
+const ZERO_RECORD: Rec = [0; RECORD_LEN];
+
 fn get<const N: usize>(b: &Rec, at: usize) -> [u8; N] {
     let mut a = [0u8; N];
     a.copy_from_slice(&b[at..at + N]);
@@ -490,9 +493,10 @@ impl Replayer {
             if self.stopped {
                 return Ok(());
             }
-            let mut b = [0u8; RECORD_LEN];
-            b.copy_from_slice(rec);
-            match decode_record(&b, at) {
+            // `chunks_exact` yields exactly RECORD_LEN bytes; were it not so, the zero
+            // record stands in, which fails its CRC like any damaged record.
+            let b = <&[u8; RECORD_LEN]>::try_from(rec).unwrap_or(&ZERO_RECORD);
+            match decode_record(b, at) {
                 Ok(r) => {
                     self.flush_pending();
                     visit(r)?;
