@@ -448,6 +448,34 @@ pub(crate) fn encode_checked(recs: &[MetaRecord], offset: u64, out: &mut Vec<u8>
     Ok(())
 }
 
+/// A record as replay sees it: decoded, or the reason it was refused.
+pub(crate) type Decoded = std::result::Result<MetaRecord, String>;
+
+/// Decode the record `rec` (RECORD_LEN bytes) found at byte `at`.
+fn decode_one(rec: &[u8], at: u64) -> Decoded {
+    // Callers pass exactly RECORD_LEN bytes; were it not so, the zero record stands in,
+    // which fails its CRC like any damaged record.
+    let b = <&[u8; RECORD_LEN]>::try_from(rec).unwrap_or(&ZERO_RECORD);
+    decode_record(b, at).map_err(|e| match e {
+        StoreErr::InvalidRecord { reason, .. } => reason,
+        other => other.to_string(),
+    })
+}
+
+/// Decode every whole record of `chunk` (which starts at byte `offset` of the log) into
+/// `out` (cleared first); a trailing partial record is left out, as [`Replayer::feed`]
+/// leaves it.
+#[cfg(feature = "threads")]
+pub(crate) fn decode_batch(chunk: &[u8], offset: u64, out: &mut Vec<Decoded>) {
+    out.clear();
+    out.reserve(chunk.len() / RECORD_LEN);
+    let mut at = offset;
+    for rec in chunk.chunks_exact(RECORD_LEN) {
+        out.push(decode_one(rec, at));
+        at += RECORD_LEN as u64;
+    }
+}
+
 /// The replay state machine: fed every whole record in file order, it applies the
 /// recovery mode and finally says where the log must be cut.
 pub(crate) struct Replayer {
@@ -493,37 +521,59 @@ impl Replayer {
             if self.stopped {
                 return Ok(());
             }
-            // `chunks_exact` yields exactly RECORD_LEN bytes; were it not so, the zero
-            // record stands in, which fails its CRC like any damaged record.
-            let b = <&[u8; RECORD_LEN]>::try_from(rec).unwrap_or(&ZERO_RECORD);
-            match decode_record(b, at) {
-                Ok(r) => {
-                    self.flush_pending();
-                    visit(r)?;
-                    self.stats.applied += 1;
-                    self.good_end = at + RECORD_LEN as u64;
-                }
-                Err(e) => {
-                    let reason = match e {
-                        StoreErr::InvalidRecord { reason, .. } => reason,
-                        other => other.to_string(),
-                    };
-                    match self.mode {
-                        RecoveryMode::PointInTime => {
-                            tracing::warn!(offset = at, %reason, "metalog: corrupt record, point-in-time replay stops here");
-                            self.stats.stopped_at = Some(at);
-                            self.stopped = true;
-                        }
-                        RecoveryMode::SkipAnyCorruptedRecords => {
-                            if self.stats.skipped.len() + self.pending.len() < MAX_SKIPPED_ENTRIES {
-                                self.pending.push((at, reason));
-                            }
-                            self.pending_total += 1;
-                        }
-                    }
-                }
-            }
+            self.step(at, decode_one(rec, at), visit)?;
             at += RECORD_LEN as u64;
+        }
+        Ok(())
+    }
+
+    /// [`Replayer::feed`] for records already decoded (by [`decode_batch`], on another
+    /// thread): `recs` are the whole records of a chunk that starts at byte `offset`.
+    #[cfg(feature = "threads")]
+    pub(crate) fn feed_decoded(
+        &mut self,
+        recs: impl Iterator<Item = Decoded>,
+        offset: u64,
+        visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
+    ) -> Result<()> {
+        let mut at = offset;
+        for rec in recs {
+            if self.stopped {
+                return Ok(());
+            }
+            self.step(at, rec, visit)?;
+            at += RECORD_LEN as u64;
+        }
+        Ok(())
+    }
+
+    /// One record at byte `at`, decoded or refused with a reason.
+    fn step(
+        &mut self,
+        at: u64,
+        rec: Decoded,
+        visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
+    ) -> Result<()> {
+        match rec {
+            Ok(r) => {
+                self.flush_pending();
+                visit(r)?;
+                self.stats.applied += 1;
+                self.good_end = at + RECORD_LEN as u64;
+            }
+            Err(reason) => match self.mode {
+                RecoveryMode::PointInTime => {
+                    tracing::warn!(offset = at, %reason, "metalog: corrupt record, point-in-time replay stops here");
+                    self.stats.stopped_at = Some(at);
+                    self.stopped = true;
+                }
+                RecoveryMode::SkipAnyCorruptedRecords => {
+                    if self.stats.skipped.len() + self.pending.len() < MAX_SKIPPED_ENTRIES {
+                        self.pending.push((at, reason));
+                    }
+                    self.pending_total += 1;
+                }
+            },
         }
         Ok(())
     }
