@@ -521,12 +521,6 @@ fn replay_and_memory(dir: &Path, opens: usize) -> Res<Once> {
             batch.clear();
         }
     }
-    // End as a clean close does, with a commit mark (a Delete of the reserved key
-    // u128::MAX / u32::MAX): without it open would check the last commit's payloads
-    // against this sparse, all-zero tier file and roll that commit back.
-    batch.push(MetaRecord::Delete {
-        key: BlockKey::new(u128::MAX, u32::MAX),
-    });
     log.append(&batch)?;
     // Ended as a clean close ends it: nothing to check for an unfinished last commit.
     log.append(&[tensorvault_store::MetaRecord::commit_mark()])?;
