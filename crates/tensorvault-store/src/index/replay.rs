@@ -14,7 +14,7 @@ use std::hash::BuildHasher;
 
 use crate::config::CollectionConfig;
 use crate::meta_log::MetaRecord;
-use crate::types::{BlockKey, BlockMeta};
+use crate::types::{BlockKey, BlockMeta, Tier};
 
 use super::tensors::TensorAttrs;
 use super::{check_slot, shape_problem, BlockIndex, Entry, Ignored};
@@ -31,6 +31,8 @@ pub struct IndexBuilder {
     idx: BlockIndex,
     /// Arena entries `..indexed` are in the hash table; the rest are pending.
     indexed: usize,
+    /// Slot length per tier, from the geometry of the first Create.
+    slot_lens: Option<[u64; 4]>,
 }
 
 impl IndexBuilder {
@@ -40,25 +42,45 @@ impl IndexBuilder {
         let mut idx = BlockIndex::default();
         idx.reserve(blocks, tensors);
         advise_huge_pages(&idx.entries);
-        Self { idx, indexed: 0 }
+        Self {
+            idx,
+            indexed: 0,
+            slot_lens: None,
+        }
     }
 
-    /// Apply one replayed record, as [`BlockIndex::apply`] does.
+    /// Apply one replayed record, as [`BlockIndex::apply`] does (with the same geometry
+    /// on every call: the builder keeps its slot lengths).
     ///
     /// # Errors
     /// [`Ignored`] when the record does not apply; the caller logs and counts it.
     pub fn apply(&mut self, rec: MetaRecord, geo: &CollectionConfig) -> Result<(), Ignored> {
         match rec {
             MetaRecord::Create { meta } => {
-                check_slot(geo, meta.tier, meta.data_offset, meta.data_len)?;
+                let slots = *self
+                    .slot_lens
+                    .get_or_insert_with(|| Tier::ALL.map(|t| u64::from(geo.slot_len(t))));
+                let slot = slots[meta.tier.index()];
+                let len = u64::from(meta.data_len);
+                if len == 0 || len > slot || slot == 0 || meta.data_offset % slot != 0 {
+                    check_slot(geo, meta.tier, meta.data_offset, meta.data_len)?;
+                }
                 let attrs = TensorAttrs::of(&meta);
                 // The shape of the tensor row used last was checked when it was made.
-                if !self.idx.tensors.is_last(&attrs) {
-                    if let Some(why) = shape_problem(geo, meta.shape()) {
-                        return Err(Ignored::BadShape(why));
+                let last = if self.idx.tensors.is_last(&attrs) {
+                    self.idx.tensors.acquire_last()
+                } else {
+                    None
+                };
+                let tensor = match last {
+                    Some(id) => id,
+                    None => {
+                        if let Some(why) = shape_problem(geo, meta.shape()) {
+                            return Err(Ignored::BadShape(why));
+                        }
+                        self.idx.tensors.acquire(&attrs)
                     }
-                }
-                let tensor = self.idx.tensors.acquire(&attrs);
+                };
                 self.idx.tier_counts[meta.tier.index()] += 1;
                 self.idx.entries.push(Entry::new(&meta, tensor));
                 Ok(())
@@ -238,7 +260,7 @@ fn by_bucket(hashes: Vec<(u64, u32)>, capacity: usize) -> Vec<(u64, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{DType, ReconstructPolicy, TensorKind, Tier, MAX_NDIM};
+    use crate::types::{DType, ReconstructPolicy, TensorKind, MAX_NDIM};
 
     fn meta(id: u128, block: u32, offset: u64, rows: u32) -> BlockMeta {
         let geo = CollectionConfig::default();

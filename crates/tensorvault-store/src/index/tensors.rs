@@ -75,6 +75,17 @@ impl TensorTable {
             .is_some_and(|id| self.rows[id as usize].refs > 0 && self.rows[id as usize].attrs == *a)
     }
 
+    /// Take another reference to the row most recently acquired; `None` if it is not in
+    /// use any more.
+    pub(crate) fn acquire_last(&mut self) -> Option<u32> {
+        let id = self.last?;
+        let row = &mut self.rows[id as usize];
+        (row.refs > 0).then(|| {
+            row.refs += 1;
+            id
+        })
+    }
+
     /// Take a reference to the row holding `a` (created if needed); returns its id.
     pub(crate) fn acquire(&mut self, a: &TensorAttrs) -> u32 {
         let id = match self.last {
