@@ -467,7 +467,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
         let meta = {
             // Hold the index lock so the slot cannot be freed and reused under the read.
             let idx = self.store.read_index()?;
-            let meta = *idx
+            let meta = idx
                 .get(&key)
                 .ok_or(StoreErr::NotFound { key, tier: None })?;
             self.store.read_elements(&meta, &mut bytes)?;

@@ -49,7 +49,7 @@ pub use config::{CollectionConfig, Durability, RecoveryMode, StoreConfig};
 pub use error::{Result, StoreErr};
 #[cfg(feature = "mmap")]
 pub use fs::DirStore;
-pub use index::BlockIndex;
+pub use index::{BlockIndex, IndexBuilder};
 pub use kv::{KvCache, KvKind, KvSlot};
 pub use kv_age::KvAgePolicy;
 pub use lineage::{LineageConfig, LineageStats, LineageStore};

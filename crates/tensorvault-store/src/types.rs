@@ -351,6 +351,73 @@ impl BlockMeta {
         now.saturating_sub(self.tier_since)
     }
 
+    /// The access statistics (and creation tick) that scoring reads.
+    #[must_use]
+    pub(crate) fn access_stats(&self) -> AccessStats {
+        AccessStats {
+            created_at: self.created_at,
+            last_access_at: self.last_access_at,
+            access_window: self.access_window,
+            access_count: self.access_count,
+            ema_access_rate: self.ema_access_rate,
+        }
+    }
+
+    fn set_access_stats(&mut self, a: AccessStats) {
+        self.last_access_at = a.last_access_at;
+        self.access_window = a.access_window;
+        self.access_count = a.access_count;
+        self.ema_access_rate = a.ema_access_rate;
+    }
+
+    /// Age the window by the elapsed ticks, set bit 0, count the access and update the
+    /// EMA as ADR-018 section 3.8 defines it (see [`AccessStats::record_access`] for the
+    /// two deliberate differences from the ADR's code).
+    pub fn record_access(&mut self, now: u64) {
+        let mut a = self.access_stats();
+        a.record_access(now);
+        self.set_access_stats(a);
+    }
+
+    /// The EMA access rate aged to `now`: no access for `idle = now - last_access_at`
+    /// ticks means at most one per `idle` ticks, so `min(ema, 1 / idle)`. A block read at
+    /// its usual rate keeps its EMA; one whose reads stopped cools down.
+    #[must_use]
+    pub fn rate_at(&self, now: u64) -> f32 {
+        self.access_stats().rate_at(now)
+    }
+
+    /// Number of ticks (of the last 64) in which the block was accessed.
+    #[must_use]
+    pub fn recent_access_density(&self) -> u32 {
+        self.access_window.count_ones()
+    }
+
+    /// ADR-018's migration score: higher is hotter (see [`AccessStats::migration_score`]).
+    #[must_use]
+    pub fn migration_score(&self, now: u64) -> f32 {
+        self.access_stats().migration_score(now)
+    }
+}
+
+/// A block's creation tick and access statistics: what reads change and what scoring
+/// reads. The index keeps one per block (`crate::index`); [`BlockMeta`] exposes them as
+/// its public fields.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(crate) struct AccessStats {
+    /// Tick at which the block was created.
+    pub created_at: u64,
+    /// Tick of the most recent access.
+    pub last_access_at: u64,
+    /// Bit i set: accessed at tick `last_access_at - i`.
+    pub access_window: u64,
+    /// Accesses since creation.
+    pub access_count: u32,
+    /// EMA of the access rate (accesses per tick).
+    pub ema_access_rate: f32,
+}
+
+impl AccessStats {
     /// Age the window by the elapsed ticks, set bit 0, count the access and update the
     /// EMA as ADR-018 section 3.8 defines it.
     ///
@@ -361,7 +428,7 @@ impl BlockMeta {
     /// left, which is what the definition says.
     ///
     /// A second one: the EMA is updated from the rate aged to `now`
-    /// ([`BlockMeta::rate_at`]), not from the rate as of the previous access, so a block
+    /// ([`AccessStats::rate_at`]), not from the rate as of the previous access, so a block
     /// that was hot long ago and is read once again is not hot again (its old EMA would
     /// otherwise survive any idle time and dominate the update).
     pub fn record_access(&mut self, now: u64) {
@@ -383,9 +450,7 @@ impl BlockMeta {
         self.ema_access_rate = EMA_ALPHA * instantaneous + (1.0 - EMA_ALPHA) * prior;
     }
 
-    /// The EMA access rate aged to `now`: no access for `idle = now - last_access_at`
-    /// ticks means at most one per `idle` ticks, so `min(ema, 1 / idle)`. A block read at
-    /// its usual rate keeps its EMA; one whose reads stopped cools down.
+    /// The EMA access rate aged to `now` (see [`BlockMeta::rate_at`]).
     #[must_use]
     pub fn rate_at(&self, now: u64) -> f32 {
         let idle = now.saturating_sub(self.last_access_at);
@@ -396,12 +461,6 @@ impl BlockMeta {
         }
     }
 
-    /// Number of ticks (of the last 64) in which the block was accessed.
-    #[must_use]
-    pub fn recent_access_density(&self) -> u32 {
-        self.access_window.count_ones()
-    }
-
     /// ADR-018's migration score: higher is hotter.
     /// `0.7 * ema * 1000 + 0.3 * (density / 64) * 1000 / sqrt(max(now - created_at, 1))`.
     ///
@@ -409,7 +468,7 @@ impl BlockMeta {
     /// window and the EMA only change on an access, so a block that was hot once would
     /// keep its score forever and never be demoted. Here the window is shifted by the
     /// ticks since the last access (its definition, "bit i = accessed at now - i") and
-    /// the rate is [`BlockMeta::rate_at`] `now`. A block accessed at its usual rate
+    /// the rate is [`AccessStats::rate_at`] `now`. A block accessed at its usual rate
     /// scores as before; one whose accesses stopped falls below the default demote
     /// threshold (32) some 25-40 ticks after its last access (`700 / idle` plus a fading
     /// density term), however hot it was.

@@ -3,19 +3,19 @@
 //! a torn tail; compaction writes `meta.log.compact` and renames it over the log.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use tensorvault_core::fsio;
 
+use super::file_replay::replay_body;
 use super::layout::RECORD_LEN;
-use super::record::{decode_header, encode_checked, encode_header, Replayer};
+use super::record::{decode_header, encode_checked, encode_header};
+use super::replayer::Replayer;
 use super::{MetaLog, MetaRecord, ReplayStats};
 use crate::config::{CollectionConfig, RecoveryMode};
 use crate::error::{Result, StoreErr};
 
-/// Replay reads this many bytes at a time (a multiple of the record length).
-const CHUNK: usize = 512 * RECORD_LEN;
 /// Compaction writes in batches of this many bytes.
 const WRITE_BATCH: usize = 8192 * RECORD_LEN;
 
@@ -326,34 +326,8 @@ impl MetaLog for FileMetaLog {
             .metadata()
             .map_err(|e| StoreErr::io("stat", &self.path, e))?
             .len();
-        self.file
-            .seek(SeekFrom::Start(RECORD_LEN as u64))
-            .map_err(|e| StoreErr::io("seek", &self.path, e))?;
         let mut r = Replayer::new(mode);
-        let mut buf = vec![0u8; CHUNK];
-        let mut pos = RECORD_LEN as u64;
-        while pos < len && !r.stopped() {
-            // Skip holes of a sparse file as whole runs of zero records: the work stays
-            // proportional to the bytes the file holds, not to the length it claims.
-            let data = next_data(&self.file, pos, len);
-            if data > pos {
-                let whole = (data - pos) / RECORD_LEN as u64;
-                r.feed_zeros(whole, pos);
-                pos += whole * RECORD_LEN as u64;
-                self.file
-                    .seek(SeekFrom::Start(pos))
-                    .map_err(|e| StoreErr::io("seek", &self.path, e))?;
-                continue;
-            }
-            // Bounded by CHUNK, so the cast is lossless.
-            let n = (len - pos).min(CHUNK as u64) as usize;
-            let chunk = &mut buf[..n];
-            self.file
-                .read_exact(chunk)
-                .map_err(|e| StoreErr::io("read", &self.path, e))?;
-            r.feed(chunk, pos, visit)?;
-            pos += n as u64;
-        }
+        replay_body(&self.file, &self.path, len, &mut r, visit)?;
         let (stats, cut) = r.finish(len);
         self.pending_cut = (cut < len).then_some(cut);
         self.len = cut;
@@ -390,28 +364,6 @@ impl MetaLog for FileMetaLog {
     }
 }
 
-/// The first offset at or after `pos` that holds data (`lseek(SEEK_DATA)`), or `len` if
-/// the rest of the file is a hole. Where the filesystem cannot say, `pos` (read it all).
-#[cfg(all(unix, feature = "mmap"))]
-fn next_data(file: &File, pos: u64, len: u64) -> u64 {
-    use std::os::fd::AsRawFd;
-    let Ok(at) = libc::off_t::try_from(pos) else {
-        return pos;
-    };
-    // SAFETY: lseek on an fd this File owns; it only moves the file offset, which the
-    // caller resets with a seek before reading.
-    let r = unsafe { libc::lseek(file.as_raw_fd(), at, libc::SEEK_DATA) };
-    if r >= 0 {
-        // r >= 0 was just checked.
-        (r as u64).min(len)
-    } else if io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
-        len
-    } else {
-        pos
-    }
-}
-
-#[cfg(not(all(unix, feature = "mmap")))]
-fn next_data(_file: &File, pos: u64, _len: u64) -> u64 {
-    pos
-}
+#[cfg(test)]
+#[path = "file_tests.rs"]
+mod tests;

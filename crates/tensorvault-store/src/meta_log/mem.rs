@@ -3,7 +3,8 @@
 //! are (`to_bytes` / `from_bytes`, or the persistence hook).
 
 use super::layout::RECORD_LEN;
-use super::record::{decode_header, encode_checked, encode_header, Replayer};
+use super::record::{decode_header, encode_checked, encode_header};
+use super::replayer::Replayer;
 use super::{MetaLog, MetaRecord, ReplayStats};
 use crate::config::{CollectionConfig, RecoveryMode};
 use crate::error::{Result, StoreErr};

@@ -2,9 +2,11 @@
 //! a block is one 128-byte CRC32C-protected record; replaying the log rebuilds the index.
 
 mod file;
+mod file_replay;
 pub mod layout;
 mod mem;
 mod record;
+mod replayer;
 
 pub use file::FileMetaLog;
 pub use mem::MemMetaLog;

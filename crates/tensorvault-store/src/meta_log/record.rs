@@ -1,6 +1,6 @@
 //! Encoding and decoding of the `meta.log` header and records (offsets in
-//! [`super::layout`], spec in `docs/formats/store.md`), and the replay state machine
-//! shared by [`super::FileMetaLog`] and [`super::MemMetaLog`].
+//! [`super::layout`], spec in `docs/formats/store.md`); the replay state machine is in
+//! `replayer.rs`.
 //!
 //! Decoding is strict and never panics: the CRC is checked first, then the padding, the
 //! record type, every enumerated byte, every float and every reserved byte. A record
@@ -15,8 +15,8 @@ use super::layout::{
     M_AT, M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET, M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER,
     M_RESERVED, PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE, VERSION, VERSION_V1,
 };
-use super::{MetaRecord, ReplayStats};
-use crate::config::{CollectionConfig, RecoveryMode, CODEC_V1};
+use super::MetaRecord;
+use crate::config::{CollectionConfig, CODEC_V1};
 use crate::error::{Result, StoreErr};
 use crate::types::{BlockKey, BlockMeta, DType, ReconstructPolicy, TensorKind, Tier, MAX_NDIM};
 
@@ -24,8 +24,6 @@ use tensorvault_core::checksum::crc32c;
 
 /// File name used in header errors.
 const FILE: &str = "meta.log";
-/// Most skipped-record entries kept in [`ReplayStats::skipped`].
-pub(crate) const MAX_SKIPPED_ENTRIES: usize = 1024;
 
 type Rec = [u8; RECORD_LEN];
 
@@ -62,7 +60,18 @@ fn seal(b: &mut Rec) {
 
 /// Index of the first nonzero byte in `b[from..to]`.
 fn first_nonzero(b: &Rec, from: usize, to: usize) -> Option<usize> {
-    b[from..to].iter().position(|&x| x != 0).map(|i| from + i)
+    // Eight bytes at a time (replay checks up to 75 reserved bytes per record), then the
+    // byte itself within the first nonzero word or the tail.
+    let s = &b[from..to];
+    let words = s.chunks_exact(8);
+    let skip = words
+        .take_while(|w| w.iter().fold(0u8, |acc, &x| acc | x) == 0)
+        .count()
+        * 8;
+    s[skip..]
+        .iter()
+        .position(|&x| x != 0)
+        .map(|i| from + skip + i)
 }
 
 /// Encode the 128-byte header for `c` at `generation`.
@@ -443,144 +452,4 @@ pub(crate) fn encode_checked(recs: &[MetaRecord], offset: u64, out: &mut Vec<u8>
         at += RECORD_LEN as u64;
     }
     Ok(())
-}
-
-/// The replay state machine: fed every whole record in file order, it applies the
-/// recovery mode and finally says where the log must be cut.
-pub(crate) struct Replayer {
-    mode: RecoveryMode,
-    stats: ReplayStats,
-    /// End of the last valid record (the cut point if nothing valid follows).
-    good_end: u64,
-    /// Invalid records after the last valid one: skipped if a valid record follows,
-    /// cut as a torn tail otherwise.
-    pending: Vec<(u64, String)>,
-    pending_total: u64,
-    stopped: bool,
-}
-
-impl Replayer {
-    pub(crate) fn new(mode: RecoveryMode) -> Self {
-        Self {
-            mode,
-            stats: ReplayStats::default(),
-            good_end: RECORD_LEN as u64,
-            pending: Vec::new(),
-            pending_total: 0,
-            stopped: false,
-        }
-    }
-
-    /// Whether replay stopped (point-in-time mode hit a corrupt record).
-    pub(crate) fn stopped(&self) -> bool {
-        self.stopped
-    }
-
-    /// Process every whole record of `chunk`, which starts at byte `offset` of the log.
-    /// A trailing partial record is ignored (the final length passed to
-    /// [`Replayer::finish`] accounts for it).
-    pub(crate) fn feed(
-        &mut self,
-        chunk: &[u8],
-        offset: u64,
-        visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
-    ) -> Result<()> {
-        let mut at = offset;
-        for rec in chunk.chunks_exact(RECORD_LEN) {
-            if self.stopped {
-                return Ok(());
-            }
-            let mut b = [0u8; RECORD_LEN];
-            b.copy_from_slice(rec);
-            match decode_record(&b, at) {
-                Ok(r) => {
-                    self.flush_pending();
-                    visit(r)?;
-                    self.stats.applied += 1;
-                    self.good_end = at + RECORD_LEN as u64;
-                }
-                Err(e) => {
-                    let reason = match e {
-                        StoreErr::InvalidRecord { reason, .. } => reason,
-                        other => other.to_string(),
-                    };
-                    match self.mode {
-                        RecoveryMode::PointInTime => {
-                            tracing::warn!(offset = at, %reason, "metalog: corrupt record, point-in-time replay stops here");
-                            self.stats.stopped_at = Some(at);
-                            self.stopped = true;
-                        }
-                        RecoveryMode::SkipAnyCorruptedRecords => {
-                            if self.stats.skipped.len() + self.pending.len() < MAX_SKIPPED_ENTRIES {
-                                self.pending.push((at, reason));
-                            }
-                            self.pending_total += 1;
-                        }
-                    }
-                }
-            }
-            at += RECORD_LEN as u64;
-        }
-        Ok(())
-    }
-
-    /// `count` records starting at `offset` are all zero bytes (a hole in a sparse file):
-    /// each is invalid (its CRC field is zero, the CRC-32C of 120 zero bytes is not), so
-    /// they count as `count` corrupt records, without decoding them one by one. This keeps
-    /// replay work proportional to the bytes a file really holds: a 64 GiB sparse
-    /// `meta.log` replays in milliseconds.
-    pub(crate) fn feed_zeros(&mut self, count: u64, offset: u64) {
-        if count == 0 || self.stopped {
-            return;
-        }
-        let reason = "all-zero record (a hole in the file)".to_owned();
-        match self.mode {
-            RecoveryMode::PointInTime => {
-                tracing::warn!(offset, %reason, "metalog: corrupt record, point-in-time replay stops here");
-                self.stats.stopped_at = Some(offset);
-                self.stopped = true;
-            }
-            RecoveryMode::SkipAnyCorruptedRecords => {
-                if self.stats.skipped.len() + self.pending.len() < MAX_SKIPPED_ENTRIES {
-                    self.pending.push((offset, reason));
-                }
-                self.pending_total += count;
-            }
-        }
-    }
-
-    /// A valid record follows the pending invalid ones: they were corrupt records in the
-    /// middle of the log, skipped.
-    fn flush_pending(&mut self) {
-        if self.pending_total == 0 {
-            return;
-        }
-        for (offset, reason) in self.pending.drain(..) {
-            tracing::warn!(offset, %reason, "metalog: skipping corrupt record");
-            self.stats.skipped.push((offset, reason));
-        }
-        self.stats.skipped_total += self.pending_total;
-        self.pending_total = 0;
-    }
-
-    /// The stats and the length the log must be cut to, given its length `len`.
-    pub(crate) fn finish(mut self, len: u64) -> (ReplayStats, u64) {
-        let cut = self.good_end.min(len);
-        self.stats.truncated_bytes = len - cut;
-        if self.stats.skipped_total > MAX_SKIPPED_ENTRIES as u64 {
-            tracing::warn!(
-                total = self.stats.skipped_total,
-                "metalog: corrupt records skipped in total"
-            );
-        }
-        if self.stats.truncated_bytes > 0 {
-            tracing::warn!(
-                offset = cut,
-                bytes = self.stats.truncated_bytes,
-                invalid_records = self.pending_total,
-                "metalog: cutting the log after the last good record"
-            );
-        }
-        (self.stats, cut)
-    }
 }

@@ -53,10 +53,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         }
         let mut idx = self.write_index()?;
         for (key, now) in batch {
-            if let Some(m) = idx.map.get_mut(&key) {
-                m.record_access(now);
-                idx.dirty.insert(key);
-            }
+            idx.record_access(&key, now);
         }
         Ok(())
     }

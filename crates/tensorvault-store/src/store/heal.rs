@@ -250,8 +250,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     fn rewrite_lineage(&self, side: SideKind) -> Result<()> {
         let live: HashMap<BlockKey, u64> = self
             .read_index()?
-            .map
-            .values()
+            .iter()
             .filter(|m| side_of(m.reconstruct) == Some(side))
             .map(|m| (m.key, m.created_at))
             .collect();
@@ -312,7 +311,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         let mut buf = Vec::new();
         let (meta, read) = {
             let idx = self.read_index()?;
-            let Some(meta) = idx.get(key).copied() else {
+            let Some(meta) = idx.get(key) else {
                 return unusable(format!("lineage parent block {key} does not exist"));
             };
             if parent_created_at.is_some_and(|t| t != meta.created_at) {

@@ -67,7 +67,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         let metas: Vec<BlockMeta> = {
             let idx = self.read_index()?;
             keys.iter()
-                .filter_map(|k| idx.get(k).copied())
+                .filter_map(|k| idx.get(k))
                 .filter(|m| m.tier != new_tier)
                 .collect()
         };

@@ -217,7 +217,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// Only if a thread panicked while holding the index lock.
     pub fn meta(&self, key: &BlockKey) -> Result<Option<BlockMeta>> {
         self.apply_pending_access()?;
-        Ok(self.read_index()?.get(key).copied())
+        Ok(self.read_index()?.get(key))
     }
 
     /// Every live block's metadata, sorted by key.

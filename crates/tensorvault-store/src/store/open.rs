@@ -9,15 +9,17 @@ use crate::catalog::Catalog;
 use crate::clock::Clock;
 use crate::config::StoreConfig;
 use crate::error::Result;
-use crate::index::{BlockIndex, Ignored};
+use crate::index::{Ignored, IndexBuilder};
 use crate::meta_log::MetaLog;
 use crate::types::{BlockKey, BlockMeta, Tier};
 
 use super::tail::TailUndo;
 use super::{Counters, TensorStore, Writer};
 
-/// Most index entries reserved up front at open (about 100 MiB of table); see `open`.
+/// Most index entries reserved up front at open (about 100 MiB); see `open`.
 const MAX_INDEX_RESERVE: u64 = 1 << 20;
+/// Tensor rows reserved at open: one per this many records (the table grows past it).
+const BLOCKS_PER_TENSOR_GUESS: usize = 16;
 
 impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// Open a collection: replay `log` into the index (applying `cfg.recovery`), rebuild
@@ -37,22 +39,20 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         let geo = log.collection();
         geo.validate()?;
         let started = crate::time::Stopwatch::start();
-        let mut index = BlockIndex::default();
         // Every Create is one record: reserving for the record count avoids rehashing the
         // table while it doubles. The count comes from the file's length, which a sparse or
         // damaged file can inflate at no cost, so the reservation is capped (past the cap
         // the table grows as records really arrive).
-        index
-            .map
-            .reserve(usize::try_from(log.record_count().min(MAX_INDEX_RESERVE)).unwrap_or(0));
+        let records = usize::try_from(log.record_count().min(MAX_INDEX_RESERVE)).unwrap_or(0);
+        let mut builder = IndexBuilder::with_capacity(records, records / BLOCKS_PER_TENSOR_GUESS);
         let mut ignored = 0u64;
         let mut tail = TailUndo::new(log.record_count());
         let replay = log.replay(cfg.recovery, &mut |rec| {
             if tail.take_mark(&rec) {
                 return Ok(());
             }
-            tail.before_apply(&rec, &index);
-            if let Err(why) = index.apply(rec, &geo) {
+            tail.before_apply(&rec, &mut builder);
+            if let Err(why) = builder.apply(rec, &geo) {
                 match &why {
                     Ignored::BadSlot(reason) => {
                         tracing::warn!(key = %rec.key(), reason, "ignoring metalog record with an impossible slot");
@@ -66,6 +66,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             }
             Ok(())
         })?;
+        let mut index = builder.finish();
         // The last commit's records may be durable without its data (the two are synced
         // together): such blocks go back to what they were before it (store/tail.rs).
         let unconfirmed = !tail.saw_mark();
@@ -80,12 +81,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         // (One `usage` per tier, not per block: it stats the tier file.)
         let tier_bytes = Tier::ALL.map(|t| io.usage(t).bytes);
         let mut lost: Vec<BlockMeta> = index
-            .map
-            .values()
-            .filter(|m| {
-                m.data_offset.saturating_add(u64::from(m.data_len)) > tier_bytes[m.tier.index()]
+            .iter_where(|tier, offset, len| {
+                offset.saturating_add(u64::from(len)) > tier_bytes[tier.index()]
             })
-            .copied()
             .collect();
         lost.sort_by_key(|m| m.key);
         for m in &lost {
@@ -93,16 +91,15 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             index.remove(&m.key);
             ignored += 1;
         }
-        if let Err(e) =
-            io.reset_allocation(&mut index.map.values().map(|m| (m.tier, m.data_offset)))
-        {
+        let first = io.reset_allocation(&mut index.slots());
+        if let Err(e) = first {
             // Two blocks on one slot (only after a lost record): keep the slot's occupant.
             let dropped = index.drop_shared_slots(&io);
             if dropped == 0 {
                 return Err(e);
             }
             ignored += dropped;
-            io.reset_allocation(&mut index.map.values().map(|m| (m.tier, m.data_offset)))?;
+            io.reset_allocation(&mut index.slots())?;
         }
         if replay.skipped_total > 0 {
             tracing::warn!(

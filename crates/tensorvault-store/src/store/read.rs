@@ -58,39 +58,84 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         r
     }
 
-    /// Decode a verified payload into little-endian element bytes of the block's dtype.
-    fn decode_payload(&self, meta: &BlockMeta, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    /// Decode a verified quantized payload into little-endian element bytes of the
+    /// block's dtype.
+    fn decode_quantized(&self, meta: &BlockMeta, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
         out.clear();
-        if meta.tier.is_quantized() {
-            let mut vals = Vec::new();
-            codec::decode_quantized(payload, self.geo.block_elems as usize, &mut vals).map_err(
-                |source| StoreErr::Decode {
-                    key: meta.key,
-                    tier: meta.tier,
-                    source,
-                },
-            )?;
-            codec::from_f32(meta.dtype, &vals, out);
-        } else {
-            if payload.len() % meta.dtype.size() != 0 {
-                return Err(StoreErr::Decode {
-                    key: meta.key,
-                    tier: meta.tier,
-                    source: tensorvault_quant::QuantError::LengthMismatch {
-                        what: "raw block (not a whole number of elements)",
-                        input: payload.len(),
-                        output: payload.len() / meta.dtype.size() * meta.dtype.size(),
-                    },
-                });
-            }
-            out.extend_from_slice(payload);
-        }
+        let mut vals = Vec::new();
+        codec::decode_quantized(payload, self.geo.block_elems as usize, &mut vals).map_err(
+            |source| StoreErr::Decode {
+                key: meta.key,
+                tier: meta.tier,
+                source,
+            },
+        )?;
+        codec::from_f32(meta.dtype, &vals, out);
         Ok(())
     }
 
     /// Verified, decoded element bytes of a block, without access tracking.
     pub(crate) fn read_elements(&self, meta: &BlockMeta, out: &mut Vec<u8>) -> Result<()> {
-        self.with_verified(meta, |b| self.decode_payload(meta, b, out))
+        if meta.tier.is_quantized() {
+            return self.with_verified(meta, |b| self.decode_quantized(meta, b, out));
+        }
+        self.read_raw_verified(meta, out)
+    }
+
+    /// A raw (Tier0) payload: one pass over the mapped slot copies it into `out`, then the
+    /// CRC32C is computed over the copy, which is hot in L1 (a 16 KiB block fits): the
+    /// slot's bytes come from memory once, and the checksum covers exactly the bytes
+    /// returned. On a mismatch `out` is cleared.
+    fn read_raw_verified(&self, meta: &BlockMeta, out: &mut Vec<u8>) -> Result<()> {
+        out.clear();
+        let mut called = false;
+        self.io.with_block(
+            meta.tier,
+            meta.key,
+            meta.data_offset,
+            meta.data_len,
+            &mut |b| {
+                if !called {
+                    out.extend_from_slice(b);
+                    called = true;
+                }
+            },
+        )?;
+        if !called {
+            return Err(StoreErr::InvalidArgument {
+                field: "block_io",
+                reason: "with_block never called its callback".into(),
+            });
+        }
+        let actual = crc32c(out);
+        if actual != meta.checksum {
+            out.clear();
+            self.counters
+                .checksum_failures
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(key = %meta.key, tier = %meta.tier, offset = meta.data_offset, "CHECKSUM_MISMATCH");
+            return Err(StoreErr::Corruption {
+                key: meta.key,
+                tier: meta.tier,
+                offset: meta.data_offset,
+                expected: meta.checksum,
+                actual,
+            });
+        }
+        if out.len() % meta.dtype.size() != 0 {
+            let input = out.len();
+            out.clear();
+            return Err(StoreErr::Decode {
+                key: meta.key,
+                tier: meta.tier,
+                source: tensorvault_quant::QuantError::LengthMismatch {
+                    what: "raw block (not a whole number of elements)",
+                    input,
+                    output: input / meta.dtype.size() * meta.dtype.size(),
+                },
+            });
+        }
+        Ok(())
     }
 
     /// Read one block: verify its CRC32C, decode it to little-endian elements of its
@@ -106,7 +151,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     pub fn get_block(&self, key: &BlockKey, out: &mut Vec<u8>) -> Result<BlockMeta> {
         let (meta, read) = {
             let idx = self.read_index()?;
-            let meta = *idx.get(key).ok_or(StoreErr::NotFound {
+            let meta = idx.get(key).ok_or(StoreErr::NotFound {
                 key: *key,
                 tier: None,
             })?;
@@ -134,7 +179,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     pub fn get_payload(&self, key: &BlockKey, out: &mut Vec<u8>) -> Result<BlockMeta> {
         let meta = {
             let idx = self.read_index()?;
-            let meta = *idx.get(key).ok_or(StoreErr::NotFound {
+            let meta = idx.get(key).ok_or(StoreErr::NotFound {
                 key: *key,
                 tier: None,
             })?;

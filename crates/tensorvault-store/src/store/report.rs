@@ -27,10 +27,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             let r = {
                 let idx = self.read_index()?;
                 match idx.get(&m.key) {
-                    Some(cur) => {
-                        let cur = *cur;
-                        self.read_elements(&cur, &mut buf).map(|()| cur)
-                    }
+                    Some(cur) => self.read_elements(&cur, &mut buf).map(|()| cur),
                     None => continue, // deleted meanwhile
                 }
             };
@@ -76,11 +73,11 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         {
             let idx = self.read_index()?;
             let mut ids = std::collections::HashSet::new();
-            for m in idx.map.values() {
-                let t = m.tier.index();
+            for (key, tier, data_len) in idx.placements() {
+                let t = tier.index();
                 s.blocks[t] += 1;
-                s.payload_bytes[t] += u64::from(m.data_len);
-                ids.insert(m.key.tensor_id);
+                s.payload_bytes[t] += u64::from(data_len);
+                ids.insert(key.tensor_id);
             }
             s.tensors = ids.len() as u64;
         }
@@ -152,11 +149,11 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         {
             let idx = self.read_index()?;
             let mut ids = std::collections::HashSet::new();
-            for m in idx.map.values() {
-                let t = m.tier.index();
+            for (key, tier, data_len) in idx.placements() {
+                let t = tier.index();
                 s.blocks[t] += 1;
-                s.payload_bytes[t] += u64::from(m.data_len);
-                ids.insert(m.key.tensor_id);
+                s.payload_bytes[t] += u64::from(data_len);
+                ids.insert(key.tensor_id);
             }
             s.tensors = ids.len() as u64;
         }

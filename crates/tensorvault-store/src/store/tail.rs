@@ -27,7 +27,7 @@
 use tensorvault_core::checksum::crc32c;
 
 use crate::block_io::BlockIO;
-use crate::index::BlockIndex;
+use crate::index::{BlockIndex, IndexBuilder};
 use crate::meta_log::MetaRecord;
 use crate::types::{BlockKey, BlockMeta, Tier};
 
@@ -89,7 +89,7 @@ impl TailUndo {
     }
 
     /// Called with each record before it is applied to `index`.
-    pub(super) fn before_apply(&mut self, rec: &MetaRecord, index: &BlockIndex) {
+    pub(super) fn before_apply(&mut self, rec: &MetaRecord, index: &mut IndexBuilder) {
         let n = self.seen;
         self.seen += 1;
         if n < self.first {
@@ -111,7 +111,7 @@ impl TailUndo {
             tier,
             offset,
             tick,
-            before: index.get(&key).copied(),
+            before: index.get(&key),
         });
         // Sparse or damaged logs can hold more records than their length suggests.
         if self.undo.len() as u64 > TAIL_RECORDS {
@@ -129,7 +129,7 @@ impl TailUndo {
             if Some(u.tick) != last_tick {
                 break;
             }
-            let Some(cur) = index.get(&u.key).copied() else {
+            let Some(cur) = index.get(&u.key) else {
                 continue;
             };
             if cur.tier != u.tier || cur.data_offset != u.offset || holds_payload(io, &cur) {

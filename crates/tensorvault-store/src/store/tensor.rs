@@ -213,10 +213,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     fn keys_of(&self, id: u128) -> Result<Vec<BlockKey>> {
         let idx = self.read_index()?;
         let mut keys: Vec<BlockKey> = idx
-            .map
-            .keys()
+            .placements()
+            .map(|(k, _, _)| k)
             .filter(|k| k.tensor_id == id)
-            .copied()
             .collect();
         keys.sort();
         Ok(keys)
@@ -262,15 +261,10 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                     let n = self.blocks_for(first.shape())?;
                     (0..n)
                         .filter_map(|i| u32::try_from(i).ok())
-                        .filter_map(|i| idx.get(&BlockKey::new(id, i)).copied())
+                        .filter_map(|i| idx.get(&BlockKey::new(id, i)))
                         .collect()
                 }
-                _ => idx
-                    .map
-                    .values()
-                    .filter(|m| m.key.tensor_id == id)
-                    .copied()
-                    .collect(),
+                _ => idx.iter().filter(|m| m.key.tensor_id == id).collect(),
             }
         };
         if metas.is_empty() {
@@ -290,8 +284,8 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// Only if a thread panicked while holding a store lock.
     pub fn tensors(&self) -> Result<Vec<TensorInfo>> {
         let mut by_id: BTreeMap<u128, Vec<BlockMeta>> = BTreeMap::new();
-        for m in self.read_index()?.map.values() {
-            by_id.entry(m.key.tensor_id).or_default().push(*m);
+        for m in self.read_index()?.iter() {
+            by_id.entry(m.key.tensor_id).or_default().push(m);
         }
         let w = self
             .writer

@@ -41,15 +41,11 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             let now = self.clock.now_ticks();
             let candidates: Vec<Scored> = {
                 let idx = self.read_index()?;
-                idx.map
-                    .values()
-                    .filter(|m| {
-                        m.tier == tier && !exclude.contains(&m.key) && !idx.pinned.contains(&m.key)
+                idx.scores(now)
+                    .filter(|&(_, key, t, _)| {
+                        t == tier && !exclude.contains(&key) && !idx.pinned.contains(&key)
                     })
-                    .map(|m| Scored {
-                        score: m.migration_score(now),
-                        key: m.key,
-                    })
+                    .map(|(score, key, _, _)| Scored { score, key })
                     .collect()
             };
             let mut heap = EvictionHeap::new(candidates);
@@ -130,11 +126,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         self.apply_pending_access()?;
         let now = self.clock.now_ticks();
         let idx = self.read_index()?;
-        let v: Vec<_> = idx
-            .map
-            .values()
-            .map(|m| (m.migration_score(now), m.key, m.tier, m.tier_since))
-            .collect();
+        let v: Vec<_> = idx.scores(now).collect();
         drop(idx);
         Ok(v)
     }

@@ -1,11 +1,6 @@
-//! The in-memory index (ADR-018 section 3.11): BlockKey -> BlockMeta, per-tier counts and
-//! the set of blocks whose access statistics are not yet in the log. Rebuilt by replay.
+//! Applying replayed records to the index, and the checks a record must pass to apply.
 
-use std::collections::{HashMap, HashSet};
-
-/// The index's hasher: foldhash (seeded per process, ~4x faster than SipHash on a
-/// 20-byte key; keys are blake3-derived, so flooding needs a blake3 preimage search).
-pub(crate) type FastHash = foldhash::fast::RandomState;
+use std::collections::HashMap;
 
 use tensorvault_core::checksum::crc32c;
 
@@ -14,17 +9,7 @@ use crate::config::CollectionConfig;
 use crate::meta_log::MetaRecord;
 use crate::types::{BlockKey, BlockMeta, Tier};
 
-/// The index. Every field is derived from the MetaLog except `dirty` and `pinned`.
-#[derive(Debug, Default, Clone)]
-pub struct BlockIndex {
-    pub(crate) map: HashMap<BlockKey, BlockMeta, FastHash>,
-    tier_counts: [usize; 4],
-    /// Blocks read since their last Access record.
-    pub(crate) dirty: HashSet<BlockKey, FastHash>,
-    /// Blocks the migration scheduler must leave where they are (not persisted; see
-    /// `TensorStore::pin_block`).
-    pub(crate) pinned: HashSet<BlockKey, FastHash>,
-}
+use super::BlockIndex;
 
 /// Why replay ignored a structurally valid record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,66 +26,6 @@ pub enum Ignored {
 }
 
 impl BlockIndex {
-    /// Number of live blocks.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// Whether the index is empty.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-
-    /// Live blocks in `tier`.
-    #[must_use]
-    pub fn tier_count(&self, tier: Tier) -> usize {
-        self.tier_counts[tier.index()]
-    }
-
-    /// Metadata of `key`.
-    #[must_use]
-    pub fn get(&self, key: &BlockKey) -> Option<&BlockMeta> {
-        self.map.get(key)
-    }
-
-    /// Insert or replace; returns the replaced block's metadata.
-    pub fn upsert(&mut self, meta: BlockMeta) -> Option<BlockMeta> {
-        self.tier_counts[meta.tier.index()] += 1;
-        let old = self.map.insert(meta.key, meta);
-        if let Some(o) = &old {
-            self.tier_counts[o.tier.index()] -= 1;
-        }
-        old
-    }
-
-    /// Remove `key`; returns its metadata.
-    pub fn remove(&mut self, key: &BlockKey) -> Option<BlockMeta> {
-        let old = self.map.remove(key)?;
-        self.tier_counts[old.tier.index()] -= 1;
-        self.dirty.remove(key);
-        Some(old)
-    }
-
-    /// Move `key` to another slot in `new_tier`.
-    pub fn set_tier(&mut self, key: &BlockKey, new_tier: Tier, f: impl FnOnce(&mut BlockMeta)) {
-        if let Some(m) = self.map.get_mut(key) {
-            self.tier_counts[m.tier.index()] -= 1;
-            self.tier_counts[new_tier.index()] += 1;
-            m.tier = new_tier;
-            f(m);
-        }
-    }
-
-    /// Every live block sorted by key.
-    #[must_use]
-    pub fn sorted(&self) -> Vec<BlockMeta> {
-        let mut v: Vec<BlockMeta> = self.map.values().copied().collect();
-        v.sort_by_key(|m| m.key);
-        v
-    }
-
     /// Resolve blocks that claim the same slot, which a consistent log never produces:
     /// it takes a lost record (a corrupt Delete, Migrate or replacing Create skipped by
     /// replay) to leave a block pointing at a slot that was freed and reused. Of each
@@ -110,11 +35,11 @@ impl BlockIndex {
     /// warning. Returns how many were dropped.
     pub(crate) fn drop_shared_slots(&mut self, io: &dyn BlockIO) -> u64 {
         let mut by_slot: HashMap<(Tier, u64), Vec<BlockKey>> = HashMap::new();
-        for m in self.map.values() {
+        for e in &self.entries {
             by_slot
-                .entry((m.tier, m.data_offset))
+                .entry((e.tier, e.data_offset))
                 .or_default()
-                .push(m.key);
+                .push(e.key());
         }
         let mut dropped = 0;
         for mut keys in by_slot.into_values().filter(|k| k.len() > 1) {
@@ -129,7 +54,7 @@ impl BlockIndex {
             let keep = keys
                 .iter()
                 .copied()
-                .find(|k| self.map.get(k).is_some_and(matches))
+                .find(|k| self.get(k).is_some_and(|m| matches(&m)))
                 .unwrap_or(keys[0]);
             for k in keys.into_iter().filter(|k| *k != keep) {
                 if let Some(m) = self.remove(&k) {
@@ -140,6 +65,59 @@ impl BlockIndex {
             }
         }
         dropped
+    }
+
+    /// Apply an Access or Migrate record to the block at arena index `i` (whose key is
+    /// the record's); other records are ignored here.
+    pub(super) fn apply_at(
+        &mut self,
+        i: usize,
+        rec: &MetaRecord,
+        geo: &CollectionConfig,
+    ) -> Result<(), Ignored> {
+        match *rec {
+            MetaRecord::Access {
+                last_access_at,
+                access_count,
+                ema_access_rate,
+                access_window,
+                ..
+            } => {
+                let s = &mut self.entries[i].stats;
+                s.last_access_at = last_access_at;
+                s.access_count = access_count;
+                s.ema_access_rate = ema_access_rate;
+                s.access_window = access_window;
+            }
+            MetaRecord::Migrate {
+                old_tier,
+                new_tier,
+                new_bits,
+                new_scale,
+                new_checksum,
+                new_data_offset,
+                new_data_len,
+                at,
+                ..
+            } => {
+                let e = &mut self.entries[i];
+                if e.tier != old_tier {
+                    return Err(Ignored::StaleMigrate);
+                }
+                check_slot(geo, new_tier, new_data_offset, new_data_len)?;
+                self.tier_counts[old_tier.index()] -= 1;
+                self.tier_counts[new_tier.index()] += 1;
+                e.tier = new_tier;
+                e.bits = new_bits;
+                e.scale = new_scale;
+                e.checksum = new_checksum;
+                e.data_offset = new_data_offset;
+                e.data_len = new_data_len;
+                e.tier_since = at;
+            }
+            MetaRecord::Create { .. } | MetaRecord::Delete { .. } => {}
+        }
+        Ok(())
     }
 
     /// Apply one replayed record (a commit mark changes nothing).
@@ -155,43 +133,9 @@ impl BlockIndex {
                 }
                 self.upsert(meta);
             }
-            MetaRecord::Access {
-                key,
-                last_access_at,
-                access_count,
-                ema_access_rate,
-                access_window,
-            } => {
-                let m = self.map.get_mut(&key).ok_or(Ignored::UnknownBlock)?;
-                m.last_access_at = last_access_at;
-                m.access_count = access_count;
-                m.ema_access_rate = ema_access_rate;
-                m.access_window = access_window;
-            }
-            MetaRecord::Migrate {
-                key,
-                old_tier,
-                new_tier,
-                new_bits,
-                new_scale,
-                new_checksum,
-                new_data_offset,
-                new_data_len,
-                at,
-            } => {
-                let m = self.map.get(&key).ok_or(Ignored::UnknownBlock)?;
-                if m.tier != old_tier {
-                    return Err(Ignored::StaleMigrate);
-                }
-                check_slot(geo, new_tier, new_data_offset, new_data_len)?;
-                self.set_tier(&key, new_tier, |m| {
-                    m.bits = new_bits;
-                    m.scale = new_scale;
-                    m.checksum = new_checksum;
-                    m.data_offset = new_data_offset;
-                    m.data_len = new_data_len;
-                    m.tier_since = at;
-                });
+            MetaRecord::Access { key, .. } | MetaRecord::Migrate { key, .. } => {
+                let i = self.find(&key).ok_or(Ignored::UnknownBlock)?;
+                self.apply_at(i, &rec, geo)?;
             }
             // A commit mark (store/tail.rs) names no block.
             MetaRecord::Delete { key } if key == crate::meta_log::COMMIT_MARK_KEY => {}
