@@ -3,7 +3,7 @@
 //! caller applies.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use super::layout::RECORD_LEN;
@@ -154,7 +154,7 @@ fn next_data(file: &File, pos: u64, len: u64) -> u64 {
     if r >= 0 {
         // r >= 0 was just checked.
         (r as u64).min(len)
-    } else if io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
+    } else if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
         len
     } else {
         pos
