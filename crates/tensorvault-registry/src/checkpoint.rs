@@ -254,17 +254,7 @@ fn check_config_size(dir: &Path, mpath: &Path, c: &FusionConfig) -> Result<()> {
 pub(crate) use crate::digest::check_checksum_format;
 
 fn check_checksum(path: &Path, bytes: &[u8], expected: &str) -> Result<()> {
-    check_checksum_format(expected)?;
-    let computed = checksum_of(bytes);
-    if computed.eq_ignore_ascii_case(expected) {
-        Ok(())
-    } else {
-        Err(RegistryError::ChecksumMismatch {
-            path: path.to_owned(),
-            expected: expected.to_owned(),
-            computed,
-        })
-    }
+    crate::digest::verify_whole(path, bytes, expected)
 }
 
 /// Verifies the checksum of checkpoint `dir` and that its safetensors header is valid.
