@@ -91,7 +91,8 @@ pub struct PackArgs {
 pub struct LoadArgs {
     /// Input .cvc.
     pub input: PathBuf,
-    /// Output .npy (float32, shape rows x dimension; written atomically).
+    /// Output .npy (float32, shape rows x dimension; written atomically), or `-` for
+    /// standard output (e.g. to pipe into another program).
     pub output: PathBuf,
     /// Only rows A:B (half-open, like a Python slice; A or B may be omitted).
     #[arg(long, value_name = "A:B", conflicts_with_all = ["chunks", "section", "metadata"])]
@@ -254,6 +255,9 @@ fn parse_kv(s: &str, arg: &'static str) -> Result<(String, Value), CliError> {
     Ok((k.to_owned(), value))
 }
 
+/// Values decoded per batch by `cvc load` (64 MiB of f32).
+const LOAD_BATCH: usize = 16 << 20;
+
 fn load(a: &LoadArgs, quiet: bool) -> Result<(), CliError> {
     let reader = CvcReader::open(&a.input)?.with_checksums(!a.no_verify);
     let n = reader.num_vectors();
@@ -303,45 +307,56 @@ fn load(a: &LoadArgs, quiet: bool) -> Result<(), CliError> {
     let rows: u64 = segs.iter().map(|(_, r)| r.end - r.start).sum();
     let start = Instant::now();
     let pb = report::bar(rows, "loading", quiet || a.json);
-    let mut out = AtomicFile::create(&a.output)?;
-    let out_name = a.output.display().to_string();
+    let to_stdout = a.output.as_os_str() == "-";
+    let out_name = if to_stdout {
+        "standard output".to_owned()
+    } else {
+        a.output.display().to_string()
+    };
+    let mut out = if to_stdout {
+        None
+    } else {
+        Some(AtomicFile::create(&a.output)?)
+    };
     {
-        let mut w = BufWriter::with_capacity(4 << 20, &mut out);
+        let stdout = std::io::stdout();
+        let mut w: BufWriter<Box<dyn Write + '_>> = BufWriter::with_capacity(
+            4 << 20,
+            match out.as_mut() {
+                Some(f) => Box::new(f),
+                None => Box::new(stdout.lock()),
+            },
+        );
         let header = npy::f32_header(&[rows, dim]).map_err(CliError::io("write", &out_name))?;
         w.write_all(&header)
             .map_err(CliError::io("write", &out_name))?;
-        // One decoded chunk and one payload buffer, reused: memory stays bounded by the
-        // largest chunk whatever the file size.
-        let mut values: Vec<f32> = Vec::new();
-        let mut scratch = Vec::new();
-        let mut cached: Option<usize> = None;
+        // Decoded in parallel batches of at most LOAD_BATCH values with storage reading
+        // ahead across batches: memory stays bounded whatever the file size, and a file
+        // that is not in the page cache streams at the speed of the disk.
         let mut done = 0;
-        for (ci, r) in &segs {
-            if cached != Some(*ci) {
-                let c = &reader.chunks()[*ci];
-                values.resize((c.rows * dim) as usize, 0.0);
-                reader.read_chunk_into(*ci, &mut values, &mut scratch)?;
-                cached = Some(*ci);
-            }
-            let part = &values[(r.start * dim) as usize..(r.end * dim) as usize];
-            npy::write_f32s(&mut w, part).map_err(CliError::io("write", &out_name))?;
-            done += r.end - r.start;
+        reader.stream_segments(&segs, LOAD_BATCH, |values: &[f32]| {
+            npy::write_f32s(&mut w, values).map_err(CliError::io("write", &out_name))?;
+            done += values.len() as u64 / dim.max(1);
             pb.set_position(done);
-        }
+            Ok::<(), CliError>(())
+        })?;
         w.flush().map_err(CliError::io("write", &out_name))?;
     }
-    out.commit()?;
+    if let Some(out) = out {
+        out.commit()?;
+    }
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let out_bytes = rows * dim * 4;
-    if a.json {
-        println!(
-            "{}",
+    // With the array on standard output, the summary goes to standard error.
+    let summary = if a.json {
+        format!(
+            "{}\n",
             json!({"input": a.input.display().to_string(), "output": out_name, "rows": rows, "dimension": dim,
                    "chunks_read": segs.len(), "bytes_out": out_bytes, "seconds": secs, "verified": !a.no_verify})
-        );
+        )
     } else {
-        print!(
+        format!(
             "{}",
             report::kv(&[
                 ("loaded", format!("{rows} x {dim} -> {out_name}")),
@@ -365,7 +380,12 @@ fn load(a: &LoadArgs, quiet: bool) -> Result<(), CliError> {
                     )
                 ),
             ])
-        );
+        )
+    };
+    if to_stdout {
+        eprint!("{summary}");
+    } else {
+        print!("{summary}");
     }
     Ok(())
 }

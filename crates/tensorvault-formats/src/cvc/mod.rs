@@ -23,6 +23,7 @@
 
 mod backend;
 mod compression;
+mod decode;
 mod header;
 pub mod header_crc;
 pub mod layout;

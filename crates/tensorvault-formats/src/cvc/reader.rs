@@ -10,15 +10,13 @@ use serde_json::Value;
 use tensorvault_core::{AlignedBuf, Shape, Tensor};
 
 use crate::cvc::backend::{Backend, CpuBackend};
+use crate::cvc::decode::PIECE_BYTES;
 use crate::cvc::header::CvcHeader;
 use crate::cvc::layout::{self, Framing, FORMAT, MAGIC};
 use crate::cvc::source::{FileSource, ReadAt};
 pub use crate::cvc::table::ChunkLayout;
 use crate::cvc::table::{build_layout, detect_framing, read_at, truncated};
 use crate::FormatError;
-
-/// Target payload bytes per unit of parallel work.
-const PIECE_BYTES: u64 = 1 << 20;
 
 /// A reader over one CVC file. Cheap to share between threads (`&self` everywhere).
 pub struct CvcReader<S: ReadAt = FileSource> {
@@ -73,9 +71,11 @@ impl CvcReader<memmap2::Mmap> {
         // reading, and files are replaced by rename, never modified in place. A file
         // truncated by another process while mapped could fault; that is the documented
         // contract of memory-mapped readers (use `open` to avoid it).
-        // `populate` pre-faults the mapping in one call: far cheaper than a trap per 4 KiB
-        // page when the whole file is about to be read.
-        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
+        // No MAP_POPULATE: it would read the whole file, one fault-sized block at a time,
+        // before anything decodes (3x slower than a plain read on a cold file) and even for
+        // a partial load. Loads instead advise the ranges they need ahead of the decoders
+        // and populate each piece's page tables in one call (`ReadAt::map_in`).
+        let map = unsafe { memmap2::Mmap::map(&file) }
             .map_err(FormatError::io("mmap", path.display()))?;
         Self::from_source(map, path.display().to_string())
     }
@@ -215,6 +215,18 @@ impl<S: ReadAt> CvcReader<S> {
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    pub(super) fn source(&self) -> &S {
+        &self.src
+    }
+
+    pub(super) fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+
+    pub(super) fn verifies_checksums(&self) -> bool {
+        self.verify_checksums
     }
 
     /// Load every vector as a `[num_vectors, dimension]` f32 tensor.
@@ -393,7 +405,7 @@ impl<S: ReadAt> CvcReader<S> {
     }
 
     /// `n` bytes at `offset`: borrowed from an in-memory source, else read into `buf`.
-    fn bytes_at<'b>(
+    pub(super) fn bytes_at<'b>(
         &'b self,
         offset: u64,
         n: u64,
@@ -402,6 +414,7 @@ impl<S: ReadAt> CvcReader<S> {
         let n_us = usize::try_from(n)
             .map_err(|_| truncated("read", offset, offset + n, self.src.len()))?;
         if let Some(all) = self.src.as_bytes() {
+            self.src.map_in(offset, n);
             let start = usize::try_from(offset).expect("offset checked at open");
             return Ok(&all[start..start + n_us]);
         }
@@ -434,8 +447,6 @@ impl<S: ReadAt> CvcReader<S> {
     }
 
     /// Decode `(chunk, rows within chunk)` segments into one tensor, in parallel.
-    /// With checksums on, every chunk touched is hashed in full exactly once (fused with
-    /// decoding where a segment covers the whole chunk).
     fn load_segments(&self, segs: &[(usize, Range<u64>)]) -> Result<Tensor, FormatError> {
         let dim = self.header.dimension;
         let total_rows: u64 = segs.iter().map(|(_, r)| r.end - r.start).sum();
@@ -448,82 +459,80 @@ impl<S: ReadAt> CvcReader<S> {
             })?;
         let shape = Shape::new(&[total_rows, dim])?;
         let mut out = AlignedBuf::<f32>::zeroed(numel);
+        let batches = self.plan(segs, u64::MAX);
+        self.run_plan(&batches, out.as_mut_slice(), &mut |_| {
+            Ok::<(), FormatError>(())
+        })?;
+        self.check_empty_chunks(segs)?;
+        Ok(Tensor::from_buf(shape, out)?)
+    }
 
-        let mut hashed = vec![false; self.chunks.len()];
-        let mut pieces: Vec<Piece<'_>> = Vec::new();
-        let mut rest: &mut [f32] = out.as_mut_slice();
-        for (ci, rows) in segs {
-            let c = &self.chunks[*ci];
-            let full = rows.start == 0 && rows.end == c.rows;
-            let hash = self.verify_checksums && c.crc.is_some() && full && !hashed[*ci];
-            if hash {
-                hashed[*ci] = true;
-            }
-            let (seg_out, tail) =
-                std::mem::take(&mut rest).split_at_mut(((rows.end - rows.start) * dim) as usize);
-            rest = tail;
-            push_pieces(&mut pieces, c, rows.clone(), dim, Some(seg_out), hash);
-        }
+    /// Empty chunks have no pieces; their stored CRC must be that of no bytes (0).
+    fn check_empty_chunks(&self, segs: &[(usize, Range<u64>)]) -> Result<(), FormatError> {
         if self.verify_checksums {
-            for c in &self.chunks {
-                if c.crc.is_some() && !hashed[c.index] && segs.iter().any(|(i, _)| *i == c.index) {
-                    hashed[c.index] = true;
-                    push_pieces(&mut pieces, c, 0..c.rows, dim, None, true);
-                }
-            }
-        }
-        let results: Vec<Result<(usize, Option<crc32fast::Hasher>), FormatError>> = pieces
-            .into_par_iter()
-            .map_init(Vec::new, |buf, p| self.run_piece(p, buf))
-            .collect();
-        let mut hashers: Vec<Option<crc32fast::Hasher>> = vec![None; self.chunks.len()];
-        for r in results {
-            let (ci, h) = r?;
-            if let Some(h) = h {
-                match &mut hashers[ci] {
-                    Some(acc) => acc.combine(&h),
-                    slot @ None => *slot = Some(h),
-                }
-            }
-        }
-        for (ci, h) in hashers.into_iter().enumerate() {
-            if let Some(h) = h {
-                self.check_crc(&self.chunks[ci], h.finalize())?;
-            }
-        }
-        if self.verify_checksums {
-            // Empty chunks have no pieces; their stored CRC must be that of no bytes (0).
             for (ci, _) in segs {
                 if self.chunks[*ci].rows == 0 {
                     self.check_crc(&self.chunks[*ci], 0)?;
                 }
             }
         }
-        Ok(Tensor::from_buf(shape, out)?)
+        Ok(())
     }
 
-    fn run_piece(
+    /// Decode `(chunk, rows within chunk)` segments (as [`CvcReader::segments_for_rows`]
+    /// returns) in order, handing the values to `sink` in batches of at most
+    /// `batch_values` values (rounded up to one row). Memory: one batch, whatever the
+    /// file size; storage reads ahead across batch boundaries, so a cold file streams at
+    /// the speed of the disk. With checksums on, every chunk touched is checked; a corrupt
+    /// chunk is reported before the batch holding its last rows reaches `sink`.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidArgument`] (converted) for a chunk index or rows outside the
+    /// file; I/O and checksum errors as [`CvcReader::load_all`]; the first error `sink`
+    /// returns, which stops the load.
+    pub fn stream_segments<E: From<FormatError>>(
         &self,
-        p: Piece<'_>,
-        buf: &mut Vec<u8>,
-    ) -> Result<(usize, Option<crc32fast::Hasher>), FormatError> {
-        let c = &self.chunks[p.chunk];
-        let row_bytes = self.header.dimension * c.codec.compression().width();
-        let offset = c.payload_offset + p.rows.start * row_bytes;
-        let n = (p.rows.end - p.rows.start) * row_bytes;
-        let bytes = self.bytes_at(offset, n, buf)?;
-        let hasher = p.hash.then(|| {
-            let mut h = crc32fast::Hasher::new();
-            h.update(bytes);
-            h
-        });
-        if let Some(out) = p.out {
-            self.backend.decode(&c.codec, bytes, out)?;
+        segs: &[(usize, Range<u64>)],
+        batch_values: usize,
+        mut sink: impl FnMut(&[f32]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for (ci, rows) in segs {
+            let ok = self
+                .chunks
+                .get(*ci)
+                .is_some_and(|c| rows.start <= rows.end && rows.end <= c.rows);
+            if !ok {
+                return Err(FormatError::InvalidArgument {
+                    name: "segments",
+                    reason: format!(
+                        "chunk {ci} rows {}..{} are not in the file ({} chunks)",
+                        rows.start,
+                        rows.end,
+                        self.chunks.len()
+                    ),
+                }
+                .into());
+            }
         }
-        Ok((p.chunk, hasher))
+        let batches = self.plan(segs, batch_values as u64);
+        let dim = self.header.dimension;
+        let largest = batches
+            .iter()
+            .map(|b| {
+                b.iter()
+                    .filter(|s| s.decode)
+                    .map(|s| (s.rows.end - s.rows.start) * dim)
+                    .sum::<u64>()
+            })
+            .max()
+            .unwrap_or(0);
+        let mut buf = AlignedBuf::<f32>::zeroed(largest as usize);
+        self.run_plan(&batches, buf.as_mut_slice(), &mut sink)?;
+        self.check_empty_chunks(segs)?;
+        Ok(())
     }
 
-    fn check_crc(&self, c: &ChunkLayout, computed: u32) -> Result<(), FormatError> {
+    pub(super) fn check_crc(&self, c: &ChunkLayout, computed: u32) -> Result<(), FormatError> {
         match c.crc {
             Some(stored) if stored != computed => Err(FormatError::ChecksumMismatch {
                 format: FORMAT,
@@ -572,42 +581,6 @@ impl<S: ReadAt> CvcReader<S> {
             self.check_crc(c, crc32fast::hash(bytes))?;
         }
         self.backend.decode(&c.codec, bytes, out)
-    }
-}
-
-/// A unit of parallel work: rows of one chunk, decoded into `out` and/or hashed.
-struct Piece<'o> {
-    chunk: usize,
-    rows: Range<u64>,
-    out: Option<&'o mut [f32]>,
-    hash: bool,
-}
-
-fn push_pieces<'o>(
-    pieces: &mut Vec<Piece<'o>>,
-    c: &ChunkLayout,
-    rows: Range<u64>,
-    dim: u64,
-    mut out: Option<&'o mut [f32]>,
-    hash: bool,
-) {
-    let row_bytes = dim.saturating_mul(c.codec.compression().width()).max(1);
-    let step = (PIECE_BYTES / row_bytes).max(1);
-    let mut r = rows.start;
-    while r < rows.end {
-        let hi = (r + step).min(rows.end);
-        let piece_out = out.take().map(|o| {
-            let (head, tail) = o.split_at_mut(((hi - r) * dim) as usize);
-            out = Some(tail);
-            head
-        });
-        pieces.push(Piece {
-            chunk: c.index,
-            rows: r..hi,
-            out: piece_out,
-            hash,
-        });
-        r = hi;
     }
 }
 
