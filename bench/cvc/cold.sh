@@ -50,6 +50,7 @@ run() {  # comp name command...
   secs=$("$@" | grep -o '"seconds":[0-9.]*' | cut -d: -f2 || true)
   t1=$(date +%s.%N)
   [ -n "$secs" ] || secs=$(echo "$t1 - $t0" | bc)
+  secs=$(printf "%.6f" "$secs")
   echo "{\"comp\":\"$comp\",\"impl\":\"$name\",\"seconds\":$secs}" | tee -a "$results"
 }
 pytime='import json, sys, time
@@ -58,8 +59,9 @@ LOAD(sys.argv[1])
 print(json.dumps({"seconds": time.perf_counter() - t}))'
 tv_py="import tensorvault as tv
 ${pytime/LOAD/tv.load_cvc}"
-dc_py="import warnings; warnings.simplefilter('ignore'); import decompressed as d, functools
-${pytime/LOAD/functools.partial(d.load_cvc, device='cpu')}"
+dc_py="import warnings; warnings.simplefilter('ignore'); import decompressed as d
+def load(p): return d.load_cvc(p, device='cpu')
+${pytime/LOAD/load}"
 for r in $(seq "$rounds"); do
   for comp in fp16 int8; do
     f="$work/$comp.cvc"
@@ -67,7 +69,7 @@ for r in $(seq "$rounds"); do
     run "$comp" read_fill "$ex" "$f" read_fill
     run "$comp" "lib mmap" "$ex" "$f" mmap
     run "$comp" "lib pread" "$ex" "$f" pread
-    run "$comp" cli sh -c '"$0" -q cvc load "$1" - > /dev/null' "$tv" "$f"
+    run "$comp" cli sh -c '"$0" -q cvc load "$1" - 2>&1 > /dev/null' "$tv" "$f"
     if [ "$has_tv" = 1 ]; then
       run "$comp" python "$py" -c "$tv_py" "$f"
     fi

@@ -113,7 +113,7 @@ fn corrupt_chunk_is_reported_through_the_streaming_path() {
         let reader = CvcReader::open(&path).unwrap();
         let err = reader.load_all().unwrap_err();
         assert!(matches!(err, FormatError::ChecksumMismatch { .. }), "{err}");
-        let segs = reader.segments_for_rows(&[0..rows as u64]);
+        let segs = reader.segments_for_rows(std::slice::from_ref(&(0..rows as u64)));
         let mut seen = 0usize;
         let err = reader
             .stream_segments(&segs, 500 * dim, |v: &[f32]| {
@@ -149,11 +149,13 @@ fn bad_segments_and_sink_errors() {
     .unwrap();
     let r = CvcReader::from_source(bytes, "mem").unwrap();
     let ok = |_: &[f32]| Ok::<(), FormatError>(());
-    for segs in [vec![(3usize, 0..1u64)], vec![(0, 0..17)], vec![(1, 5..4)]] {
+    #[allow(clippy::reversed_empty_ranges, reason = "a reversed range is the bad input")]
+    let bad = [vec![(3usize, 0..1u64)], vec![(0, 0..17)], vec![(1, 5..4)]];
+    for segs in bad {
         let err = r.stream_segments(&segs, 64, ok).unwrap_err();
         assert!(matches!(err, FormatError::InvalidArgument { .. }), "{err}");
     }
-    let segs = r.segments_for_rows(&[0..40]);
+    let segs = r.segments_for_rows(std::slice::from_ref(&(0..40)));
     let mut calls = 0;
     let err = r
         .stream_segments(&segs, 64, |_: &[f32]| {

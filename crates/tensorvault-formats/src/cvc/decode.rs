@@ -142,8 +142,8 @@ impl<S: ReadAt> CvcReader<S> {
             let mut r = rows.start;
             while r < rows.end {
                 let mut hi = (r + step).min(rows.end);
-                if dim > 0 {
-                    let room = (batch_values - cur_values) / dim;
+                // Rows that still fit the batch (none to limit when rows are empty).
+                if let Some(room) = (batch_values - cur_values).checked_div(dim) {
                     if room == 0 {
                         batches.push(std::mem::take(&mut cur));
                         cur_values = 0;

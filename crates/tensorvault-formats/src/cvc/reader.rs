@@ -526,7 +526,11 @@ impl<S: ReadAt> CvcReader<S> {
             })
             .max()
             .unwrap_or(0);
-        let mut buf = AlignedBuf::<f32>::zeroed(largest as usize);
+        let largest = usize::try_from(largest).map_err(|_| FormatError::InvalidArgument {
+            name: "batch_values",
+            reason: "a batch does not fit in memory on this platform".into(),
+        })?;
+        let mut buf = AlignedBuf::<f32>::zeroed(largest);
         self.run_plan(&batches, buf.as_mut_slice(), &mut sink)?;
         self.check_empty_chunks(segs)?;
         Ok(())
