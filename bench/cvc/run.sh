@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Side-by-side CVC benchmark: tensorvault vs the reference `decompressed` 2.1.1 (CPU) and
-# plain numpy, on the same 200,000 x 768 float32 array, in one run. Then the streaming
-# check: `tensorvault cvc pack` / `cvc load` of a ~2 GB file with their peak RSS.
+# plain numpy, in one run, on a synthetic 200,000 x 768 float32 array (standard normal) and
+# on two real ones: all-MiniLM-L6-v2 sentence embeddings of real text (21,000 x 384) and
+# SmolLM2-135M's token-embedding table (49,152 x 576). Then the streaming check:
+# `tensorvault cvc pack` / `cvc load` of a ~2 GB file with their peak RSS.
 #
 #   bench/cvc/run.sh [REPEATS] [STREAM_ROWS]
 #
@@ -21,12 +23,20 @@ echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d
 echo "== generating 200000 x 768 float32 (standard normal, seed 1234)"
 "$py" -c "import numpy as np; np.save('$work/x.npy', np.random.default_rng(1234).standard_normal((200000, 768), dtype=np.float32))"
 
+# Real inputs (bench/cvc/real_data.py, cached in bench/cvc/.data): MiniLM sentence
+# embeddings of real text and SmolLM2's token-embedding table.
+mapfile -t real < <("$py" "$root/bench/cvc/real_data.py" "$root/bench/cvc/.data")
 results="$work/results.jsonl"
 : > "$results"
-echo "== reference (decompressed, numpy) x$repeats"
-"$py" "$root/bench/cvc/peer.py" "$work/x.npy" "$work" "$repeats" | tee -a "$results"
-echo "== tensorvault x$repeats"
-"$root/target/release/examples/cvc_bench" "$work/x.npy" "$work" "$repeats" | tee -a "$results"
+for input in "$work/x.npy" "${real[@]}"; do
+  name=$(basename "$input" .npy)
+  [ "$name" = x ] && name=synthetic
+  tag="s/^{/{\"data\": \"$name\", /"
+  echo "== $name: reference (decompressed, numpy) x$repeats"
+  "$py" "$root/bench/cvc/peer.py" "$input" "$work" "$repeats" | sed "$tag" | tee -a "$results"
+  echo "== $name: tensorvault x$repeats"
+  "$root/target/release/examples/cvc_bench" "$input" "$work" "$repeats" | sed "$tag" | tee -a "$results"
+done
 "$py" "$root/bench/cvc/summarize.py" "$results"
 
 echo "== streaming: $stream_rows x 768 (pack from a memory-mapped .npy, load to .npy)"

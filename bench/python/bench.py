@@ -2,7 +2,10 @@
 and load) and vs safetensors.numpy (registry checkpoint load), plus the peak RSS of a
 1 GB CVC load in a child process. Prints a table of medians and ratios.
 
-Usage: python bench.py [reps] [rows] [dim]   (defaults 5, 200000, 768)
+Usage: python bench.py [reps] [rows] [dim] [REAL.npy ...]   (defaults 5, 200000, 768)
+
+Each REAL.npy (2-D float32, e.g. from bench/cvc/real_data.py) gets its own CVC pack/load
+rows next to the synthetic ones, against the same peer.
 """
 
 import gc
@@ -65,25 +68,30 @@ def main():
     x = rng.standard_normal((rows, dim), dtype=np.float32)
     gb = x.nbytes / 1e9
     results = []
+    real = [(os.path.basename(p)[:-4], np.load(p)) for p in sys.argv[4:]]
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as d:
         ours, theirs = os.path.join(d, "tv.cvc"), os.path.join(d, "dc.cvc")
-        for comp in ("fp16", "int8"):
-            for sync in (True, False):
+        for name, data in [("synthetic", x)] + real:
+            tag = "" if name == "synthetic" else f"[{name} {data.shape[0]}x{data.shape[1]}] "
+            for comp in ("fp16", "int8"):
+                for sync in (True, False):
+                    if name != "synthetic" and not sync:
+                        continue
+                    t_tv, t_dc = median_pair(
+                        reps,
+                        lambda: tv.pack_cvc(data, ours, compression=comp, sync=sync),
+                        lambda: decompressed.pack_cvc(data, theirs, compression=comp),
+                    )
+                    label = f"{tag}pack_cvc {comp}" + ("" if sync else " (sync=False)")
+                    results.append((label, t_tv, t_dc, "3x"))
+                assert open(ours, "rb").read() == open(theirs, "rb").read()
                 t_tv, t_dc = median_pair(
                     reps,
-                    lambda: tv.pack_cvc(x, ours, compression=comp, sync=sync),
-                    lambda: decompressed.pack_cvc(x, theirs, compression=comp),
+                    lambda: tv.load_cvc(ours),
+                    lambda: decompressed.load_cvc(theirs, device="cpu"),
                 )
-                label = f"pack_cvc {comp}" + ("" if sync else " (sync=False)")
-                results.append((label, t_tv, t_dc, "3x"))
-            assert open(ours, "rb").read() == open(theirs, "rb").read()
-            t_tv, t_dc = median_pair(
-                reps,
-                lambda: tv.load_cvc(ours),
-                lambda: decompressed.load_cvc(theirs, device="cpu"),
-            )
-            results.append((f"load_cvc {comp}", t_tv, t_dc, "5x"))
-            np.testing.assert_array_equal(tv.load_cvc(ours), decompressed.load_cvc(theirs, device="cpu"))
+                results.append((f"{tag}load_cvc {comp}", t_tv, t_dc, "5x"))
+                np.testing.assert_array_equal(tv.load_cvc(ours), decompressed.load_cvc(theirs, device="cpu"))
         os.remove(theirs)
 
         reg = tv.Registry(os.path.join(d, "reg"), config="default", seed=42)
@@ -125,9 +133,9 @@ def main():
 
     print(f"data: {rows} x {dim} float32 ({gb:.3f} GB), standard normal, seed 1234; "
           f"median of {reps}; registry checkpoint {ckpt_mb:.0f} MB (FuseMoE default shapes)")
-    print(f"{'operation':42} {'tensorvault s':>14} {'peer s':>10} {'ratio':>8} {'target':>7}")
+    print(f"{'operation':52} {'tensorvault s':>14} {'peer s':>10} {'ratio':>8} {'target':>7}")
     for label, t_tv, t_peer, target in results:
-        print(f"{label:42} {t_tv:14.4f} {t_peer:10.4f} {t_peer / t_tv:7.2f}x {target:>7}")
+        print(f"{label:52} {t_tv:14.4f} {t_peer:10.4f} {t_peer / t_tv:7.2f}x {target:>7}")
     print(f"1 GB load: array {arr_bytes / 2**20:.0f} MiB, fp16 file {file_bytes / 2**20:.0f} MiB, "
           f"peak RSS {peak / 2**20:.0f} MiB (interpreter + numpy + tensorvault alone: "
           f"{base_rss / 2**20:.0f} MiB) -> peak / array = {peak / arr_bytes:.2f}")

@@ -255,8 +255,9 @@ fn parse_kv(s: &str, arg: &'static str) -> Result<(String, Value), CliError> {
     Ok((k.to_owned(), value))
 }
 
-/// Values decoded per batch by `cvc load` (64 MiB of f32).
-const LOAD_BATCH: usize = 16 << 20;
+/// Values decoded per batch by `cvc load` (16 MiB of f32): large enough for both cores
+/// (eight ~1 MiB pieces of fp16), small enough that memory stays a few MiB.
+const LOAD_BATCH: usize = 4 << 20;
 
 fn load(a: &LoadArgs, quiet: bool) -> Result<(), CliError> {
     let reader = CvcReader::open(&a.input)?.with_checksums(!a.no_verify);

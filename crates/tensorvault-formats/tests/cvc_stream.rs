@@ -149,7 +149,10 @@ fn bad_segments_and_sink_errors() {
     .unwrap();
     let r = CvcReader::from_source(bytes, "mem").unwrap();
     let ok = |_: &[f32]| Ok::<(), FormatError>(());
-    #[allow(clippy::reversed_empty_ranges, reason = "a reversed range is the bad input")]
+    #[allow(
+        clippy::reversed_empty_ranges,
+        reason = "a reversed range is the bad input"
+    )]
     let bad = [vec![(3usize, 0..1u64)], vec![(0, 0..17)], vec![(1, 5..4)]];
     for segs in bad {
         let err = r.stream_segments(&segs, 64, ok).unwrap_err();
