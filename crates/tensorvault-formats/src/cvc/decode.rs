@@ -9,12 +9,9 @@ use std::sync::{Condvar, Mutex, PoisonError};
 
 use rayon::prelude::*;
 
-use crate::cvc::reader::CvcReader;
+use crate::cvc::reader::{CvcReader, PIECE_BYTES};
 use crate::cvc::source::ReadAt;
 use crate::FormatError;
-
-/// Target payload bytes per unit of parallel work.
-pub(super) const PIECE_BYTES: u64 = 1 << 20;
 
 /// Payload bytes requested from storage ahead of the first piece not yet started: enough
 /// to keep a disk busy while the decoders, several times faster, catch up.

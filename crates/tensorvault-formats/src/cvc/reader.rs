@@ -10,13 +10,15 @@ use serde_json::Value;
 use tensorvault_core::{AlignedBuf, Shape, Tensor};
 
 use crate::cvc::backend::{Backend, CpuBackend};
-use crate::cvc::decode::PIECE_BYTES;
 use crate::cvc::header::CvcHeader;
 use crate::cvc::layout::{self, Framing, FORMAT, MAGIC};
 use crate::cvc::source::{FileSource, ReadAt};
 pub use crate::cvc::table::ChunkLayout;
 use crate::cvc::table::{build_layout, detect_framing, read_at, truncated};
 use crate::FormatError;
+
+/// Target payload bytes per unit of parallel work.
+pub(super) const PIECE_BYTES: u64 = 1 << 20;
 
 /// A reader over one CVC file. Cheap to share between threads (`&self` everywhere).
 pub struct CvcReader<S: ReadAt = FileSource> {
