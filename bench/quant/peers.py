@@ -55,6 +55,13 @@ def np_dequant(scale, packed, bits, g, n):
     return (q.reshape(-1, g).astype(np.float32) * scale.astype(np.float32)).reshape(-1)
 
 
+def rel(a, b):
+    """a / b for an error ratio; 'both exact' when both are 0."""
+    if b == 0:
+        return "both exact" if a == 0 else "inf"
+    return f"{a / b:.3f}"
+
+
 def rmse(a, b):
     return float(np.sqrt(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)))
 
@@ -99,11 +106,11 @@ def main():
             peer, pq, pd, pr = r["setting"], r["gguf_q"], r["gguf_d"], r["gguf_rmse"]
         name = r["setting"] if "np_q" in r else f"{o['bits']}-bit g32 symmetric"
         print(f"| {name} | {r['bpv']:.3f} | {o['quant_gbps']:.2f} | {o['dequant_gbps']:.2f} | {peer} | {pq:.3f} | {pd:.3f} | "
-              f"{o['quant_gbps'] / pq:.0f}x | {o['dequant_gbps'] / pd:.0f}x | {o['rmse']:.5g} | {pr:.5g} | {o['rmse'] / pr:.3f} |")
+              f"{o['quant_gbps'] / pq:.0f}x | {o['dequant_gbps'] / pd:.0f}x | {o['rmse']:.5g} | {pr:.5g} | {rel(o['rmse'], pr)} |")
         if "tv_full" in r:
             f = r["tv_full"]
             print(f"| {f['bits']}-bit g32 full levels | {r['bpv']:.3f} | {f['quant_gbps']:.2f} | {f['dequant_gbps']:.2f} | {peer} | {pq:.3f} | {pd:.3f} | "
-                  f"{f['quant_gbps'] / pq:.0f}x | {f['dequant_gbps'] / pd:.0f}x | {f['rmse']:.5g} | {pr:.5g} | {f['rmse'] / pr:.3f} |")
+                  f"{f['quant_gbps'] / pq:.0f}x | {f['dequant_gbps'] / pd:.0f}x | {f['rmse']:.5g} | {pr:.5g} | {rel(f['rmse'], pr)} |")
     print("\nsymmetric vs full levels (same bits/value, same array):\n")
     print("| bits | group | bits/value | ratio (segment) | RMSE symmetric | RMSE full | full / symmetric | max err symmetric | max err full |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -113,7 +120,7 @@ def main():
         f = key.get((o["bits"], o["group_size"], "Full"))
         if f:
             print(f"| {o['bits']} | {o['group_size']} | {o['bits_per_value']:.3f} | {o['ratio']:.2f}x | {o['rmse']:.5g} | {f['rmse']:.5g} | "
-                  f"{f['rmse'] / o['rmse']:.3f} | {o['max_abs_error']:.4g} | {f['max_abs_error']:.4g} |")
+                  f"{rel(f['rmse'], o['rmse'])} | {o['max_abs_error']:.4g} | {f['max_abs_error']:.4g} |")
 
 
 if __name__ == "__main__":

@@ -357,31 +357,28 @@ fn load(a: &LoadArgs, quiet: bool) -> Result<(), CliError> {
                    "chunks_read": segs.len(), "bytes_out": out_bytes, "seconds": secs, "verified": !a.no_verify})
         )
     } else {
-        format!(
-            "{}",
-            report::kv(&[
-                ("loaded", format!("{rows} x {dim} -> {out_name}")),
-                (
-                    "chunks read",
-                    format!("{} of {}", segs.len(), reader.chunks().len())
+        report::kv(&[
+            ("loaded", format!("{rows} x {dim} -> {out_name}")),
+            (
+                "chunks read",
+                format!("{} of {}", segs.len(), reader.chunks().len()),
+            ),
+            (
+                "crc",
+                if a.no_verify {
+                    "skipped".into()
+                } else {
+                    "verified".into()
+                },
+            ),
+            (
+                "time",
+                format!(
+                    "{secs:.2} s ({:.0} MB/s of f32 output)",
+                    out_bytes as f64 / secs / 1e6
                 ),
-                (
-                    "crc",
-                    if a.no_verify {
-                        "skipped".into()
-                    } else {
-                        "verified".into()
-                    }
-                ),
-                (
-                    "time",
-                    format!(
-                        "{secs:.2} s ({:.0} MB/s of f32 output)",
-                        out_bytes as f64 / secs / 1e6
-                    )
-                ),
-            ])
-        )
+            ),
+        ])
     };
     if to_stdout {
         eprint!("{summary}");

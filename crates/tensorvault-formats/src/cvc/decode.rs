@@ -146,7 +146,7 @@ impl<S: ReadAt> CvcReader<S> {
                         cur_values = 0;
                         continue;
                     }
-                    hi = hi.min(r + room);
+                    hi = hi.min(r.saturating_add(room));
                 }
                 cur.push(Spec {
                     chunk: *ci,
