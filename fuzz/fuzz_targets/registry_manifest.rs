@@ -2,12 +2,15 @@
 //! typed error or a registry whose every named version is a valid version string (never
 //! a path), and arbitrary `metadata.json` bytes must read to a typed error or metadata
 //! whose `config` fits the weights file, without a panic or an allocation sized by a
-//! claimed count.
+//! claimed count. The same bytes also go through the model registry's readers: as a
+//! sharded checkpoint's `model.safetensors.index.json` (shard names must never resolve
+//! outside the checkpoint directory) and as a model version's `metadata.json`.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use tensorvault_registry::checkpoint::{read_metadata, WEIGHTS_FILE};
+use tensorvault_registry::model::{read_model_metadata, resolve_source, INDEX_FILE};
 use tensorvault_registry::registry::MANIFEST_FILE;
 use tensorvault_registry::{
     validate_version, Device, FusionConfig, InitializationConfig, WeightRegistry,
@@ -36,5 +39,14 @@ fuzz_target!(|data: &[u8]| {
         && std::fs::write(ckpt.join(WEIGHTS_FILE), [0u8; 1024]).is_ok()
     {
         let _ = read_metadata(&ckpt);
+    }
+    // The same bytes as a sharded checkpoint's index and as a model version's metadata.
+    let hf = root.join("hf");
+    if std::fs::create_dir_all(&hf).is_ok() && std::fs::write(hf.join(INDEX_FILE), data).is_ok() {
+        let _ = resolve_source(&hf);
+    }
+    let mv = root.join("mv");
+    if std::fs::create_dir_all(&mv).is_ok() && std::fs::write(mv.join("metadata.json"), data).is_ok() {
+        let _ = read_model_metadata(&mv);
     }
 });
