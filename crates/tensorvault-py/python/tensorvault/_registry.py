@@ -51,7 +51,42 @@ def load_checkpoint(path: PathLike, verify: bool = True, copy: bool = False) -> 
     return _weights(_native.registry_load_checkpoint(fspath(path), bool(verify)), copy)
 
 
-class Registry:
+class _Versioned:
+    """What both registries share: one ``registry.json`` manifest of versions, a golden
+    marker and a current pointer (the native object is ``self._r``)."""
+
+    _r: Any
+    _kind = "Registry"
+
+    @property
+    def root(self) -> str:
+        """The registry directory."""
+        return str(self._r.root)
+
+    @property
+    def golden(self) -> Optional[str]:
+        """The golden version, if marked."""
+        return self._r.golden
+
+    @property
+    def current_version(self) -> Optional[str]:
+        """The active (or last recorded current) version."""
+        return self._r.current_version
+
+    def list_versions(self) -> List[Dict[str, Any]]:
+        """Every saved version, oldest first (version, source_id, created_at, checksum,
+        metrics)."""
+        return self._r.list_versions()
+
+    def set_golden(self, version: str) -> None:
+        """Mark ``version`` golden (verified first)."""
+        self._r.set_golden(version)
+
+    def __repr__(self) -> str:
+        return f"<tensorvault.{self._kind} {self.root!r}: {len(self.list_versions())} versions>"
+
+
+class Registry(_Versioned):
     """A versioned weight registry rooted at a directory (created if missing).
 
     Args:
@@ -83,26 +118,6 @@ class Registry:
     def config(self) -> Dict[str, int]:
         """The FuseMoE shapes this registry expects."""
         return self._r.config
-
-    @property
-    def root(self) -> str:
-        """The registry directory."""
-        return str(self._r.root)
-
-    @property
-    def golden(self) -> Optional[str]:
-        """The golden version, if marked."""
-        return self._r.golden
-
-    @property
-    def current_version(self) -> Optional[str]:
-        """The active (or last recorded current) version."""
-        return self._r.current_version
-
-    def list_versions(self) -> List[Dict[str, Any]]:
-        """Every saved version, oldest first (version, source_id, created_at, checksum,
-        metrics)."""
-        return self._r.list_versions()
 
     def load_checkpoint(self, version: str, copy: bool = False) -> Weights:
         """Load ``version`` and make it current.
@@ -160,10 +175,6 @@ class Registry:
             self._r.initialize(strategy, seed, mode, nonlinearity, float(gain)), False
         )
 
-    def set_golden(self, version: str) -> None:
-        """Mark ``version`` golden (verified first)."""
-        self._r.set_golden(version)
-
     def verify(self, version: str) -> Dict[str, Any]:
         """Verify ``version``'s checksum and safetensors header; returns its metadata."""
         return self._r.verify(version)
@@ -171,9 +182,6 @@ class Registry:
     def version_dir(self, version: str) -> str:
         """The checkpoint directory of ``version``."""
         return str(self._r.version_dir(version))
-
-    def __repr__(self) -> str:
-        return f"<tensorvault.Registry {self.root!r}: {len(self.list_versions())} versions>"
 
 
 # safetensors dtype name -> numpy dtype (little-endian). BF16 has no numpy dtype: its
@@ -219,7 +227,7 @@ def _model(pair: Any, copy: bool) -> "Model":
     return Model(tensors, version, dtypes)
 
 
-class ModelRegistry:
+class ModelRegistry(_Versioned):
     """A versioned registry of any safetensors checkpoints, rooted at a directory (created
     if missing): ``registry.json`` (the same manifest as :class:`Registry`) and
     ``versions/<version>/`` holding the checkpoint's files byte for byte plus
@@ -234,29 +242,12 @@ class ModelRegistry:
             hashed on all cores), ``"full"`` (whole-file SHA-256s), ``"both"``, ``"none"``.
     """
 
+    _kind = "ModelRegistry"
+
     def __init__(self, root: PathLike, preset: str = "any",
                  config: Union[None, str, Mapping[str, int]] = None,
                  verify: str = "chunks") -> None:
         self._r = _native.ModelRegistry(fspath(root), preset, config, verify)
-
-    @property
-    def root(self) -> str:
-        """The registry directory."""
-        return str(self._r.root)
-
-    @property
-    def golden(self) -> Optional[str]:
-        """The golden version, if marked."""
-        return self._r.golden
-
-    @property
-    def current_version(self) -> Optional[str]:
-        """The active (or last recorded current) version."""
-        return self._r.current_version
-
-    def list_versions(self) -> List[Dict[str, Any]]:
-        """Every saved version, oldest first."""
-        return self._r.list_versions()
 
     def save(self, path: PathLike, version: Optional[str] = None,
              source_id: Optional[str] = None,
@@ -325,10 +316,6 @@ class ModelRegistry:
         """``version``'s metadata (files, digests, preset), not verified."""
         return self._r.metadata(version)
 
-    def set_golden(self, version: str) -> None:
-        """Mark ``version`` golden (verified first)."""
-        self._r.set_golden(version)
-
     def set_retention(self, keep: Optional[int]) -> List[str]:
         """Keep the ``keep`` newest versions (plus golden, current and active); returns
         the removed versions. ``None`` keeps all."""
@@ -337,9 +324,6 @@ class ModelRegistry:
     def version_dir(self, version: str) -> str:
         """The directory of ``version`` (a Hugging Face-style model directory)."""
         return str(self._r.version_dir(version))
-
-    def __repr__(self) -> str:
-        return f"<tensorvault.ModelRegistry {self.root!r}: {len(self.list_versions())} versions>"
 
 
 __all__ = ["Registry", "Weights", "load_checkpoint", "ModelRegistry", "Model", "bf16_to_f32"]
