@@ -151,6 +151,41 @@ pub enum RegistryError {
         /// Why.
         reason: String,
     },
+    /// `registry.json` lists one version string twice. Retention deletes by name, so a
+    /// duplicate could make it delete a version inside the kept window: refused.
+    #[error("{path}: versions[{second}] repeats version {version:?} of versions[{first}]")]
+    ManifestDuplicateVersion {
+        /// The manifest file.
+        path: PathBuf,
+        /// The repeated version string.
+        version: String,
+        /// Index of its first entry in `versions`.
+        first: usize,
+        /// Index of the repeat.
+        second: usize,
+    },
+    /// `registry.json` names a version in `golden` or `current` that its `versions` list
+    /// does not hold.
+    #[error("{path}: field {field} names version {version:?}, which the manifest does not list")]
+    ManifestUnlistedVersion {
+        /// The manifest file.
+        path: PathBuf,
+        /// `golden` or `current`.
+        field: &'static str,
+        /// The version it names.
+        version: String,
+    },
+    /// `registry.json` has a `format_version` newer than this build reads. Refused rather
+    /// than read as an older format (and re-sealed as one: a silent downgrade).
+    #[error("{path}: field format_version is {found}; this build reads up to {supported}")]
+    ManifestFormatTooNew {
+        /// The manifest file.
+        path: PathBuf,
+        /// The stored format version.
+        found: u32,
+        /// The newest this build reads.
+        supported: u32,
+    },
     /// The version is not in the registry.
     #[error("version {version} not found in registry")]
     VersionNotFound {

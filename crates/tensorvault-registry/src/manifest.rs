@@ -76,6 +76,13 @@ impl Manifest {
     /// manifest is a file, and a crafted one (`"../../victim"`) must never choose which
     /// directory retention deletes or which one a load reads.
     fn validate(&self, path: &Path) -> Result<()> {
+        if self.format_version > MANIFEST_FORMAT_VERSION {
+            return Err(RegistryError::ManifestFormatTooNew {
+                path: path.to_owned(),
+                found: self.format_version,
+                supported: MANIFEST_FORMAT_VERSION,
+            });
+        }
         let named = self
             .versions
             .iter()
@@ -95,6 +102,30 @@ impl Manifest {
                     version: version.clone(),
                     reason,
                 });
+            }
+        }
+        let mut seen: std::collections::HashMap<&str, usize> =
+            std::collections::HashMap::with_capacity(self.versions.len());
+        for (i, v) in self.versions.iter().enumerate() {
+            if let Some(&first) = seen.get(v.version.as_str()) {
+                return Err(RegistryError::ManifestDuplicateVersion {
+                    path: path.to_owned(),
+                    version: v.version.clone(),
+                    first,
+                    second: i,
+                });
+            }
+            seen.insert(&v.version, i);
+        }
+        for (field, named) in [("golden", &self.golden), ("current", &self.current)] {
+            if let Some(v) = named {
+                if !seen.contains_key(v.as_str()) {
+                    return Err(RegistryError::ManifestUnlistedVersion {
+                        path: path.to_owned(),
+                        field,
+                        version: v.clone(),
+                    });
+                }
             }
         }
         Ok(())
@@ -260,15 +291,23 @@ impl ManifestStore {
         let Some(keep) = m.retention else {
             return Ok(Vec::new());
         };
-        let protected = |v: &str| {
-            m.golden.as_deref() == Some(v) || m.current.as_deref() == Some(v) || active == Some(v)
-        };
         let cutoff = m.versions.len().saturating_sub(keep);
-        let removed: Vec<String> = m.versions[..cutoff]
+        // What is kept is decided by name, and deletion goes by name: a name is removed
+        // only when no kept entry carries it (a manifest with a repeated name is refused at
+        // open, and this holds even if one slipped through).
+        let kept: std::collections::HashSet<&str> = m.versions[cutoff..]
             .iter()
-            .filter(|v| !protected(&v.version))
-            .map(|v| v.version.clone())
+            .map(|v| v.version.as_str())
+            .chain(m.golden.as_deref())
+            .chain(m.current.as_deref())
+            .chain(active)
             .collect();
+        let mut removed: Vec<String> = Vec::new();
+        for v in &m.versions[..cutoff] {
+            if !kept.contains(v.version.as_str()) && !removed.contains(&v.version) {
+                removed.push(v.version.clone());
+            }
+        }
         if removed.is_empty() {
             return Ok(removed);
         }
@@ -288,5 +327,50 @@ impl ManifestStore {
             info!(version = %v, "pruned by retention");
         }
         Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(version: &str) -> WeightVersion {
+        WeightVersion {
+            version: version.into(),
+            source_id: "test".into(),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            checksum: "none".into(),
+            metrics: None,
+        }
+    }
+
+    /// Open refuses a repeated name; should one reach retention anyway (a manifest built in
+    /// memory), a name inside the kept window is never deleted.
+    #[test]
+    fn retention_never_deletes_a_name_it_keeps() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = ManifestStore::open(tmp.path()).unwrap();
+        for v in ["1.0.0", "1.0.1", "1.0.2"] {
+            fs::create_dir_all(store.version_dir(v).unwrap()).unwrap();
+        }
+        store
+            .update(|m| {
+                m.versions = ["1.0.2", "1.0.0", "1.0.1", "1.0.2"]
+                    .into_iter()
+                    .map(entry)
+                    .collect();
+                m.retention = Some(2);
+            })
+            .unwrap();
+        assert_eq!(store.apply_retention(None).unwrap(), ["1.0.0"]);
+        assert!(store.version_dir("1.0.2").unwrap().exists());
+        assert!(!store.version_dir("1.0.0").unwrap().exists());
+        let kept: Vec<String> = store
+            .snapshot()
+            .versions
+            .into_iter()
+            .map(|v| v.version)
+            .collect();
+        assert_eq!(kept, ["1.0.2", "1.0.1", "1.0.2"]);
     }
 }
