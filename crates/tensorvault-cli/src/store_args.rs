@@ -36,7 +36,8 @@ pub enum KindArg {
     /// Attention keys [tokens, head_dim]: groups per channel over tokens, first token f16.
     #[value(name = "kv_key")]
     KvKey,
-    /// Attention values [tokens, head_dim]: groups along each token, first token f16.
+    /// Attention values [tokens, head_dim]: per channel at >= 5 bits, along each token
+    /// below, first token f16.
     #[value(name = "kv_value")]
     KvValue,
     /// Weight matrices: groups along rows, clip search.
