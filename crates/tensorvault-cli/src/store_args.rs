@@ -73,8 +73,9 @@ pub struct PutArgs {
     pub name: String,
     /// Input .npy file.
     pub input: PathBuf,
-    /// Tier: 0 raw (bit-exact), 1 8-bit, 2 5-bit, 3 3-bit.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    /// Tier: 0 raw (bit-exact, the default), 1 8-bit, 2 5-bit, 3 3-bit (lossy: pick
+    /// one explicitly; `quant eval --kind` shows the error each would give).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub tier: u8,
     /// What the tensor holds: quantized tiers lay their groups out by it (KV keys per
     /// channel, values and embeddings per vector, weights per row).

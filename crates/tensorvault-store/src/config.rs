@@ -286,6 +286,11 @@ pub struct TierPolicy {
     pub hottest_tier: Tier,
     /// The coldest tier automatic demotion may reach (default Tier3).
     pub coldest_tier: Tier,
+    /// Whether cold Tier0 blocks may be demoted (re-quantized to 8 bits) by the
+    /// scheduler. Default `false`: data put as exact (Tier0) stays exact; only an
+    /// explicit policy moves it: this flag, a Tier0 capacity limit
+    /// (`max_blocks_per_tier[0]`), or the KV cache's age policy.
+    pub demote_tier0: bool,
 }
 
 impl Default for TierPolicy {
@@ -296,6 +301,7 @@ impl Default for TierPolicy {
             min_tier_age: 8,
             hottest_tier: Tier::Tier1,
             coldest_tier: Tier::Tier3,
+            demote_tier0: false,
         }
     }
 }
