@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use tensorvault_core::atomic::AtomicFile;
 use tensorvault_formats::cvc::{Compression, CvcReader, CvcWriter, Framing, PackOptions};
 
+use crate::cvc_quality;
 use crate::error::CliError;
 use crate::npy::{self, NpyInput};
 use crate::report::{self, Table};
@@ -68,9 +69,16 @@ pub struct PackArgs {
     /// How chunks are stored.
     #[arg(long, value_enum, default_value = "fp16")]
     pub compression: CompressionArg,
-    /// Vectors per chunk (the unit of streaming, partial loads and CRC checks).
-    #[arg(long, default_value_t = 100_000)]
-    pub chunk_size: u64,
+    /// Vectors per chunk (the unit of streaming, partial loads, CRC checks and, for
+    /// int8, of one value range). Default: 4 MiB of f32 input per chunk (1,365 rows of
+    /// 768), at most 100,000 rows; give 100000 for the same bytes as decompressed's
+    /// default.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub chunk_size: Option<u64>,
+    /// Skip reading the file back to measure the reconstruction error (max |err|, RMSE,
+    /// min cosine), which otherwise costs one more pass over the data.
+    #[arg(long)]
+    pub no_error: bool,
     /// File framing.
     #[arg(long, value_enum, default_value = "v1")]
     pub format: FormatArg,
@@ -153,9 +161,12 @@ fn pack(a: &PackArgs, quiet: bool) -> Result<(), CliError> {
     let start = Instant::now();
     let pb = report::bar(input.rows, "packing", quiet || a.json);
     let pbc = pb.clone();
+    let chunk_size = a
+        .chunk_size
+        .unwrap_or_else(|| cvc_quality::chunk_rows(input.dim));
     let opts = PackOptions {
         compression: a.compression.into(),
-        chunk_size: a.chunk_size,
+        chunk_size,
         framing: match a.format {
             FormatArg::V1 => Framing::V1,
             FormatArg::V0 => Framing::V0,
@@ -167,7 +178,7 @@ fn pack(a: &PackArgs, quiet: bool) -> Result<(), CliError> {
     };
     let mut w = CvcWriter::create(&a.output, input.dim as usize, opts)?;
     // Feed whole chunks so f32 input goes from the map to the encoder without a copy.
-    let batch = a.chunk_size.max(1);
+    let batch = chunk_size.max(1);
     let mut buf = Vec::new();
     let mut r = 0;
     while r < input.rows {
@@ -180,43 +191,68 @@ fn pack(a: &PackArgs, quiet: bool) -> Result<(), CliError> {
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let in_bytes = input.rows * input.dim * 4;
-    if a.json {
-        println!(
-            "{}",
-            json!({"input": input.path(), "output": a.output.display().to_string(), "rows": s.rows,
-                   "dimension": input.dim, "chunks": s.chunks, "bytes": s.bytes,
-                   "compression": Compression::from(a.compression).name(),
-                   "ratio_vs_f32": in_bytes as f64 / s.bytes as f64, "seconds": secs})
-        );
+    let err = if a.no_error {
+        None
     } else {
+        let pb = report::bar(input.rows, "measuring error", quiet || a.json);
+        let e = cvc_quality::measure(&input, &a.output, |done| pb.set_position(done))?;
+        pb.finish_and_clear();
+        Some(e)
+    };
+    if a.json {
+        let mut v = json!({"input": input.path(), "output": a.output.display().to_string(), "rows": s.rows,
+               "dimension": input.dim, "chunks": s.chunks, "chunk_size": chunk_size, "bytes": s.bytes,
+               "compression": Compression::from(a.compression).name(),
+               "ratio_vs_f32": in_bytes as f64 / s.bytes as f64, "seconds": secs});
+        if let Some(e) = err {
+            v["max_abs_error"] = json!(e.max_abs);
+            v["rmse"] = json!(e.rmse);
+            v["min_cosine"] = json!(e.min_cosine);
+        }
+        println!("{v}");
+    } else {
+        let error = err.map(|e| {
+            (
+                "error",
+                format!(
+                    "max |err| {:.3e}, RMSE {:.3e}, min cosine {:.6}",
+                    e.max_abs, e.rmse, e.min_cosine
+                ),
+            )
+        });
         print!(
             "{}",
-            report::kv(&[
-                (
-                    "packed",
-                    format!("{} x {} -> {}", s.rows, input.dim, a.output.display())
-                ),
-                (
-                    "compression",
-                    Compression::from(a.compression).name().to_owned()
-                ),
-                ("chunks", s.chunks.to_string()),
-                (
-                    "size",
-                    format!(
-                        "{} ({:.2}x smaller than f32)",
-                        report::size(s.bytes),
-                        in_bytes as f64 / s.bytes as f64
-                    )
-                ),
-                (
-                    "time",
-                    format!(
-                        "{secs:.2} s ({:.0} MB/s of f32 input)",
-                        in_bytes as f64 / secs / 1e6
-                    )
-                ),
-            ])
+            report::kv(
+                &[
+                    (
+                        "packed",
+                        format!("{} x {} -> {}", s.rows, input.dim, a.output.display())
+                    ),
+                    (
+                        "compression",
+                        Compression::from(a.compression).name().to_owned()
+                    ),
+                    ("chunks", format!("{} of {chunk_size} rows", s.chunks)),
+                    (
+                        "size",
+                        format!(
+                            "{} ({:.2}x smaller than f32)",
+                            report::size(s.bytes),
+                            in_bytes as f64 / s.bytes as f64
+                        )
+                    ),
+                    (
+                        "time",
+                        format!(
+                            "{secs:.2} s ({:.0} MB/s of f32 input)",
+                            in_bytes as f64 / secs / 1e6
+                        )
+                    ),
+                ]
+                .into_iter()
+                .chain(error)
+                .collect::<Vec<_>>()
+            )
         );
     }
     Ok(())

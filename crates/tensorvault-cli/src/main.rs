@@ -5,6 +5,7 @@
 
 mod cgeb_cmd;
 mod cvc_cmd;
+mod cvc_quality;
 mod demo;
 mod demo_common;
 mod demo_store;

@@ -323,6 +323,10 @@ pub fn write_tensor(
                 .collect::<Vec<u8>>()
                 .into(),
         ),
+        other => {
+            let reason = format!("dtype {other} has no .npy writer (f32, f16, bf16, i8, u8 only)");
+            return Err(CliError::Npy { path: name, reason });
+        }
     };
     let mut bytes = header.map_err(CliError::io("encode header", &name))?;
     bytes.extend_from_slice(&body);

@@ -8,6 +8,7 @@ use std::time::Instant;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use tensorvault_quant::groupwise::{Levels, QuantParams};
+use tensorvault_quant::kind::{v2_default_group_size, v2_layout};
 use tensorvault_quant::metrics::ErrorMetrics;
 use tensorvault_quant::segment::{encode_tensor, Segment};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
@@ -94,34 +95,23 @@ struct Row {
     dequant_s: f64,
 }
 
-/// The v2 settings the store would use for `kind` at `bits` on rows of `width`.
+/// The v2 settings the store would use for `kind` at `bits` on rows of `width`
+/// (`tensorvault_quant::kind::v2_layout`, the function the store's tiers call; row 0
+/// kept as f16 for KV kinds, as in a KV tensor's first block).
 fn v2_params(
     kind: KindArg,
     bits: u8,
     group: Option<usize>,
     width: usize,
 ) -> Result<V2Params, CliError> {
-    let g = group.unwrap_or(if bits >= 5 { 128 } else { 64 });
-    if !g.is_power_of_two() || !(4..=1024).contains(&g) {
-        return Err(CliError::Usage {
-            arg: "--group",
-            reason: format!("{g} is not a power of two in 4..=1024 (codec v2)"),
-        });
-    }
-    let kv = matches!(kind, KindArg::KvKey | KindArg::KvValue);
-    let columns = matches!(kind, KindArg::KvKey) || (matches!(kind, KindArg::KvValue) && bits >= 5);
-    let rows = u16::try_from(width).ok().filter(|&w| w > 0);
-    Ok(V2Params {
-        bits,
-        group_log2: g.trailing_zeros() as u8,
-        axis: if columns && rows.is_some() {
-            Axis::Columns
-        } else {
-            Axis::Flat
-        },
-        width: rows.unwrap_or(1),
-        raw_rows: u16::from(kv && rows.is_some()),
-        clip_search: matches!(kind, KindArg::Weight | KindArg::Embedding),
+    let g = match group {
+        Some(g) => u32::try_from(g).unwrap_or(u32::MAX),
+        None => v2_default_group_size(bits),
+    };
+    let width = u32::try_from(width).ok();
+    v2_layout(kind.kind(), bits, g, width, true).map_err(|e| CliError::Usage {
+        arg: "--group/--bits",
+        reason: e.to_string(),
     })
 }
 

@@ -36,7 +36,8 @@ pub enum KindArg {
     /// Attention keys [tokens, head_dim]: groups per channel over tokens, first token f16.
     #[value(name = "kv_key")]
     KvKey,
-    /// Attention values [tokens, head_dim]: groups along each token, first token f16.
+    /// Attention values [tokens, head_dim]: per channel at >= 5 bits, along each token
+    /// below, first token f16.
     #[value(name = "kv_value")]
     KvValue,
     /// Weight matrices: groups along rows, clip search.
@@ -72,8 +73,9 @@ pub struct PutArgs {
     pub name: String,
     /// Input .npy file.
     pub input: PathBuf,
-    /// Tier: 0 raw (bit-exact), 1 8-bit, 2 5-bit, 3 3-bit.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    /// Tier: 0 raw (bit-exact, the default), 1 8-bit, 2 5-bit, 3 3-bit (lossy: pick
+    /// one explicitly; `quant eval --kind` shows the error each would give).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub tier: u8,
     /// What the tensor holds: quantized tiers lay their groups out by it (KV keys per
     /// channel, values and embeddings per vector, weights per row).

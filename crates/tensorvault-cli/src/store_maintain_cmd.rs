@@ -44,6 +44,14 @@ pub struct MaintainArgs {
     /// the first round stop the command; later ones are printed and retried next round.
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub watch: Option<u64>,
+    /// Let cold Tier0 blocks (put as exact) be re-quantized to 8 bits. Without it Tier0
+    /// data stays exact unless --max-blocks limits Tier0.
+    #[arg(long)]
+    pub demote_tier0: bool,
+    /// Print the moves one step would make, and move nothing (opens read-only; with
+    /// --steps, still one step: planning alone changes nothing).
+    #[arg(long, conflicts_with = "watch")]
+    pub dry_run: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -88,6 +96,8 @@ struct Run {
     over: usize,
     before: [usize; 4],
     after: [usize; 4],
+    /// Planned moves of a dry run (block keys as "tensor_id/block", from, to, reason).
+    planned: Option<Vec<(String, u8, u8, &'static str)>>,
 }
 
 impl Run {
@@ -101,18 +111,47 @@ impl Run {
             .iter()
             .map(|((f, t, why), n)| json!({"from_tier": f, "to_tier": t, "reason": why, "blocks": n}))
             .collect();
-        json!({"tenant": self.tenant, "collection": self.collection, "scored": self.scored,
-               "moved": self.total(), "moves": moves, "deferred": self.deferred,
-               "over_capacity": self.over, "blocks_before": self.before,
-               "blocks_after": self.after})
+        let mut v = json!({"tenant": self.tenant, "collection": self.collection,
+               "scored": self.scored, "moved": self.total(), "moves": moves,
+               "deferred": self.deferred, "over_capacity": self.over,
+               "blocks_before": self.before, "blocks_after": self.after});
+        if let Some(planned) = &self.planned {
+            v["dry_run"] = json!(true);
+            v["moved"] = json!(0);
+            v["planned"] = planned
+                .iter()
+                .map(|(k, f, t, why)| json!({"block": k, "from_tier": f, "to_tier": t, "reason": why}))
+                .collect();
+        }
+        v
     }
 
     fn print(&self) {
         let total = self.total();
+        let verb = if self.planned.is_some() {
+            "would move (dry run, nothing moved)"
+        } else {
+            "moved"
+        };
         println!(
-            "{}/{}: {} blocks scored, {total} moved, {} deferred, {} over capacity",
+            "{}/{}: {} blocks scored, {total} {verb}, {} deferred, {} over capacity",
             self.tenant, self.collection, self.scored, self.deferred, self.over
         );
+        if let Some(planned) = &self.planned {
+            let mut t = Table::new(&["block", "from", "to", "reason"]);
+            for (k, f, to, why) in planned {
+                t.row(vec![
+                    k.clone(),
+                    Tier::ALL[usize::from(*f)].to_string(),
+                    Tier::ALL[usize::from(*to)].to_string(),
+                    (*why).to_owned(),
+                ]);
+            }
+            if total > 0 {
+                print!("{}", t.render());
+            }
+            return;
+        }
         let mut t = Table::new(&["from", "to", "reason", "blocks"]);
         for ((f, to, why), n) in &self.moved {
             t.row(vec![
@@ -142,7 +181,12 @@ fn run_one<B: Backend>(
     cfg: &StoreConfig,
     a: &MaintainArgs,
 ) -> Result<Run, CliError> {
-    let s = b.open(tenant, collection, cfg.clone(), Mode::Write)?;
+    let mode = if a.dry_run {
+        Mode::Inspect
+    } else {
+        Mode::Write
+    };
+    let s = b.open(tenant, collection, cfg.clone(), mode)?;
     let before = s.tier_counts()?;
     let mut run = Run {
         tenant: tenant.to_owned(),
@@ -153,7 +197,23 @@ fn run_one<B: Backend>(
         over: 0,
         before,
         after: before,
+        planned: None,
     };
+    if a.dry_run {
+        let r = s.plan_maintain(a.budget)?;
+        let mut planned = Vec::with_capacity(r.moves.len());
+        for m in &r.moves {
+            let why = reason_name(m.reason);
+            *run.moved
+                .entry((m.from as u8, m.to as u8, why))
+                .or_default() += 1;
+            planned.push((m.key.to_string(), m.from as u8, m.to as u8, why));
+        }
+        (run.deferred, run.over, run.scored) = (r.deferred, r.over_capacity, r.scored);
+        run.planned = Some(planned);
+        s.close()?;
+        return Ok(run);
+    }
     for _ in 0..a.steps {
         let r = s.maintain(a.budget)?;
         for m in &r.moves {
@@ -177,6 +237,7 @@ fn run_one<B: Backend>(
 /// Any [`CliError`]; the caller prints it on one line and exits with code 2.
 pub fn run<B: Backend>(b: &B, a: &MaintainArgs) -> Result<i32, CliError> {
     let mut cfg = StoreConfig::default();
+    cfg.tiering.demote_tier0 = a.demote_tier0;
     if let Some(raw) = &a.max_blocks {
         cfg.max_blocks_per_tier = limits(raw)?;
     }

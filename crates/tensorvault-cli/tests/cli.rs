@@ -379,3 +379,63 @@ fn verify_checks_the_header_checksum() {
     assert_eq!(load.status.code(), Some(2));
     assert!(!dir.path().join("o.npy").exists());
 }
+
+#[test]
+fn lossy_pack_reports_its_error_and_chunks_by_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixture("vectors_1000x768_f32.npy");
+    let (_, x) = npy_f32(&input);
+    let pack = |out: &Path, comp: &str, extra: &[&str]| {
+        let mut args = vec!["cvc", "pack", s(&input), s(out), "--compression", comp];
+        args.extend_from_slice(extra);
+        let r = tv(&args);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        String::from_utf8(r.stdout).unwrap()
+    };
+    for comp in ["int8", "fp16", "bf16"] {
+        let out = dir.path().join(format!("{comp}.cvc"));
+        let v: serde_json::Value = serde_json::from_str(&pack(&out, comp, &["--json"])).unwrap();
+        // 4 MiB of f32 per chunk: 1365 rows of 768 -> the 1000 rows are one chunk.
+        assert_eq!(
+            (v["chunk_size"].as_u64(), v["chunks"].as_u64()),
+            (Some(1365), Some(1))
+        );
+        // The reported error is the real one: recompute it from a load.
+        let back = dir.path().join(format!("{comp}.npy"));
+        let r = tv(&["cvc", "load", s(&out), s(&back)]);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let (_, y) = npy_f32(&back);
+        let max = x
+            .iter()
+            .zip(&y)
+            .map(|(a, b)| f64::from((a - b).abs()))
+            .fold(0.0, f64::max);
+        let got = v["max_abs_error"].as_f64().unwrap();
+        assert!(
+            max > 0.0 && (got - max).abs() <= 1e-12 * max.max(1.0),
+            "{comp}: {got} vs {max}"
+        );
+        let rmse = v["rmse"].as_f64().unwrap();
+        assert!(rmse > 0.0 && rmse <= got, "{comp}: {v}");
+        let cos = v["min_cosine"].as_f64().unwrap();
+        assert!(cos > 0.99 && cos < 1.0, "{comp}: {v}");
+    }
+    // The table says it on one line; --no-error leaves the pass out.
+    let out = dir.path().join("t.cvc");
+    let text = pack(&out, "int8", &["--chunk-size", "100"]);
+    assert!(text.contains("chunks       10 of 100 rows"), "{text}");
+    assert!(
+        text.contains("max |err|") && text.contains("min cosine"),
+        "{text}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&pack(&out, "int8", &["--no-error", "--json"])).unwrap();
+    assert!(v.get("rmse").is_none(), "{v}");
+    // A chunk size of 0 is refused by the parser.
+    assert_eq!(
+        tv(&["cvc", "pack", s(&input), s(&out), "--chunk-size", "0"])
+            .status
+            .code(),
+        Some(2)
+    );
+}

@@ -300,3 +300,28 @@ fn read_only_commands_leave_a_damaged_store_untouched() {
     fails(&o, 1, "names.log: 1 corrupt records skipped");
     assert_eq!(std::fs::read(&names).unwrap(), nb, "verify wrote names.log");
 }
+
+#[test]
+fn put_without_a_tier_is_lossless() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let input = dir.path().join("a.npy");
+    let back = dir.path().join("b.npy");
+    let vals: Vec<f32> = (0..5000)
+        .map(|i| ((i as f32) * 0.37).sin() * 1e-3)
+        .collect();
+    write_npy(&input, &[50, 100], &vals);
+    ok(&tv(&["store", "put", s(&root), "t", "c", "x", s(&input)]));
+    let ls = ok(&tv(&["store", "ls", s(&root), "t", "c", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&ls).unwrap();
+    assert_eq!(v[0]["tier_blocks"], serde_json::json!([2, 0, 0, 0]), "{v}");
+    ok(&tv(&["store", "get", s(&root), "t", "c", "x", s(&back)]));
+    let (shape, got) = read_f32(&back);
+    assert_eq!(shape, [50, 100]);
+    assert!(
+        got.iter()
+            .zip(&vals)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "tier 0 is bit-exact"
+    );
+}

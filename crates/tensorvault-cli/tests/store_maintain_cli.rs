@@ -72,6 +72,43 @@ fn maintain_without_a_collection_runs_on_every_collection() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("give both or neither"));
 }
 
+#[test]
+fn dry_run_prints_the_planned_moves_and_moves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    put4(&root, "acme", "emb");
+    let maintain = |extra: &[&str]| {
+        let mut args = vec!["store", "maintain", s(&root), "acme", "emb"];
+        args.extend_from_slice(extra);
+        ok(&tv(&args))
+    };
+    let v = json(&maintain(&["--max-blocks=-,1,-,-", "--dry-run", "--json"]));
+    assert_eq!(v["dry_run"], true, "{v}");
+    assert_eq!(v["moved"], 0, "{v}");
+    let planned = v["planned"].as_array().expect("planned moves");
+    assert_eq!(planned.len(), 3, "{v}");
+    assert!(planned
+        .iter()
+        .all(|m| m["from_tier"] == 1 && m["to_tier"] == 2 && m["reason"] == "capacity"));
+    assert_eq!(v["blocks_after"], serde_json::json!([0, 4, 0, 0]));
+    let text = maintain(&["--max-blocks=-,1,-,-", "--dry-run"]);
+    assert!(
+        text.contains("3 would move (dry run, nothing moved)"),
+        "{text}"
+    );
+    let rows = text
+        .lines()
+        .filter(|l| l.contains("tier1  tier2  capacity"));
+    assert_eq!(rows.count(), 3, "{text}");
+    // Nothing moved: the real run still finds all three.
+    let v = json(&maintain(&["--max-blocks=-,1,-,-", "--json"]));
+    assert_eq!(v["moved"], 3, "{v}");
+    assert_eq!(v["blocks_after"], serde_json::json!([0, 1, 3, 0]));
+    // --dry-run with --watch is a usage error.
+    let bad = tv(&["store", "maintain", s(&root), "--dry-run", "--watch", "5"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
 /// Kills the child when the test ends early, however it ends.
 struct Watcher(Child);
 

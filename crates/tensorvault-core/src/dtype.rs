@@ -74,6 +74,23 @@ impl DType {
         }
     }
 
+    /// numpy's name of the dtype (`"float32"`, `"bfloat16"`, ...), which Python callers
+    /// see; [`DType::from_str`] accepts it as well as [`DType::name`].
+    #[must_use]
+    pub const fn numpy_name(self) -> &'static str {
+        match self {
+            DType::F32 => "float32",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::I8 => "int8",
+            DType::U8 => "uint8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::F64 => "float64",
+        }
+    }
+
     /// The stable one-byte tag (the enum discriminant).
     #[must_use]
     pub const fn tag(self) -> u8 {

@@ -103,7 +103,7 @@ impl KvCache {
     /// Open (or, with `create`, create with the KV layout for `head_dim`) the collection
     /// `<root>/<tenant>/<collection>` as a KV cache.
     #[new]
-    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="every-write", max_blocks_per_tier=None, age_tiers=None, block_tokens=None))]
+    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="os", max_blocks_per_tier=None, age_tiers=None, block_tokens=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -127,6 +127,9 @@ impl KvCache {
             ..StoreConfig::default()
         };
         apply_tier_limits(&mut cfg, max_blocks_per_tier)?;
+        // A KV cache's Tier0 is where new tokens land, not data put as exact: cold
+        // blocks go down by access statistics (and age, with age_tiers).
+        cfg.tiering.demote_tier0 = true;
         let cache = py
             .detach(|| {
                 let store = DirStore::open_path(&root, &tenant, &collection, cfg, create)?;

@@ -17,7 +17,7 @@ use pyo3::types::{PyDict, PyList};
 use tensorvault_store::tiering::Reason;
 use tensorvault_store::{
     BlockInfo, CollectionConfig, DType, DirStore, Durability, MaintainReport, StoreConfig,
-    StoreErr, StoreStats, TensorInfo, TensorKind, Tier, VerifyReport,
+    StoreErr, StoreStats, TensorInfo, TensorKind, Tier, VerifyReport, STORE_DTYPES,
 };
 
 use crate::errors::{arg_err, err, Kind};
@@ -95,26 +95,20 @@ impl From<StoreErr> for Fail {
 }
 
 fn dtype_name(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "float32",
-        DType::F16 => "float16",
-        DType::BF16 => "bfloat16",
-        DType::I8 => "int8",
-        DType::U8 => "uint8",
-    }
+    d.numpy_name()
 }
 
+/// A dtype by numpy's or the CLI's name (`tensorvault_core::DType`'s `FromStr`), if the
+/// store keeps it.
 fn parse_dtype(name: &str) -> PyResult<DType> {
-    match name {
-        "float32" | "f32" => Ok(DType::F32),
-        "float16" | "f16" => Ok(DType::F16),
-        "bfloat16" | "bf16" => Ok(DType::BF16),
-        "int8" | "i8" => Ok(DType::I8),
-        "uint8" | "u8" => Ok(DType::U8),
-        other => Err(arg_err(format!(
-            "dtype {other:?} cannot be stored: use float32, float16, bfloat16, int8 or uint8"
-        ))),
-    }
+    name.parse::<DType>()
+        .ok()
+        .filter(|d| STORE_DTYPES.contains(d))
+        .ok_or_else(|| {
+            arg_err(format!(
+                "dtype {name:?} cannot be stored: use float32, float16, bfloat16, int8 or uint8"
+            ))
+        })
 }
 
 fn parse_tier(t: u8) -> PyResult<Tier> {

@@ -38,8 +38,9 @@ pub enum QuantError {
         /// The rejected width.
         bits: u8,
     },
-    /// A group size that is 0, not a power of two, or outside 16..=1024.
-    #[error("group size {group_size} is not a power of two in 16..=1024")]
+    /// A group size that is 0, not a power of two, or outside the codec's range
+    /// (v1: 16..=1024, v2: 4..=1024).
+    #[error("group size {group_size} is not a power of two in the codec's range (v1: 16..=1024, v2: 4..=1024)")]
     InvalidGroupSize {
         /// The rejected group size.
         group_size: usize,

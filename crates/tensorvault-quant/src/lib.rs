@@ -14,6 +14,8 @@
 //!   groups along the values or down the columns of a `[rows, width]` layout (KV keys per
 //!   channel), optional raw f16 leading rows (attention sinks); fitting in [`asym`].
 //! * [`affine`]: per-tensor and per-channel affine int8 / uint8 / int16 for model weights.
+//! * [`kind`]: what a tensor holds ([`TensorKind`]) and the codec v2 layout that follows
+//!   from it, shared by the store's tiers and `tensorvault quant eval`.
 //! * [`metrics`]: reconstruction error metrics (max abs error, RMSE, relative RMSE, SNR).
 //!
 //! Every function works on caller-provided slices and never allocates from a length it
@@ -39,9 +41,11 @@ pub mod asym;
 pub mod bitpack;
 pub mod float;
 pub mod groupwise;
+pub mod kind;
 pub mod layout;
 pub mod metrics;
 pub mod segment;
 pub mod segment_v2;
 
 pub use error::QuantError;
+pub use kind::TensorKind;

@@ -4,6 +4,7 @@
 //! out by the tensor's kind in codec v2 collections ([`v2_layout`]).
 
 use tensorvault_quant::groupwise::QuantParams;
+use tensorvault_quant::kind;
 use tensorvault_quant::layout as q;
 use tensorvault_quant::segment::{self, Segment};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
@@ -27,16 +28,10 @@ pub struct BlockPlace<'a> {
 }
 
 /// The codec v2 settings of a block in `tier` (a quantized tier of a codec v2
-/// collection). Rows are the tensor's last dimension when the block holds whole rows:
-///
-/// * `kv_key`: groups per channel (the columns axis) over `g` tokens, no clipping;
-/// * `kv_value`: per channel like keys at 5 bits and more, groups of `g` values along
-///   the tokens below (measured, see the comment in the body), no clipping;
-/// * `weight`, `embedding`: groups of `g` values along the rows, with the error-minimising
-///   clip search (about 25x the encode work: worth it for data written once);
-/// * `generic`: groups of `g` values along the rows, min/max ranges (fast encode);
-/// * KV kinds keep block 0's first row (the attention-sink token) as f16 when the
-///   collection's `sink_values` allows a row.
+/// collection): [`tensorvault_quant::kind::v2_layout`] for the tensor's kind, with rows =
+/// the tensor's last dimension when the block holds whole rows, and the first row kept
+/// as f16 (attention sink) in block 0 of KV kinds when the collection's `sink_values`
+/// allows a row.
 ///
 /// A layout whose segment would not fit the tier's slot (e.g. per-channel groups over a
 /// block of fewer than `g` tokens, which needs more groups than the slot holds) falls
@@ -45,16 +40,19 @@ pub struct BlockPlace<'a> {
 pub fn v2_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> V2Params {
     let bits = geo.bits(tier).unwrap_or(8);
     let g = geo.group_size(tier).unwrap_or(64).max(1);
-    let group_log2 = g.trailing_zeros() as u8;
-    let kv = matches!(place.kind, TensorKind::KvKey | TensorKind::KvValue);
-    let flat = V2Params {
-        bits,
-        group_log2,
-        axis: Axis::Flat,
-        width: 1,
-        raw_rows: 0,
-        clip_search: matches!(place.kind, TensorKind::Weight | TensorKind::Embedding),
+    let layout = |width: Option<u32>, sink: bool| {
+        kind::v2_layout(place.kind, bits, g, width, sink).unwrap_or(V2Params {
+            // The collection's geometry was validated on open (bits 2..=8, v2 group
+            // sizes); this keeps the function total for a config built by hand.
+            bits,
+            group_log2: g.trailing_zeros() as u8,
+            axis: Axis::Flat,
+            width: 1,
+            raw_rows: 0,
+            clip_search: false,
+        })
     };
+    let flat = layout(None, false);
     // Whole rows: the block starts on a row boundary and holds whole rows.
     let width = place.shape.last().copied().unwrap_or(0);
     let start = u64::from(place.block_index) * u64::from(geo.block_elems);
@@ -65,24 +63,8 @@ pub fn v2_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
     if !rows_ok {
         return flat;
     }
-    let width16 = width as u16;
-    let sink = kv && place.block_index == 0 && u32::from(geo.sink_values) >= width;
-    // Keys per channel always. Values per channel at 5 bits and more, per token below:
-    // measured on SmolLM2-135M's cache (bench/RESULTS.md, issue 14), per-channel values
-    // cut the 5-bit perplexity change from +1.62% / +0.87% to +1.17% / +0.60%, while at
-    // 3 bits per-token groups (one token of 64) were better (+10.2% / +11.7% against
-    // +14.6% / +13.0%).
-    let columns = match place.kind {
-        TensorKind::KvKey => true,
-        TensorKind::KvValue => bits >= 5,
-        _ => false,
-    };
-    let want = V2Params {
-        axis: if columns { Axis::Columns } else { Axis::Flat },
-        width: width16,
-        raw_rows: u16::from(sink),
-        ..flat
-    };
+    let sink = place.block_index == 0 && u32::from(geo.sink_values) >= width;
+    let want = layout(Some(width), sink);
     let fits = want
         .encoded_len(place.len)
         .is_ok_and(|len| len as u64 <= geo.max_payload_len(tier));
@@ -129,7 +111,8 @@ pub fn encode_for_tier(
 /// Convert little-endian element bytes of `dtype` to f32.
 ///
 /// # Errors
-/// [`StoreErr::InvalidArgument`] if `src` is not a whole number of elements.
+/// [`StoreErr::InvalidArgument`] if `src` is not a whole number of elements;
+/// [`StoreErr::UnsupportedDType`] for a dtype outside [`crate::types::STORE_DTYPES`].
 pub fn to_f32(dtype: DType, src: &[u8], dst: &mut Vec<f32>) -> Result<()> {
     let size = dtype.size();
     if src.len() % size != 0 {
@@ -158,13 +141,18 @@ pub fn to_f32(dtype: DType, src: &[u8], dst: &mut Vec<f32>) -> Result<()> {
         ),
         DType::I8 => dst.extend(src.iter().map(|&b| f32::from(b as i8))),
         DType::U8 => dst.extend(src.iter().map(|&b| f32::from(b))),
+        other => return Err(StoreErr::UnsupportedDType { dtype: other }),
     }
     Ok(())
 }
 
 /// Convert f32 values to little-endian element bytes of `dtype` (appended to `dst`):
 /// floats round to nearest even, integers round half away from zero and saturate.
-pub fn from_f32(dtype: DType, src: &[f32], dst: &mut Vec<u8>) {
+///
+/// # Errors
+/// [`StoreErr::UnsupportedDType`] for a dtype outside [`crate::types::STORE_DTYPES`]
+/// (nothing is appended).
+pub fn from_f32(dtype: DType, src: &[f32], dst: &mut Vec<u8>) -> Result<()> {
     // Fixed-size chunks of a pre-sized tail (not one `extend_from_slice` per element,
     // which re-checks the capacity every time and does not vectorize).
     let start = dst.len();
@@ -190,7 +178,9 @@ pub fn from_f32(dtype: DType, src: &[f32], dst: &mut Vec<u8>) {
         // `as` saturates and maps NaN to 0.
         DType::I8 => dst.extend(src.iter().map(|v| (v.round() as i8) as u8)),
         DType::U8 => dst.extend(src.iter().map(|v| v.round() as u8)),
+        other => return Err(StoreErr::UnsupportedDType { dtype: other }),
     }
+    Ok(())
 }
 
 /// One encoded payload and the metadata the index keeps about it.
@@ -282,7 +272,7 @@ mod tests {
         for dt in [DType::F32, DType::F16, DType::BF16, DType::I8, DType::U8] {
             let vals: Vec<f32> = (0..50).map(|i| (i as f32) - 10.0).collect();
             let mut bytes = Vec::new();
-            from_f32(dt, &vals, &mut bytes);
+            from_f32(dt, &vals, &mut bytes).unwrap();
             assert_eq!(bytes.len(), vals.len() * dt.size());
             let mut back = Vec::new();
             to_f32(dt, &bytes, &mut back).unwrap();
@@ -292,6 +282,18 @@ mod tests {
             }
         }
         assert!(to_f32(DType::F32, &[0; 3], &mut Vec::new()).is_err());
+        for dt in [DType::I16, DType::F64] {
+            let mut bytes = Vec::new();
+            assert!(matches!(
+                from_f32(dt, &[1.0], &mut bytes),
+                Err(StoreErr::UnsupportedDType { dtype }) if dtype == dt
+            ));
+            assert!(bytes.is_empty());
+            assert!(matches!(
+                to_f32(dt, &[0; 8], &mut Vec::new()),
+                Err(StoreErr::UnsupportedDType { .. })
+            ));
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Configuration: the collection geometry (persisted in the MetaLog header, fixed for a
 //! collection's life) and the runtime options (chosen at every open).
 
+use tensorvault_quant::kind;
 use tensorvault_quant::layout as q;
 
 use crate::error::{Result, StoreErr};
@@ -26,7 +27,11 @@ pub const CODEC_V2: u8 = 2;
 /// Codec v2 group sizes of tiers 1, 2, 3: with 16 bits of side data per group and a
 /// 32-byte segment header, a 4096-value block fits 8.25 / 5.25 / 3.375 bits per value
 /// after 64-byte slot rounding (issue 14's bit budgets).
-pub const V2_GROUP_SIZE: [u32; 3] = [128, 128, 64];
+pub const V2_GROUP_SIZE: [u32; 3] = [
+    kind::v2_default_group_size(8),
+    kind::v2_default_group_size(5),
+    kind::v2_default_group_size(3),
+];
 
 /// The geometry of one collection: how many elements a block holds and how each tier
 /// encodes it. Written into the MetaLog header when the collection is created and read
@@ -281,6 +286,11 @@ pub struct TierPolicy {
     pub hottest_tier: Tier,
     /// The coldest tier automatic demotion may reach (default Tier3).
     pub coldest_tier: Tier,
+    /// Whether cold Tier0 blocks may be demoted (re-quantized to 8 bits) by the
+    /// scheduler. Default `false`: data put as exact (Tier0) stays exact; only an
+    /// explicit policy moves it: this flag, a Tier0 capacity limit
+    /// (`max_blocks_per_tier[0]`), or the KV cache's age policy.
+    pub demote_tier0: bool,
 }
 
 impl Default for TierPolicy {
@@ -291,6 +301,7 @@ impl Default for TierPolicy {
             min_tier_age: 8,
             hottest_tier: Tier::Tier1,
             coldest_tier: Tier::Tier3,
+            demote_tier0: false,
         }
     }
 }

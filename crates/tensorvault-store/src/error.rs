@@ -176,6 +176,13 @@ pub enum StoreErr {
         /// The failure that stopped the writer.
         cause: String,
     },
+    /// A tensor of an element type the store does not keep (see
+    /// [`crate::types::STORE_DTYPES`]).
+    #[error("dtype {dtype} cannot be stored: use f32, f16, bf16, i8 or u8")]
+    UnsupportedDType {
+        /// The refused dtype.
+        dtype: tensorvault_core::DType,
+    },
     /// The codec refused to encode.
     #[error("quantization: {0}")]
     Quant(#[from] tensorvault_quant::QuantError),

@@ -59,4 +59,7 @@ pub use meta_log::{FileMetaLog, MemMetaLog, MetaLog, MetaRecord, ReplayStats, CO
 pub use store::{BlockInfo, TensorStore};
 pub use tensor::{BlockProblem, StoreStats, StoredTensor, TensorInfo, VerifyReport};
 pub use tiering::{MaintainReport, TierPolicy};
-pub use types::{tensor_id, BlockKey, BlockMeta, DType, ReconstructPolicy, TensorKind, Tier};
+pub use types::{
+    store_dtype, tensor_id, BlockKey, BlockMeta, DType, ReconstructPolicy, TensorKind, Tier,
+    STORE_DTYPES,
+};

@@ -211,7 +211,8 @@ pub fn plan_within(
         if moved.contains(&key) || now.saturating_sub(since) < policy.min_tier_age {
             continue;
         }
-        if score < policy.demote_threshold && tier < policy.coldest_tier {
+        let may_demote = tier != Tier::Tier0 || policy.demote_tier0;
+        if score < policy.demote_threshold && tier < policy.coldest_tier && may_demote {
             cold.push((Scored { score, key }, tier));
         } else if score > policy.promote_threshold && tier > policy.hottest_tier {
             hot.push((Scored { score, key }, tier));
@@ -313,6 +314,37 @@ mod tests {
             [
                 (0, Tier::Tier1, Tier::Tier2, Reason::Cold),
                 (3, Tier::Tier3, Tier::Tier2, Reason::Hot)
+            ]
+        );
+    }
+
+    #[test]
+    fn cold_tier0_blocks_stay_exact_unless_the_policy_says_otherwise() {
+        let blocks = vec![(0.5, k(0), Tier::Tier0, 0), (0.5, k(1), Tier::Tier1, 0)];
+        let mut p = TierPolicy::default();
+        let got = |p: &TierPolicy, limits: &[usize; 4]| -> Vec<_> {
+            let (moves, _) = plan(&blocks, 100, p, limits);
+            moves
+                .iter()
+                .map(|m| (m.key.block_index, m.to, m.reason))
+                .collect()
+        };
+        // Default: only the quantized block moves.
+        assert_eq!(got(&p, &[usize::MAX; 4]), [(1, Tier::Tier2, Reason::Cold)]);
+        // A Tier0 capacity limit is a policy: the coldest Tier0 block goes down.
+        assert_eq!(
+            got(&p, &[0, usize::MAX, usize::MAX, usize::MAX]),
+            [
+                (0, Tier::Tier1, Reason::Capacity),
+                (1, Tier::Tier2, Reason::Cold)
+            ]
+        );
+        p.demote_tier0 = true;
+        assert_eq!(
+            got(&p, &[usize::MAX; 4]),
+            [
+                (0, Tier::Tier1, Reason::Cold),
+                (1, Tier::Tier2, Reason::Cold)
             ]
         );
     }

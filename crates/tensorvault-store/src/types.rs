@@ -137,134 +137,27 @@ impl std::fmt::Display for Tier {
     }
 }
 
-/// Element type of the original (unquantized) tensor (ADR-018 section 3.5 tags).
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
-#[repr(u8)]
-pub enum DType {
-    /// IEEE binary32.
-    F32 = 0,
-    /// IEEE binary16.
-    F16 = 1,
-    /// bfloat16.
-    BF16 = 2,
-    /// Signed 8-bit integer.
-    I8 = 3,
-    /// Unsigned 8-bit integer.
-    U8 = 4,
+/// Element type of the original (unquantized) tensor: the workspace's one dtype
+/// (`tensorvault-core`), whose tags are ADR-018 section 3.5's. The store keeps the five
+/// in [`STORE_DTYPES`]; a write of another is refused with [`StoreErr::UnsupportedDType`].
+///
+/// [`StoreErr::UnsupportedDType`]: crate::StoreErr::UnsupportedDType
+pub use tensorvault_core::DType;
+
+/// The element types the store keeps (tags 0..=4 of a Create record's dtype byte).
+pub const STORE_DTYPES: [DType; 5] = [DType::F32, DType::F16, DType::BF16, DType::I8, DType::U8];
+
+/// The store dtype of a Create record's dtype byte; `None` for unknown tags and for
+/// dtypes the store does not keep.
+#[must_use]
+pub fn store_dtype(tag: u8) -> Option<DType> {
+    DType::from_tag(tag).filter(|d| STORE_DTYPES.contains(d))
 }
 
-impl DType {
-    /// From the on-disk byte; `None` for unknown tags.
-    #[must_use]
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        match v {
-            0 => Some(DType::F32),
-            1 => Some(DType::F16),
-            2 => Some(DType::BF16),
-            3 => Some(DType::I8),
-            4 => Some(DType::U8),
-            _ => None,
-        }
-    }
-
-    /// Bytes per element.
-    #[must_use]
-    pub const fn size(self) -> usize {
-        match self {
-            DType::F32 => 4,
-            DType::F16 | DType::BF16 => 2,
-            DType::I8 | DType::U8 => 1,
-        }
-    }
-
-    /// Lower-case name (`f32`, `f16`, `bf16`, `i8`, `u8`).
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
-            DType::I8 => "i8",
-            DType::U8 => "u8",
-        }
-    }
-}
-
-impl std::fmt::Display for DType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// What a tensor holds: each quantized tier picks its codec settings from it (codec v2
-/// collections; v1 collections encode every kind alike). Stored per block in its Create
-/// record.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, Default)]
-#[repr(u8)]
-pub enum TensorKind {
-    /// Anything else: groups along the values, min/max ranges (the fastest encode).
-    #[default]
-    Generic = 0,
-    /// Attention keys, `[tokens, head_dim]`: groups per channel over tokens, no clipping,
-    /// the first token (attention sink) kept as f16 where the collection allows it.
-    KvKey = 1,
-    /// Attention values, `[tokens, head_dim]`: groups along each token, no clipping, the
-    /// first token kept as f16 like keys.
-    KvValue = 2,
-    /// Weight matrices: groups along rows, clip search.
-    Weight = 3,
-    /// Embedding vectors: groups along each vector, clip search.
-    Embedding = 4,
-}
-
-impl TensorKind {
-    /// Every kind, in tag order.
-    pub const ALL: [TensorKind; 5] = [
-        TensorKind::Generic,
-        TensorKind::KvKey,
-        TensorKind::KvValue,
-        TensorKind::Weight,
-        TensorKind::Embedding,
-    ];
-
-    /// From the on-disk byte; `None` for unknown tags.
-    #[must_use]
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        match v {
-            0 => Some(TensorKind::Generic),
-            1 => Some(TensorKind::KvKey),
-            2 => Some(TensorKind::KvValue),
-            3 => Some(TensorKind::Weight),
-            4 => Some(TensorKind::Embedding),
-            _ => None,
-        }
-    }
-
-    /// The name used by the CLI and Python (`generic`, `kv_key`, `kv_value`, `weight`,
-    /// `embedding`).
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            TensorKind::Generic => "generic",
-            TensorKind::KvKey => "kv_key",
-            TensorKind::KvValue => "kv_value",
-            TensorKind::Weight => "weight",
-            TensorKind::Embedding => "embedding",
-        }
-    }
-
-    /// The kind named `name` (see [`TensorKind::name`]); `None` for unknown names.
-    #[must_use]
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == name)
-    }
-}
-
-impl std::fmt::Display for TensorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// What a tensor holds (one byte in each block's Create record): defined in
+/// `tensorvault-quant`, whose [`tensorvault_quant::kind::v2_layout`] turns it into codec
+/// settings for the store's tiers and `quant eval` alike.
+pub use tensorvault_quant::kind::TensorKind;
 
 /// How a block's full-precision data can be rebuilt if its slot is corrupt.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, Default)]

@@ -127,9 +127,11 @@ fn a_long_append_writes_each_block_once_and_a_batch_is_one_write() {
 fn maintain_demotes_old_blocks_but_never_the_tail() {
     let clock = Arc::new(ManualClock::new(1));
     let cfg = StoreConfig {
-        // Move as soon as the score says so: only the pin protects the tail.
+        // Move as soon as the score says so: only the pin protects the tail. KV blocks
+        // land in Tier0 raw and cool down: the policy lets Tier0 demote.
         tiering: TierPolicy {
             min_tier_age: 0,
+            demote_tier0: true,
             ..TierPolicy::default()
         },
         ..small_cfg()

@@ -113,7 +113,7 @@ fn record() -> impl Strategy<Value = MetaRecord> {
                         key,
                         shape,
                         shape_ndim: ndim as u8,
-                        dtype: DType::from_u8(dt).unwrap(),
+                        dtype: DType::from_tag(dt).unwrap(),
                         tier,
                         bits,
                         scale,

@@ -145,6 +145,18 @@ fn missing_blocks_bad_input_and_capacity_are_typed_errors() {
     ));
     // Not a whole number of elements.
     assert!(s.put_block(k, Tier::Tier0, &info, &[0u8; 7]).is_err());
+    // A dtype the store does not keep (core's f64, i16): refused by name, nothing written.
+    for dtype in [DType::F64, DType::I16] {
+        assert!(matches!(
+            s.put_block(k, Tier::Tier0, &BlockInfo::new(dtype, &[1]), &[0u8; 8]),
+            Err(StoreErr::UnsupportedDType { dtype: d }) if d == dtype
+        ));
+        assert!(matches!(
+            s.put_tensor("f64", dtype, &[1], &[0u8; 8], Tier::Tier0),
+            Err(StoreErr::UnsupportedDType { .. })
+        ));
+    }
+    assert!(s.meta(&k).unwrap().is_none());
     // Non-finite values cannot be quantized.
     let nan = f32_bytes(&[1.0, f32::NAN]);
     assert!(matches!(

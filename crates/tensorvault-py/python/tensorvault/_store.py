@@ -171,10 +171,11 @@ class Store:
         return self._s.geometry
 
     def put_tensor(
-        self, name: str, array: Any, tier: int = 1, kind: str = "generic"
+        self, name: str, array: Any, tier: int = 0, kind: str = "generic"
     ) -> Dict[str, Any]:
         """Store ``array`` as the tensor ``name`` in ``tier``, replacing any tensor of
-        that name.
+        that name. The default, tier 0, is lossless; the quantized tiers are a choice
+        made explicitly (``tier=1``, ``2`` or ``3``).
 
         Accepts float32, float16, int8 and uint8 arrays of 1 to 8 dimensions (float64 is
         converted to float32; non-contiguous or big-endian input is copied first). Tier

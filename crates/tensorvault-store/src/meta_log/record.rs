@@ -18,7 +18,9 @@ use super::layout::{
 use super::MetaRecord;
 use crate::config::{CollectionConfig, CODEC_V1};
 use crate::error::{Result, StoreErr};
-use crate::types::{BlockKey, BlockMeta, DType, ReconstructPolicy, TensorKind, Tier, MAX_NDIM};
+use crate::types::{
+    store_dtype, BlockKey, BlockMeta, ReconstructPolicy, TensorKind, Tier, MAX_NDIM,
+};
 
 use tensorvault_core::checksum::crc32c;
 
@@ -230,7 +232,7 @@ pub fn encode_record(r: &MetaRecord) -> [u8; RECORD_LEN] {
     match r {
         MetaRecord::Create { meta: m } => {
             put_prefix(&mut b, RecordType::Create, m.key);
-            b[C_DTYPE] = m.dtype as u8;
+            b[C_DTYPE] = m.dtype.tag();
             b[C_TIER] = m.tier as u8;
             b[C_BITS] = m.bits;
             put(&mut b, C_SCALE, &m.scale.to_bits().to_le_bytes());
@@ -334,7 +336,7 @@ pub fn decode_record(b: &[u8; RECORD_LEN], offset: u64) -> Result<MetaRecord> {
     };
     match b[R_TYPE] {
         t if t == RecordType::Create as u8 => {
-            let dtype = DType::from_u8(b[C_DTYPE]).ok_or_else(|| {
+            let dtype = store_dtype(b[C_DTYPE]).ok_or_else(|| {
                 bad(format!(
                     "create.dtype {} at byte {C_DTYPE} is unknown",
                     b[C_DTYPE]

@@ -88,7 +88,7 @@ fn decode(meta: &BlockMeta, payload: &[u8], max_elems: usize, out: &mut Vec<u8>)
                 source,
             }
         })?;
-        codec::from_f32(meta.dtype, &vals, out);
+        codec::from_f32(meta.dtype, &vals, out)?;
     } else {
         out.extend_from_slice(payload);
     }
@@ -136,7 +136,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         if p.tier.is_quantized() {
             codec::decode_quantized(&p.enc.bytes, self.geo.block_elems as usize, &mut vals)?;
             let mut bytes = Vec::new();
-            codec::from_f32(p.dtype, &vals, &mut bytes);
+            codec::from_f32(p.dtype, &vals, &mut bytes)?;
             codec::to_f32(p.dtype, &bytes, &mut vals)?;
         } else {
             codec::to_f32(p.dtype, &p.enc.bytes, &mut vals)?;
@@ -423,7 +423,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             }
         };
         let mut elems = Vec::new();
-        codec::from_f32(meta.dtype, &values, &mut elems);
+        codec::from_f32(meta.dtype, &values, &mut elems)?;
         let shape = meta.shape;
         let info = BlockInfo {
             dtype: meta.dtype,

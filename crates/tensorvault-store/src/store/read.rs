@@ -70,7 +70,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 source,
             },
         )?;
-        codec::from_f32(meta.dtype, &vals, out);
+        codec::from_f32(meta.dtype, &vals, out)?;
         Ok(())
     }
 

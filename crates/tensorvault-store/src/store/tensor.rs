@@ -64,6 +64,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         tier: Tier,
     ) -> Result<TensorInfo> {
         validate_tensor_name(name)?;
+        if !crate::types::STORE_DTYPES.contains(&info.dtype) {
+            return Err(StoreErr::UnsupportedDType { dtype: info.dtype });
+        }
         let n = numel(info.shape).unwrap_or(u64::MAX);
         let want = n.saturating_mul(info.dtype.size() as u64);
         if n == 0 || want != data.len() as u64 {

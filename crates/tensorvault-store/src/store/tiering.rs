@@ -131,13 +131,13 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         Ok(v)
     }
 
-    /// One scheduler step: score, plan (see [`plan`]) and carry out at most `budget`
-    /// migrations, batched per target tier.
+    /// What one [`TensorStore::maintain`] step would do now, without moving anything:
+    /// the report's `moves` are the planned moves (at most `budget`), in the order
+    /// `maintain` would carry them out. A dry run: nothing is written.
     ///
     /// # Errors
-    /// The errors of [`TensorStore::migrate_blocks`]; moves before the failing batch stay
-    /// done. A block whose payload is corrupt is skipped (reported by `verify`), not fatal.
-    pub fn maintain(&self, budget: usize) -> Result<MaintainReport> {
+    /// Only if a thread panicked while holding the index lock.
+    pub fn plan_maintain(&self, budget: usize) -> Result<MaintainReport> {
         let started = crate::time::Stopwatch::start();
         let now = self.clock.now_ticks();
         let mut blocks = self.scores_unsorted()?;
@@ -146,8 +146,25 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         let (mut moves, over_capacity, candidates) =
             plan_within(&blocks, now, &self.cfg.tiering, &limits, budget);
         moves.truncate(budget);
-        let deferred = candidates - moves.len();
-        let plan_nanos = started.elapsed_nanos();
+        Ok(MaintainReport {
+            now,
+            scored,
+            deferred: candidates - moves.len(),
+            moves,
+            over_capacity,
+            plan_nanos: started.elapsed_nanos(),
+        })
+    }
+
+    /// One scheduler step: score, plan (see [`plan`] and [`TensorStore::plan_maintain`])
+    /// and carry out at most `budget` migrations, batched per target tier.
+    ///
+    /// # Errors
+    /// The errors of [`TensorStore::migrate_blocks`]; moves before the failing batch stay
+    /// done. A block whose payload is corrupt is skipped (reported by `verify`), not fatal.
+    pub fn maintain(&self, budget: usize) -> Result<MaintainReport> {
+        let planned = self.plan_maintain(budget)?;
+        let moves = &planned.moves;
         // Execute in plan order, batching consecutive moves with the same target.
         let mut done = Vec::with_capacity(moves.len());
         let mut i = 0;
@@ -176,12 +193,8 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             i = j;
         }
         Ok(MaintainReport {
-            now,
-            scored,
             moves: done,
-            deferred,
-            over_capacity,
-            plan_nanos,
+            ..planned
         })
     }
 }

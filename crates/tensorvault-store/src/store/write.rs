@@ -11,7 +11,7 @@ use crate::codec;
 use crate::config::Durability;
 use crate::error::{Result, StoreErr};
 use crate::meta_log::{MetaLog, MetaRecord};
-use crate::types::{BlockKey, BlockMeta, TensorKind, Tier, MAX_NDIM};
+use crate::types::{BlockKey, BlockMeta, TensorKind, Tier, MAX_NDIM, STORE_DTYPES};
 
 use super::tail::COMMIT_MARK;
 use super::{BlockInfo, Prepared, TensorStore, Writer};
@@ -31,6 +31,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 field: "key",
                 reason: format!("{key} is reserved (the log's commit mark)"),
             });
+        }
+        if !STORE_DTYPES.contains(&info.dtype) {
+            return Err(StoreErr::UnsupportedDType { dtype: info.dtype });
         }
         let size = info.dtype.size();
         if data.is_empty() || data.len() % size != 0 {
