@@ -1,6 +1,8 @@
 //! Fuzz the registry's JSON documents: arbitrary `registry.json` bytes must open to a
 //! typed error or a registry whose every named version is a valid version string (never
-//! a path), and arbitrary `metadata.json` bytes must read to a typed error or metadata
+//! a path), listed once, with golden and current among the listed versions, and whose
+//! manifest file is left byte for byte as it was (opening never re-seals, so a newer
+//! `format_version` is never downgraded); and arbitrary `metadata.json` bytes must read to a typed error or metadata
 //! whose `config` fits the weights file, without a panic or an allocation sized by a
 //! claimed count. The same bytes also go through the model registry's readers: as a
 //! sharded checkpoint's `model.safetensors.index.json` (shard names must never resolve
@@ -25,12 +27,17 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(reg) =
         WeightRegistry::with_config(&root, Device::Cpu, InitializationConfig::default(), FusionConfig::tiny())
     {
-        for v in reg.list_versions() {
+        let listed = reg.list_versions();
+        let mut names = std::collections::HashSet::new();
+        for v in &listed {
             assert!(validate_version(&v.version).is_ok(), "{:?}", v.version);
+            assert!(names.insert(v.version.clone()), "{:?} listed twice", v.version);
         }
         for v in reg.golden().iter().chain(reg.current_pointer().iter()) {
             assert!(validate_version(v).is_ok(), "{v:?}");
+            assert!(names.contains(v), "{v:?} named but not listed");
         }
+        assert_eq!(std::fs::read(root.join(MANIFEST_FILE)).ok().as_deref(), Some(data));
     }
     // The same bytes as a checkpoint's metadata.json, next to a 1 KiB weights file.
     let ckpt = root.join("ckpt");

@@ -179,11 +179,15 @@ pub fn registry_err(e: RegistryError) -> PyErr {
         | RegistryError::BadChecksumFormat { .. }
         | RegistryError::UnexpectedTensor { .. }
         | RegistryError::ManifestInvalidVersion { .. }
+        | RegistryError::ManifestDuplicateVersion { .. }
+        | RegistryError::ManifestUnlistedVersion { .. }
         | RegistryError::InvalidMetadata { .. }
         | RegistryError::UnsafeFileName { .. }
         | RegistryError::NotACheckpoint { .. }
         | RegistryError::DuplicateTensor { .. } => Kind::InvalidFormat,
-        RegistryError::UnsupportedDtype { .. } => Kind::UnsupportedFormat,
+        RegistryError::UnsupportedDtype { .. } | RegistryError::ManifestFormatTooNew { .. } => {
+            Kind::UnsupportedFormat
+        }
         RegistryError::Unsupported { .. } => Kind::Unsupported,
         _ => Kind::InvalidArgument,
     };
