@@ -274,10 +274,16 @@ prop_compose! {
         }).collect();
         let mut operators = Vec::new();
         let mut prev = 0u32;
+        // Operators valid with one input, one output and no parameters (the op table's
+        // check decides), so the generated graphs pass the reader's operator checks.
+        let unary: Vec<OperatorType> = OperatorType::ALL.iter().copied().filter(|&op| {
+            let o = Operator { op, inputs: vec![0], outputs: vec![1], params: vec![] };
+            tensorvault_formats::mobi::ops::check_operator(0, &o, |_| None, 0, tensorvault_formats::mobi::ops::UnknownKeys::Reject).is_ok()
+        }).collect();
         for k in 0..n_ops {
             let out = 100 + k as u32;
             let ps = params.iter().enumerate().map(|(j, v)| (format!("p{j}"), v.clone())).collect();
-            operators.push(Operator { op: OperatorType::ALL[k % OperatorType::ALL.len()], inputs: vec![prev], outputs: vec![out], params: ps });
+            operators.push(Operator { op: unary[k % unary.len()], inputs: vec![prev], outputs: vec![out], params: ps });
             prev = out;
         }
         operators.push(Operator { op: OperatorType::Relu, inputs: vec![prev], outputs: vec![1], params: vec![] });

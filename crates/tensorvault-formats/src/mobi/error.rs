@@ -248,6 +248,167 @@ pub enum MobiError {
         /// Its value id.
         id: u32,
     },
+    /// An operator with too few or too many inputs or outputs for its spec.
+    #[error("mobi: operator {index} ({op}) at offset {offset}: {count} {what}, the spec allows {min}..={max}")]
+    OperatorArity {
+        /// Operator index.
+        index: u32,
+        /// Operator type name.
+        op: &'static str,
+        /// `"inputs"` or `"outputs"`.
+        what: &'static str,
+        /// How many it has.
+        count: u64,
+        /// Fewest allowed.
+        min: u16,
+        /// Most allowed.
+        max: u16,
+        /// Offset of the operator descriptor.
+        offset: u64,
+    },
+    /// An input the spec requires to be a constant tensor (weights) is not one.
+    #[error("mobi: operator {index} ({op}) at offset {offset}: input {input} (value id {id}) must be a constant tensor")]
+    NonConstantInput {
+        /// Operator index.
+        index: u32,
+        /// Operator type name.
+        op: &'static str,
+        /// The input's name in the spec.
+        input: &'static str,
+        /// Its value id.
+        id: u32,
+        /// Offset of the operator descriptor.
+        offset: u64,
+    },
+    /// A constant input of a data type the input does not take (integers where floats
+    /// are needed or the reverse).
+    #[error("mobi: operator {index} ({op}) at offset {offset}: input {input} (value id {id}) is a {dtype} constant, which that input does not take")]
+    InputDataType {
+        /// Operator index.
+        index: u32,
+        /// Operator type name.
+        op: &'static str,
+        /// The input's name in the spec.
+        input: &'static str,
+        /// Its value id.
+        id: u32,
+        /// The constant's data type.
+        dtype: &'static str,
+        /// Offset of the operator descriptor.
+        offset: u64,
+    },
+    /// A parameter key the operator's spec does not define (format version 2 and later).
+    #[error("mobi: operator {index} ({op}) at offset {offset}: unknown parameter {key:?}")]
+    UnknownParam {
+        /// Operator index.
+        index: u32,
+        /// Operator type name.
+        op: &'static str,
+        /// The key.
+        key: String,
+        /// Offset of the operator descriptor.
+        offset: u64,
+    },
+    /// A required parameter is absent.
+    #[error(
+        "mobi: operator {index} ({op}) at offset {offset}: required parameter {key:?} is missing"
+    )]
+    MissingParam {
+        /// Operator index.
+        index: u32,
+        /// Operator type name.
+        op: &'static str,
+        /// The key.
+        key: &'static str,
+        /// Offset of the operator descriptor.
+        offset: u64,
+    },
+    /// A parameter of the wrong type.
+    #[error("mobi: operator {index} ({op}) at offset {offset}: parameter {key:?} is {found}, the spec says {expected}")]
+    ParamType {
+        /// Operator index.
+        index: u32,
+        /// Operator type name.
+        op: &'static str,
+        /// The key.
+        key: &'static str,
+        /// The type the spec gives.
+        expected: &'static str,
+        /// The type found.
+        found: &'static str,
+        /// Offset of the operator descriptor.
+        offset: u64,
+    },
+    /// A parameter value outside its allowed values.
+    #[error("mobi: operator {index} ({op}) at offset {offset}: parameter {key:?} = {value} is not allowed (allowed: {allowed})")]
+    ParamValue {
+        /// Operator index.
+        index: u32,
+        /// Operator type name.
+        op: &'static str,
+        /// The key.
+        key: &'static str,
+        /// The value, printed.
+        value: String,
+        /// What the spec allows.
+        allowed: super::ops::Allowed,
+        /// Offset of the operator descriptor.
+        offset: u64,
+    },
+    /// Parameters (or a parameter and an input) that disagree with each other.
+    #[error("mobi: operator {index} ({op}) at offset {offset}: parameter {key:?}: {rule}")]
+    ParamConflict {
+        /// Operator index.
+        index: u32,
+        /// Operator type name.
+        op: &'static str,
+        /// The key.
+        key: &'static str,
+        /// The rule broken.
+        rule: &'static str,
+        /// Offset of the operator descriptor.
+        offset: u64,
+    },
+    /// A constant input (weights) of the wrong rank.
+    #[error("mobi: operator {index} ({op}) at offset {offset}: input {input} (tensor {id}) has rank {rank}, the spec needs {expected}")]
+    ConstantRank {
+        /// Operator index.
+        index: u32,
+        /// Operator type name.
+        op: &'static str,
+        /// The input's name in the spec.
+        input: &'static str,
+        /// The tensor's value id.
+        id: u32,
+        /// Its rank.
+        rank: u64,
+        /// The rank needed.
+        expected: u64,
+        /// Offset of the operator descriptor.
+        offset: u64,
+    },
+    /// A constant input (weights) with a dimension that disagrees with another.
+    #[error("mobi: operator {index} ({op}) at offset {offset}: input {input} (tensor {id}) has {found} on axis {axis}, expected {expected} ({rule})")]
+    ConstantDim {
+        /// Operator index.
+        index: u32,
+        /// Operator type name.
+        op: &'static str,
+        /// The input's name in the spec.
+        input: &'static str,
+        /// The tensor's value id.
+        id: u32,
+        /// The axis.
+        axis: u64,
+        /// Its size.
+        found: u64,
+        /// The size needed.
+        expected: u64,
+        /// The rule.
+        rule: &'static str,
+        /// Offset of the operator descriptor.
+        offset: u64,
+    },
     /// The header flags disagree with the tensors.
     #[error("mobi: flag {flag} at offset {offset} is {stored} but the tensors say {actual}")]
     FlagMismatch {

@@ -28,6 +28,7 @@ mod graph;
 mod header;
 pub mod layout;
 pub mod models;
+pub mod ops;
 mod read;
 mod types;
 mod write;

@@ -638,6 +638,7 @@ fn decode(b: &[u8], opts: &ReadOptions, p: &mut Vec<MobiError>) -> (Option<Heade
     });
     if tensors_ok.is_some() && graph_ok.is_some() {
         check_graph(&model, &t_offsets, &op_offsets, p);
+        super::ops::check_operators(&model, &op_offsets, h.version, p);
     }
     if tensors_ok.is_some() {
         for (flag, bit, actual) in [

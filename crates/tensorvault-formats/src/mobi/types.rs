@@ -129,6 +129,17 @@ operators! {
     BatchNorm = 5, Relu = 6, Sigmoid = 7, Tanh = 8, Softmax = 9, Add = 10, Subtract = 11,
     Multiply = 12, Divide = 13, Concat = 14, Reshape = 15, Flatten = 16, Transpose = 17,
     MatMul = 18,
+    // Operators added with the operator semantics (`ops.rs`, docs/formats/mobi.md).
+    Clip = 19, Pad = 20, Slice = 21, Split = 22, Gather = 23, Squeeze = 24, Unsqueeze = 25,
+    GlobalAveragePool = 26, GlobalMaxPool = 27, LeakyRelu = 28, HardSigmoid = 29,
+    HardSwish = 30, Sum = 31, Mean = 32, Max = 33, Min = 34, Elu = 35, Selu = 36, Gelu = 37,
+    Erf = 38, Exp = 39, Log = 40, Sqrt = 41, Reciprocal = 42, Neg = 43, Abs = 44, Floor = 45,
+    Ceil = 46, Pow = 47, Sin = 48, Cos = 49, PRelu = 50, Softplus = 51, ReduceMean = 52,
+    ReduceSum = 53, ReduceMax = 54, LayerNorm = 55, Identity = 56, Expand = 57, Tile = 58,
+    ReduceMin = 59, ReduceProd = 60, ReduceL1 = 61, ReduceL2 = 62, ReduceSumSquare = 63,
+    ReduceLogSum = 64, ReduceLogSumExp = 65, LogSoftmax = 66, Tan = 67, Asin = 68, Acos = 69,
+    Atan = 70, Sinh = 71, Cosh = 72, Asinh = 73, Acosh = 74, Atanh = 75, Sign = 76, Round = 77,
+    Softsign = 78, Celu = 79, ThresholdedRelu = 80, Mish = 81, Shrink = 82,
 }
 
 impl OperatorType {

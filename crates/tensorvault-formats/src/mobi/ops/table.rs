@@ -1,0 +1,366 @@
+//! The operator table: one [`OpSpec`] per [`OperatorType`] (the match is exhaustive, so a
+//! new code cannot be added without its spec).
+
+use super::{Allowed, InputKind, InputSpec, OpSpec, ParamDefault as D, ParamKind as K, ParamSpec};
+use crate::mobi::types::OperatorType as Op;
+
+const fn p(
+    key: &'static str,
+    kind: K,
+    default: D,
+    allowed: Allowed,
+    since: u16,
+    doc: &'static str,
+) -> ParamSpec {
+    ParamSpec {
+        key,
+        kind,
+        default,
+        allowed,
+        since,
+        doc,
+    }
+}
+
+const fn t(name: &'static str) -> InputSpec {
+    InputSpec {
+        name,
+        kind: InputKind::Tensor,
+    }
+}
+const fn c(name: &'static str) -> InputSpec {
+    InputSpec {
+        name,
+        kind: InputKind::Constant,
+    }
+}
+const fn i(name: &'static str) -> InputSpec {
+    InputSpec {
+        name,
+        kind: InputKind::Integer,
+    }
+}
+
+const ANY_INT: Allowed = Allowed::IntRange(i64::MIN, i64::MAX);
+const BOOL: Allowed = Allowed::IntRange(0, 1);
+const POSITIVE: Allowed = Allowed::FloatRange(f64::MIN_POSITIVE, f64::MAX);
+const ANY_INTS: Allowed = Allowed::Ints {
+    len: None,
+    min: i64::MIN,
+};
+const AXES: Allowed = ANY_INTS;
+
+const STRIDE: ParamSpec = p(
+    "stride",
+    K::Ints,
+    D::Ints(&[1, 1]),
+    Allowed::Ints {
+        len: Some(2),
+        min: 1,
+    },
+    1,
+    "[stride_h, stride_w]",
+);
+const PADDING: ParamSpec = p(
+    "padding",
+    K::Ints,
+    D::Ints(&[0, 0, 0, 0]),
+    Allowed::Ints {
+        len: Some(4),
+        min: 0,
+    },
+    1,
+    "[top, left, bottom, right] (ONNX `pads` order for 2-D)",
+);
+const DILATION: ParamSpec = p(
+    "dilation",
+    K::Ints,
+    D::Ints(&[1, 1]),
+    Allowed::Ints {
+        len: Some(2),
+        min: 1,
+    },
+    1,
+    "[dilation_h, dilation_w]",
+);
+const LAYOUT: ParamSpec = p(
+    "layout",
+    K::Str,
+    D::Str("NCHW"),
+    Allowed::Strs(&["NCHW"]),
+    1,
+    "activation layout; only NCHW is defined",
+);
+const KERNEL: ParamSpec = p(
+    "kernel",
+    K::Ints,
+    D::Required,
+    Allowed::Ints {
+        len: Some(2),
+        min: 1,
+    },
+    1,
+    "[kernel_h, kernel_w]",
+);
+const POOL_PADDING: ParamSpec = p(
+    "padding",
+    K::Ints,
+    D::Ints(&[0, 0, 0, 0]),
+    Allowed::Ints {
+        len: Some(4),
+        min: 0,
+    },
+    2,
+    "[top, left, bottom, right]; each < the kernel extent on its axis",
+);
+const POOL_DILATION: ParamSpec = p(
+    "dilation",
+    K::Ints,
+    D::Ints(&[1, 1]),
+    Allowed::Ints {
+        len: Some(2),
+        min: 1,
+    },
+    2,
+    "[dilation_h, dilation_w]",
+);
+const CEIL_MODE: ParamSpec = p(
+    "ceil_mode",
+    K::Int,
+    D::Int(0),
+    BOOL,
+    2,
+    "1: output size rounds up (a window must start inside the input or its begin padding)",
+);
+const REDUCE: &[ParamSpec] = &[
+    p(
+        "axes",
+        K::Ints,
+        D::Derived("all axes (none when noop_with_empty_axes = 1)"),
+        AXES,
+        1,
+        "axes to reduce, negative from the end, unique",
+    ),
+    p(
+        "keepdims",
+        K::Int,
+        D::Int(1),
+        BOOL,
+        1,
+        "1: reduced axes stay with size 1",
+    ),
+    p(
+        "noop_with_empty_axes",
+        K::Int,
+        D::Int(0),
+        BOOL,
+        1,
+        "1: no `axes` means identity",
+    ),
+];
+
+const X: &[InputSpec] = &[t("X")];
+const AB: &[InputSpec] = &[t("A"), t("B")];
+const VARIADIC: &[InputSpec] = &[t("X")];
+const NONE: &[ParamSpec] = &[];
+
+macro_rules! spec {
+    ($op:ident, v $version:literal, $inputs:expr, in $min_in:literal..=$max_in:expr, out $min_out:literal..=$max_out:expr, $params:expr, $sem:literal) => {{
+        const SPEC: OpSpec = OpSpec {
+            op: Op::$op,
+            version: $version,
+            inputs: $inputs,
+            min_inputs: $min_in,
+            max_inputs: $max_in,
+            min_outputs: $min_out,
+            max_outputs: $max_out,
+            params: $params,
+            semantics: $sem,
+        };
+        &SPEC
+    }};
+}
+
+macro_rules! unary {
+    ($op:ident, $sem:literal) => {
+        spec!($op, v 1, X, in 1..=1, out 1..=1, NONE, $sem)
+    };
+    ($op:ident, $params:expr, $sem:literal) => {
+        spec!($op, v 1, X, in 1..=1, out 1..=1, $params, $sem)
+    };
+}
+
+macro_rules! binary {
+    ($op:ident, $sem:literal) => {
+        spec!($op, v 1, AB, in 2..=2, out 1..=1, NONE, $sem)
+    };
+}
+
+macro_rules! variadic {
+    ($op:ident, $sem:literal) => {
+        spec!($op, v 1, VARIADIC, in 1..=u16::MAX, out 1..=1, NONE, $sem)
+    };
+}
+
+macro_rules! reduce {
+    ($op:ident, $sem:literal) => {
+        spec!($op, v 1, X, in 1..=1, out 1..=1, REDUCE, $sem)
+    };
+}
+
+/// The specification of `op`.
+#[rustfmt::skip]
+pub fn spec(op: Op) -> &'static OpSpec {
+    match op {
+        Op::Conv2D => spec!(Conv2D, v 2, &[t("X"), c("W"), c("B")], in 2..=3, out 1..=1,
+            &[STRIDE, PADDING, DILATION, LAYOUT,
+              p("group", K::Int, D::Int(1), Allowed::IntRange(1, i64::MAX), 2, "groups; C and M divisible by it")],
+            "ONNX Conv (opset 11+), 2-D. X [N, C, H, W]; W [M, C/group, kh, kw] (OIHW); B [M] optional. Y [N, M, Ho, Wo], Ho = floor((H + top + bottom - dilation_h*(kh-1) - 1) / stride_h) + 1."),
+        Op::DepthwiseConv2D => spec!(DepthwiseConv2D, v 1, &[t("X"), c("W"), c("B")], in 2..=3, out 1..=1,
+            &[STRIDE, PADDING, DILATION, LAYOUT],
+            "Conv2D with group = C: X [N, C, H, W]; W [C*m, 1, kh, kw] with depth multiplier m = W.shape[0] / C (output channel k reads input channel k / m); B [C*m] optional."),
+        Op::FullyConnected => spec!(FullyConnected, v 1, &[t("X"), c("W"), c("B")], in 2..=3, out 1..=1, NONE,
+            "Y[..., M] = X[..., K] * W^T + B: X of rank >= 1 with last axis K, W [M, K] (ONNX Gemm with transB = 1), B [M] optional."),
+        Op::MaxPool2D => spec!(MaxPool2D, v 2, X, in 1..=1, out 1..=1,
+            &[KERNEL, p("stride", K::Ints, D::Ints(&[1, 1]), Allowed::Ints { len: Some(2), min: 1 }, 1, "[stride_h, stride_w]"),
+              POOL_PADDING, POOL_DILATION, CEIL_MODE],
+            "ONNX MaxPool (opset 12), 2-D, NCHW; padded positions never win (-inf)."),
+        Op::AvgPool2D => spec!(AvgPool2D, v 2, X, in 1..=1, out 1..=1,
+            &[KERNEL, p("stride", K::Ints, D::Ints(&[1, 1]), Allowed::Ints { len: Some(2), min: 1 }, 1, "[stride_h, stride_w]"),
+              POOL_PADDING, POOL_DILATION, CEIL_MODE,
+              p("count_include_pad", K::Int, D::Int(0), BOOL, 2, "1: the divisor counts explicit padding (never the ceil_mode overhang)")],
+            "ONNX AveragePool (opset 19), 2-D, NCHW."),
+        Op::BatchNorm => spec!(BatchNorm, v 1, &[t("X"), c("scale"), c("B"), c("mean"), c("var")], in 5..=5, out 1..=1,
+            &[p("epsilon", K::Float, D::Float(1e-5), POSITIVE, 1, "added to the variance")],
+            "ONNX BatchNormalization, inference: Y = (X - mean) / sqrt(var + epsilon) * scale + B per channel (axis 1); X rank >= 2; the four constants [C]."),
+        Op::Relu => unary!(Relu, "max(x, 0); NaN stays NaN."),
+        Op::Sigmoid => unary!(Sigmoid, "1 / (1 + exp(-x))."),
+        Op::Tanh => unary!(Tanh, "tanh(x)."),
+        Op::Softmax => spec!(Softmax, v 1, X, in 1..=1, out 1..=1,
+            &[p("axis", K::Int, D::Int(-1), ANY_INT, 1, "the axis, negative from the end"),
+              p("beta", K::Float, D::Float(1.0), Allowed::Any, 1, "softmax(beta * x) (TFLite)")],
+            "ONNX Softmax opset 13 (one axis). Importers express opset < 13's coerce-to-2-D with Flatten/Reshape around it."),
+        Op::Add => binary!(Add, "A + B, multidirectional (numpy) broadcasting."),
+        Op::Subtract => binary!(Subtract, "A - B, broadcasting."),
+        Op::Multiply => binary!(Multiply, "A * B, broadcasting."),
+        Op::Divide => binary!(Divide, "A / B, broadcasting, IEEE (x/0 = inf or NaN)."),
+        Op::Concat => spec!(Concat, v 1, VARIADIC, in 1..=u16::MAX, out 1..=1,
+            &[p("axis", K::Int, D::Required, ANY_INT, 1, "the axis, negative from the end")],
+            "ONNX Concat: inputs equal in every other dimension."),
+        Op::Reshape => spec!(Reshape, v 2, &[t("data"), i("shape")], in 1..=2, out 1..=1,
+            &[p("shape", K::Ints, D::Derived("the `shape` input"), Allowed::Ints { len: None, min: -1 }, 1, "target shape; 0 copies the input dimension, one -1 is inferred"),
+              p("allowzero", K::Int, D::Int(0), BOOL, 2, "1: 0 means an empty dimension")],
+            "ONNX Reshape (opset 14). The target shape is the `shape` parameter or the second input (i64, rank 1), exactly one of them."),
+        Op::Flatten => spec!(Flatten, v 1, X, in 1..=1, out 1..=1,
+            &[p("axis", K::Int, D::Int(1), ANY_INT, 1, "in -r..=r")],
+            "ONNX Flatten: [prod(dims < axis), prod(dims >= axis)]."),
+        Op::Transpose => spec!(Transpose, v 1, X, in 1..=1, out 1..=1,
+            &[p("perm", K::Ints, D::Derived("the axes reversed"), Allowed::Ints { len: None, min: 0 }, 1, "a permutation of 0..rank")],
+            "ONNX Transpose: output axis i is input axis perm[i]."),
+        Op::MatMul => binary!(MatMul, "numpy matmul (ONNX MatMul): rank-1 operands promoted and the added axis removed, batch axes broadcast."),
+        Op::Clip => unary!(Clip,
+            &[p("min", K::Float, D::Float(f64::NEG_INFINITY), Allowed::Any, 1, "lower bound"),
+              p("max", K::Float, D::Float(f64::INFINITY), Allowed::Any, 1, "upper bound")],
+            "ONNX Clip (opset 13) with constant bounds as parameters: min(max(x, min), max); ReLU6 is min 0, max 6."),
+        Op::Pad => spec!(Pad, v 1, X, in 1..=1, out 1..=1,
+            &[p("pads", K::Ints, D::Required, ANY_INTS, 1, "[x1_begin, x2_begin, ..., x1_end, x2_end, ...] (ONNX order), negative crops"),
+              p("mode", K::Str, D::Str("constant"), Allowed::Strs(&["constant", "reflect", "edge", "wrap"]), 1, "padding mode"),
+              p("value", K::Float, D::Float(0.0), Allowed::Any, 1, "fill for constant mode"),
+              p("axes", K::Ints, D::Derived("all axes"), AXES, 1, "the axes `pads` refers to")],
+            "ONNX Pad (opset 19) with constant pads."),
+        Op::Slice => spec!(Slice, v 1, X, in 1..=1, out 1..=1,
+            &[p("starts", K::Ints, D::Required, ANY_INTS, 1, "start per sliced axis"),
+              p("ends", K::Ints, D::Required, ANY_INTS, 1, "end (exclusive) per sliced axis"),
+              p("axes", K::Ints, D::Derived("0..len(starts)"), AXES, 1, "sliced axes, unique"),
+              p("steps", K::Ints, D::Derived("1 per axis"), ANY_INTS, 1, "non-zero; negative walks backwards")],
+            "ONNX Slice (opset 13): negative starts/ends count from the end; clamped to [0, dim] (step > 0) or [-1, dim-1] (step < 0)."),
+        Op::Split => spec!(Split, v 1, X, in 1..=1, out 1..=u16::MAX,
+            &[p("axis", K::Int, D::Int(0), ANY_INT, 1, "the axis"),
+              p("split", K::Ints, D::Derived("equal parts, one per output, the last smaller if not divisible"), Allowed::Ints { len: None, min: 0 }, 1, "sizes, one per output, summing to the axis")],
+            "ONNX Split (opset 18)."),
+        Op::Gather => spec!(Gather, v 1, &[t("data"), i("indices")], in 2..=2, out 1..=1,
+            &[p("axis", K::Int, D::Int(0), ANY_INT, 1, "the axis of data")],
+            "ONNX Gather: indices (i64/i32, any rank incl. scalar, negative from the end) replace `axis`."),
+        Op::Squeeze => unary!(Squeeze,
+            &[p("axes", K::Ints, D::Derived("every axis of size 1"), AXES, 1, "axes of size 1 to remove")],
+            "ONNX Squeeze (opset 13) with constant axes."),
+        Op::Unsqueeze => unary!(Unsqueeze,
+            &[p("axes", K::Ints, D::Required, AXES, 1, "positions in the output, negative from its end")],
+            "ONNX Unsqueeze (opset 13) with constant axes."),
+        Op::GlobalAveragePool => unary!(GlobalAveragePool, "mean over every axis after the first two; those become 1."),
+        Op::GlobalMaxPool => unary!(GlobalMaxPool, "max over every axis after the first two; those become 1."),
+        Op::LeakyRelu => unary!(LeakyRelu, &[p("alpha", K::Float, D::Float(0.01), Allowed::Any, 1, "slope for x < 0")], "x < 0 ? alpha*x : x."),
+        Op::HardSigmoid => unary!(HardSigmoid,
+            &[p("alpha", K::Float, D::Float(0.2), Allowed::Any, 1, "slope"), p("beta", K::Float, D::Float(0.5), Allowed::Any, 1, "offset")],
+            "max(0, min(1, alpha*x + beta))."),
+        Op::HardSwish => unary!(HardSwish, "x * max(0, min(1, x/6 + 1/2))."),
+        Op::Sum => variadic!(Sum, "elementwise sum of all inputs, broadcasting."),
+        Op::Mean => variadic!(Mean, "elementwise mean of all inputs, broadcasting."),
+        Op::Max => variadic!(Max, "elementwise max, broadcasting; NaN propagates."),
+        Op::Min => variadic!(Min, "elementwise min, broadcasting; NaN propagates."),
+        Op::Elu => unary!(Elu, &[p("alpha", K::Float, D::Float(1.0), Allowed::Any, 1, "scale for x < 0")], "x < 0 ? alpha*(exp(x)-1) : x."),
+        Op::Selu => unary!(Selu,
+            &[p("alpha", K::Float, D::Float(1.673_263_192_176_818_8), Allowed::Any, 1, "ONNX default"),
+              p("gamma", K::Float, D::Float(1.050_701_022_148_132_3), Allowed::Any, 1, "ONNX default")],
+            "gamma * (x > 0 ? x : alpha*(exp(x)-1))."),
+        Op::Gelu => unary!(Gelu, &[p("approximate", K::Str, D::Str("none"), Allowed::Strs(&["none", "tanh"]), 1, "erf form or tanh approximation")],
+            "ONNX Gelu (opset 20): x/2 * (1 + erf(x/sqrt 2)), or the tanh form."),
+        Op::Erf => unary!(Erf, "the error function."),
+        Op::Exp => unary!(Exp, "exp(x)."),
+        Op::Log => unary!(Log, "natural log (x < 0: NaN, 0: -inf)."),
+        Op::Sqrt => unary!(Sqrt, "sqrt(x) (x < 0: NaN)."),
+        Op::Reciprocal => unary!(Reciprocal, "1/x."),
+        Op::Neg => unary!(Neg, "-x."),
+        Op::Abs => unary!(Abs, "|x|."),
+        Op::Floor => unary!(Floor, "floor(x)."),
+        Op::Ceil => unary!(Ceil, "ceil(x)."),
+        Op::Pow => binary!(Pow, "A ^ B, broadcasting (powf)."),
+        Op::Sin => unary!(Sin, "sin(x)."),
+        Op::Cos => unary!(Cos, "cos(x)."),
+        Op::PRelu => spec!(PRelu, v 1, &[t("X"), t("slope")], in 2..=2, out 1..=1, NONE,
+            "x < 0 ? slope*x : x, slope broadcast to X (unidirectional)."),
+        Op::Softplus => unary!(Softplus, "ln(exp(x) + 1)."),
+        Op::ReduceMean => reduce!(ReduceMean, "ONNX ReduceMean (opset 18) with constant axes."),
+        Op::ReduceSum => reduce!(ReduceSum, "ONNX ReduceSum (opset 13) with constant axes."),
+        Op::ReduceMax => reduce!(ReduceMax, "ONNX ReduceMax (opset 18); empty reductions give -inf."),
+        Op::LayerNorm => spec!(LayerNorm, v 1, &[t("X"), t("scale"), t("B")], in 2..=3, out 1..=1,
+            &[p("axis", K::Int, D::Int(-1), ANY_INT, 1, "first normalized axis; axes axis..rank are normalized"),
+              p("epsilon", K::Float, D::Float(1e-5), POSITIVE, 1, "added to the variance")],
+            "ONNX LayerNormalization (opset 17), output Y only; scale and B broadcast to the normalized shape."),
+        Op::Identity => unary!(Identity, "a copy."),
+        Op::Expand => spec!(Expand, v 1, &[t("X"), i("shape")], in 1..=2, out 1..=1,
+            &[p("shape", K::Ints, D::Derived("the `shape` input"), Allowed::Ints { len: None, min: 0 }, 1, "broadcast target")],
+            "ONNX Expand: bidirectional broadcast of X with `shape` (parameter or i64 input, exactly one)."),
+        Op::Tile => spec!(Tile, v 1, &[t("X"), i("repeats")], in 1..=2, out 1..=1,
+            &[p("repeats", K::Ints, D::Derived("the `repeats` input"), Allowed::Ints { len: None, min: 0 }, 1, "one per axis")],
+            "ONNX Tile (`repeats` parameter or i64 input, exactly one)."),
+        Op::ReduceMin => reduce!(ReduceMin, "ONNX ReduceMin (opset 18); empty reductions give +inf."),
+        Op::ReduceProd => reduce!(ReduceProd, "ONNX ReduceProd (opset 18)."),
+        Op::ReduceL1 => reduce!(ReduceL1, "ONNX ReduceL1: sum |x|."),
+        Op::ReduceL2 => reduce!(ReduceL2, "ONNX ReduceL2: sqrt(sum x^2)."),
+        Op::ReduceSumSquare => reduce!(ReduceSumSquare, "ONNX ReduceSumSquare: sum x^2."),
+        Op::ReduceLogSum => reduce!(ReduceLogSum, "ONNX ReduceLogSum: ln(sum x)."),
+        Op::ReduceLogSumExp => reduce!(ReduceLogSumExp, "ONNX ReduceLogSumExp: ln(sum exp x), computed stably."),
+        Op::LogSoftmax => spec!(LogSoftmax, v 1, X, in 1..=1, out 1..=1,
+            &[p("axis", K::Int, D::Int(-1), ANY_INT, 1, "the axis, negative from the end")],
+            "ONNX LogSoftmax opset 13 (one axis)."),
+        Op::Tan => unary!(Tan, "tan(x)."),
+        Op::Asin => unary!(Asin, "asin(x)."),
+        Op::Acos => unary!(Acos, "acos(x)."),
+        Op::Atan => unary!(Atan, "atan(x)."),
+        Op::Sinh => unary!(Sinh, "sinh(x)."),
+        Op::Cosh => unary!(Cosh, "cosh(x)."),
+        Op::Asinh => unary!(Asinh, "asinh(x)."),
+        Op::Acosh => unary!(Acosh, "acosh(x)."),
+        Op::Atanh => unary!(Atanh, "atanh(x)."),
+        Op::Sign => unary!(Sign, "-1, 0 or 1 (NaN stays NaN)."),
+        Op::Round => unary!(Round, "round half to even."),
+        Op::Softsign => unary!(Softsign, "x / (1 + |x|)."),
+        Op::Celu => unary!(Celu, &[p("alpha", K::Float, D::Float(1.0), POSITIVE, 1, "> 0")], "max(0, x) + min(0, alpha*(exp(x/alpha)-1))."),
+        Op::ThresholdedRelu => unary!(ThresholdedRelu, &[p("alpha", K::Float, D::Float(1.0), Allowed::Any, 1, "threshold")], "x > alpha ? x : 0."),
+        Op::Mish => unary!(Mish, "x * tanh(softplus(x))."),
+        Op::Shrink => unary!(Shrink,
+            &[p("bias", K::Float, D::Float(0.0), Allowed::Any, 1, "shift"), p("lambd", K::Float, D::Float(0.5), Allowed::Any, 1, "threshold")],
+            "x < -lambd ? x + bias : x > lambd ? x - bias : 0."),
+    }
+}

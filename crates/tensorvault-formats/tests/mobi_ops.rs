@@ -1,0 +1,369 @@
+//! The operator table: every operator has a consistent spec, the fixture models pass it,
+//! the spec document is generated from it, and each kind of bad operator in a crafted
+//! file is refused with a typed error naming the operator, the parameter and the offset.
+
+use tensorvault_core::checksum::crc32;
+use tensorvault_formats::mobi::ops::{self, check_model, spec, Allowed, ParamDefault, ParamKind};
+use tensorvault_formats::mobi::{
+    models, DataType, Header, MobiError, Model, ModelBuilder, Operator, OperatorType, ParamValue,
+};
+
+fn reseal(b: &mut [u8]) {
+    b[8..12].fill(0);
+    let h = crc32(&b[..32]);
+    b[8..12].copy_from_slice(&h.to_le_bytes());
+    let n = b.len() - 4;
+    let f = crc32(&b[..n]);
+    b[n..].copy_from_slice(&f.to_le_bytes());
+}
+
+fn first_op(b: &[u8]) -> usize {
+    Header::parse(b).unwrap().graph_offset as usize + 4
+}
+
+/// x[1,4] -> FC(w[2,4], b[2]) -> FC(w2[3,2], b2[3]) -> Softmax{axis} -> y.
+fn two_layers() -> Model {
+    let mut b = ModelBuilder::new("two").framework_version(1);
+    let x = b.input("x", DataType::F32, &[1, 4]);
+    let w = b.constant_f32(&[2, 4], &[0.5; 8]).unwrap();
+    let bias = b.constant_f32(&[2], &[0.1, -0.1]).unwrap();
+    let w2 = b.constant_f32(&[3, 2], &[0.25; 6]).unwrap();
+    let bias2 = b.constant_f32(&[3], &[0.0; 3]).unwrap();
+    let y = b.op(OperatorType::FullyConnected, &[x, w, bias], vec![]);
+    let y = b.op(OperatorType::FullyConnected, &[y, w2, bias2], vec![]);
+    let z = b.op(
+        OperatorType::Softmax,
+        &[y],
+        vec![("axis".into(), ParamValue::Int(-1))],
+    );
+    b.output("y", DataType::F32, &[1, 3], z);
+    b.build().unwrap()
+}
+
+/// Offsets of the three operators (FC: 8 + 12 + 4 bytes, no parameters).
+fn op_offsets(b: &[u8]) -> [usize; 3] {
+    let o = first_op(b);
+    [o, o + 24, o + 48]
+}
+
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+#[test]
+fn every_operator_has_a_consistent_spec() {
+    for &op in OperatorType::ALL {
+        let s = spec(op);
+        assert_eq!(s.op, op);
+        assert!(
+            s.min_inputs <= s.max_inputs && s.min_outputs <= s.max_outputs,
+            "{op:?}"
+        );
+        assert!(s.min_outputs >= 1 && !s.inputs.is_empty(), "{op:?}");
+        assert!(!s.semantics.is_empty(), "{op:?}");
+        for p in s.params {
+            assert!(p.since >= 1 && p.since <= s.version, "{op:?}.{}", p.key);
+            let default = match p.default {
+                ParamDefault::Int(v) => Some(ParamValue::Int(v)),
+                ParamDefault::Float(v) => Some(ParamValue::Float(v)),
+                ParamDefault::Str(v) => Some(ParamValue::Str(v.into())),
+                ParamDefault::Ints(v) => Some(ParamValue::Ints(v.to_vec())),
+                ParamDefault::Required | ParamDefault::Derived(_) => None,
+            };
+            if let Some(d) = default {
+                assert_eq!(ParamKind::of(&d), p.kind, "{op:?}.{}", p.key);
+                assert!(p.allowed.admits(&d), "{op:?}.{} default not allowed", p.key);
+            }
+        }
+    }
+    assert!(OperatorType::ALL.len() >= 80);
+}
+
+#[test]
+fn fixture_models_pass_the_table() {
+    check_model(&models::lenet5(1).unwrap()).unwrap();
+    check_model(&models::cifar10_cnn(1).unwrap()).unwrap();
+    check_model(&two_layers()).unwrap();
+}
+
+#[test]
+fn required_version_follows_the_parameters_set() {
+    let mut o = Operator {
+        op: OperatorType::Conv2D,
+        inputs: vec![0, 1],
+        outputs: vec![2],
+        params: vec![("stride".into(), ParamValue::Ints(vec![1, 1]))],
+    };
+    assert_eq!(ops::required_version(&o), 1);
+    o.params.push(("group".into(), ParamValue::Int(1)));
+    assert_eq!(ops::required_version(&o), 2);
+    assert_eq!(spec(OperatorType::Conv2D).version, 2);
+}
+
+#[test]
+fn unknown_keys_strict_for_producers_ignored_in_v1_files() {
+    let mut m = two_layers();
+    m.operators[2]
+        .params
+        .push(("note".into(), ParamValue::Str("free".into())));
+    let e = check_model(&m).unwrap_err();
+    assert!(
+        matches!(e, MobiError::UnknownParam { index: 2, op: "Softmax", ref key, .. } if key == "note")
+    );
+    // A v1 file's free annotation still reads (golden_v1 carries some).
+    let b = m.to_bytes().unwrap();
+    assert_eq!(Model::from_bytes(&b).unwrap(), m);
+}
+
+#[test]
+fn crafted_arity() {
+    let mut b = two_layers().to_bytes().unwrap();
+    let o = op_offsets(&b)[2];
+    b[o..o + 2].copy_from_slice(&OperatorType::Add.code().to_le_bytes());
+    reseal(&mut b);
+    let e = Model::from_bytes(&b).unwrap_err();
+    assert!(
+        matches!(e, MobiError::OperatorArity { index: 2, op: "Add", what: "inputs", count: 1, min: 2, max: 2, offset } if offset == o as u64),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn crafted_param_type_and_value() {
+    let good = two_layers().to_bytes().unwrap();
+    let n = good.len();
+    let tag_at = n - 4 - 8 - 1;
+    let mut b = good.clone();
+    b[tag_at] = 2; // f64 tag: axis must be an int
+    reseal(&mut b);
+    let e = Model::from_bytes(&b).unwrap_err();
+    let o = op_offsets(&b)[2] as u64;
+    assert!(
+        matches!(e, MobiError::ParamType { index: 2, key: "axis", expected: "int", found: "float", offset, .. } if offset == o),
+        "{e:?}"
+    );
+    // Gelu's `approximate` must be "none" or "tanh".
+    let mut m = two_layers();
+    m.operators[2] = Operator {
+        op: OperatorType::Gelu,
+        params: vec![("approximate".into(), ParamValue::Str("fast".into()))],
+        ..m.operators[2].clone()
+    };
+    let e = check_model(&m).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MobiError::ParamValue {
+                index: 2,
+                key: "approximate",
+                allowed: Allowed::Strs(_),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("\"fast\""), "{e}");
+    // The writer validates what it writes, so it refuses the same model.
+    let w = m.to_bytes().unwrap_err();
+    assert!(
+        matches!(w, MobiError::ParamValue { index: 2, key: "approximate", offset, .. } if offset > 0),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn crafted_non_constant_weights() {
+    let mut b = two_layers().to_bytes().unwrap();
+    let o = op_offsets(&b)[0];
+    put_u32(&mut b, o + 8 + 4, 0); // W := the graph input
+    reseal(&mut b);
+    let e = Model::from_bytes(&b).unwrap_err();
+    assert!(
+        matches!(e, MobiError::NonConstantInput { index: 0, op: "FullyConnected", input: "W", id: 0, offset } if offset == o as u64),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn crafted_weight_rank_and_bias_length() {
+    let m = two_layers();
+    let (w, bias) = (m.operators[0].inputs[1], m.operators[0].inputs[2]);
+    let bias2 = m.operators[1].inputs[2];
+    let good = m.to_bytes().unwrap();
+    let o = op_offsets(&good)[0];
+    // Swap W and B of the first layer: W has rank 1.
+    let mut b = good.clone();
+    put_u32(&mut b, o + 12, bias);
+    put_u32(&mut b, o + 16, w);
+    reseal(&mut b);
+    let e = Model::from_bytes(&b).unwrap_err();
+    assert!(
+        matches!(e, MobiError::ConstantRank { index: 0, input: "W", rank: 1, expected: 2, offset, .. } if offset == o as u64),
+        "{e:?}"
+    );
+    // The second layer's bias (3) on the first layer (2 outputs).
+    let mut b = good;
+    put_u32(&mut b, o + 16, bias2);
+    reseal(&mut b);
+    let e = Model::from_bytes(&b).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MobiError::ConstantDim {
+                index: 0,
+                input: "B",
+                axis: 0,
+                found: 3,
+                expected: 2,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn missing_required_and_conflicting_params() {
+    let mut m = two_layers();
+    m.operators[2] = Operator {
+        op: OperatorType::Concat,
+        params: vec![],
+        ..m.operators[2].clone()
+    };
+    assert!(matches!(
+        check_model(&m).unwrap_err(),
+        MobiError::MissingParam {
+            index: 2,
+            op: "Concat",
+            key: "axis",
+            ..
+        }
+    ));
+    m.operators[2] = Operator {
+        op: OperatorType::Reshape,
+        params: vec![],
+        ..m.operators[2].clone()
+    };
+    assert!(matches!(
+        check_model(&m).unwrap_err(),
+        MobiError::ParamConflict {
+            index: 2,
+            key: "shape",
+            ..
+        }
+    ));
+    m.operators[2].params = vec![("shape".into(), ParamValue::Ints(vec![-1, -1]))];
+    assert!(matches!(
+        check_model(&m).unwrap_err(),
+        MobiError::ParamConflict {
+            index: 2,
+            key: "shape",
+            rule: "at most one -1",
+            ..
+        }
+    ));
+    m.operators[2] = Operator {
+        op: OperatorType::Slice,
+        params: vec![
+            ("starts".into(), ParamValue::Ints(vec![0])),
+            ("ends".into(), ParamValue::Ints(vec![1])),
+            ("steps".into(), ParamValue::Ints(vec![0])),
+        ],
+        ..m.operators[2].clone()
+    };
+    assert!(matches!(
+        check_model(&m).unwrap_err(),
+        MobiError::ParamConflict {
+            index: 2,
+            key: "steps",
+            rule: "non-zero",
+            ..
+        }
+    ));
+}
+
+const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/formats/mobi.md");
+
+/// The per-operator reference of docs/formats/mobi.md, rendered from the table.
+fn render() -> String {
+    let mut s = String::new();
+    for &op in OperatorType::ALL {
+        let sp = spec(op);
+        s.push_str(&format!(
+            "#### {} (code {}, op version {})\n\n{}\n\n",
+            op.name(),
+            op.code(),
+            sp.version,
+            sp.semantics
+        ));
+        let max = if sp.max_inputs == u16::MAX {
+            "any".to_string()
+        } else {
+            sp.max_inputs.to_string()
+        };
+        let inputs: Vec<String> = sp
+            .inputs
+            .iter()
+            .map(|i| format!("`{}` ({:?})", i.name, i.kind))
+            .collect();
+        s.push_str(&format!(
+            "Inputs {}..{max}: {}{}. Outputs: {}..{}.\n\n",
+            sp.min_inputs,
+            inputs.join(", "),
+            if sp.max_inputs as usize > sp.inputs.len() {
+                ", repeated"
+            } else {
+                ""
+            },
+            sp.min_outputs,
+            if sp.max_outputs == u16::MAX {
+                "any".to_string()
+            } else {
+                sp.max_outputs.to_string()
+            },
+        ));
+        if !sp.params.is_empty() {
+            s.push_str(
+                "| Key | Type | Default | Allowed | Since | Meaning |\n|---|---|---|---|---|---|\n",
+            );
+            for p in sp.params {
+                s.push_str(&format!(
+                    "| `{}` | {} | {} | {} | {} | {} |\n",
+                    p.key,
+                    p.kind.name(),
+                    p.default,
+                    p.allowed,
+                    p.since,
+                    p.doc.replace('|', "\\|")
+                ));
+            }
+            s.push('\n');
+        }
+    }
+    s
+}
+
+#[test]
+fn spec_document_matches_the_table() {
+    let doc = std::fs::read_to_string(DOC).unwrap();
+    let begin = "<!-- BEGIN generated operator reference -->\n";
+    let end = "<!-- END generated operator reference -->";
+    let (Some(a), Some(z)) = (doc.find(begin), doc.find(end)) else {
+        panic!("docs/formats/mobi.md lacks the generated operator reference markers");
+    };
+    let now = render();
+    if std::env::var("UPDATE_FIXTURES").as_deref() == Ok("1") {
+        let new = format!("{}{begin}\n{now}{}", &doc[..a], &doc[z..]);
+        std::fs::write(DOC, new).unwrap();
+        return;
+    }
+    let have = &doc[a + begin.len()..z];
+    assert_eq!(
+        have.trim(),
+        now.trim(),
+        "docs/formats/mobi.md is out of date: UPDATE_FIXTURES=1 cargo test -p tensorvault-formats --test mobi_ops"
+    );
+    for &op in OperatorType::ALL {
+        assert!(have.contains(&format!("#### {} (code", op.name())));
+    }
+}

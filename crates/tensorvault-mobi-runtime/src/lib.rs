@@ -1,0 +1,31 @@
+//! The reference runtime for MOBI models: every operator of the op table
+//! (`tensorvault_formats::mobi::ops`, specified in `docs/formats/mobi.md`), any batch
+//! size, f32 compute with weights dequantized once when the [`Session`] is prepared
+//! (through `ConstantTensor::to_f32`, the format's single dequantization path).
+//! FullyConnected and MatMul use `matrixmultiply`'s sgemm; Conv2D is im2col + sgemm
+//! (grouped convolutions per group, depthwise ones directly).
+//!
+//! Nothing a crafted model or input asks for is allocated before it is checked against
+//! [`Limits::max_elements`]; shape problems inside the graph are typed errors naming the
+//! operator index and the value id.
+//!
+//! ```
+//! use tensorvault_formats::mobi::models;
+//! use tensorvault_mobi_runtime::{Session, Tensor};
+//! let model = models::lenet5(1)?;
+//! let session = Session::new(&model)?;
+//! let image = Tensor::f32(vec![2, 1, 28, 28], vec![0.5; 2 * 28 * 28])?; // batch of 2
+//! let out = session.run(&[("image", image)])?;
+//! assert_eq!(out[0].0, "probabilities");
+//! assert_eq!(out[0].1.shape, vec![2, 10]);
+//! # Ok::<(), tensorvault_mobi_runtime::RuntimeError>(())
+//! ```
+
+mod error;
+mod ops;
+mod session;
+mod tensor;
+
+pub use error::RuntimeError;
+pub use session::{takes_integers, Limits, Session};
+pub use tensor::{numel, Data, Tensor};

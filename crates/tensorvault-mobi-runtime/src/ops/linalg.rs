@@ -1,0 +1,147 @@
+//! Matrix products: FullyConnected (X * W^T + B) and numpy MatMul, through
+//! `matrixmultiply::sgemm`.
+
+use super::{broadcast, f32_tensor, Ctx, OpError, OpResult};
+use crate::tensor::Tensor;
+
+/// `c[m x n] = a[m x k] * b[k x n]` with row/column strides `(rs, cs)` for `a` and `b`;
+/// `c` is dense row-major and overwritten.
+#[allow(clippy::too_many_arguments, reason = "a gemm's operands")]
+pub(crate) fn sgemm(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
+    (rsa, csa): (usize, usize),
+    b: &[f32],
+    (rsb, csb): (usize, usize),
+    c: &mut [f32],
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c[..m * n].fill(0.0);
+        return;
+    }
+    // Every access below is in bounds: the furthest element each operand is read at.
+    let last = |rs: usize, cs: usize, rows: usize, cols: usize| (rows - 1) * rs + (cols - 1) * cs;
+    assert!(last(rsa, csa, m, k) < a.len() && last(rsb, csb, k, n) < b.len() && m * n <= c.len());
+    // SAFETY: the assert above shows every index (i*rs + j*cs) matrixmultiply forms for
+    // a (m x k), b (k x n) and c (m x n, row stride n) lies inside its slice; c is a
+    // unique borrow so it does not alias a or b. Strides fit isize: they index slices.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            k,
+            n,
+            1.0,
+            a.as_ptr(),
+            rsa as isize,
+            csa as isize,
+            b.as_ptr(),
+            rsb as isize,
+            csb as isize,
+            0.0,
+            c.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+}
+
+/// FullyConnected: X [..., K], W [M, K], B [M] -> [..., M].
+pub(crate) fn fully_connected(cx: &Ctx<'_>) -> OpResult<Tensor> {
+    let (xs, ws) = (cx.shape(0)?, cx.shape(1)?);
+    let (x, w) = (cx.f32(0)?, cx.f32(1)?);
+    let [m, k] = *ws else {
+        return Err(OpError::Shape {
+            input: 1,
+            rule: "weights must be [M, K]",
+        });
+    };
+    if xs.last() != Some(&k) {
+        return Err(OpError::Shape {
+            input: 0,
+            rule: "the last axis must equal the weights' K (W is [M, K])",
+        });
+    }
+    let rows = x.len() / k.max(1);
+    let mut out_shape = xs[..xs.len() - 1].to_vec();
+    out_shape.push(m);
+    let n = cx.alloc(&out_shape)?;
+    let mut y = vec![0f32; n];
+    sgemm(rows, k, m, x, (k, 1), w, (1, k), &mut y);
+    if cx.inputs.len() == 3 {
+        let b = cx.f32(2)?;
+        if b.len() != m {
+            return Err(OpError::Shape {
+                input: 2,
+                rule: "bias length must equal M",
+            });
+        }
+        for row in y.chunks_exact_mut(m.max(1)) {
+            row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+        }
+    }
+    Ok(f32_tensor(out_shape, y))
+}
+
+/// numpy matmul with broadcast batch axes.
+pub(crate) fn matmul(cx: &Ctx<'_>) -> OpResult<Tensor> {
+    let (mut sa, mut sb) = (cx.shape(0)?.to_vec(), cx.shape(1)?.to_vec());
+    let (a, b) = (cx.f32(0)?, cx.f32(1)?);
+    if sa.is_empty() || sb.is_empty() {
+        return Err(OpError::Shape {
+            input: if sa.is_empty() { 0 } else { 1 },
+            rule: "matmul operands must have rank >= 1",
+        });
+    }
+    let (a1, b1) = (sa.len() == 1, sb.len() == 1);
+    if a1 {
+        sa.insert(0, 1);
+    }
+    if b1 {
+        sb.push(1);
+    }
+    let (m, k) = (sa[sa.len() - 2], sa[sa.len() - 1]);
+    let (k2, n) = (sb[sb.len() - 2], sb[sb.len() - 1]);
+    if k != k2 {
+        return Err(OpError::Shape {
+            input: 1,
+            rule: "inner dimensions differ",
+        });
+    }
+    let (ba, bb) = (&sa[..sa.len() - 2], &sb[..sb.len() - 2]);
+    let batch = broadcast::shape2(ba, bb).ok_or(OpError::Shape {
+        input: 1,
+        rule: "batch axes do not broadcast",
+    })?;
+    let mut full = batch.clone();
+    full.extend([m, n]);
+    let total = cx.alloc(&full)?;
+    let nb: usize = batch.iter().product();
+    let oa = broadcast::offsets(ba, &batch, nb);
+    let ob = broadcast::offsets(bb, &batch, nb);
+    let mut y = vec![0f32; total];
+    for (i, out) in y.chunks_exact_mut((m * n).max(1)).enumerate().take(nb) {
+        sgemm(
+            m,
+            k,
+            n,
+            &a[oa[i] * m * k..][..m * k],
+            (k, 1),
+            &b[ob[i] * k * n..][..k * n],
+            (n, 1),
+            out,
+        );
+    }
+    let mut shape = batch;
+    if !a1 {
+        shape.push(m);
+    }
+    if !b1 {
+        shape.push(n);
+    }
+    Ok(f32_tensor(shape, y))
+}

@@ -1,0 +1,307 @@
+//! [`Session`]: a model prepared once (constants dequantized to f32, operators checked),
+//! run many times.
+
+use std::collections::HashMap;
+
+use tensorvault_formats::mobi::ops::{check_operators, InputKind};
+use tensorvault_formats::mobi::{ConstantTensor, DataType, Model, Operator};
+
+use crate::error::RuntimeError;
+use crate::ops::{self, Ctx, OpError};
+use crate::tensor::{numel, Data, Tensor};
+
+/// Bounds on the work a run may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most elements of any one value or scratch buffer (default 2^28: 1 GiB of f32). A
+    /// crafted shape that would need more is refused before anything is allocated.
+    pub max_elements: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_elements: 1 << 28,
+        }
+    }
+}
+
+/// A model ready to run.
+#[derive(Debug, Clone)]
+pub struct Session {
+    inputs: Vec<(String, DataType, Vec<u64>)>,
+    outputs: Vec<(String, u32)>,
+    operators: Vec<Operator>,
+    constants: HashMap<u32, Tensor>,
+    /// Index of the last operator reading each value (values are freed after it).
+    last_use: HashMap<u32, usize>,
+    limits: Limits,
+}
+
+fn prepare(t: &ConstantTensor) -> Result<Tensor, RuntimeError> {
+    let shape: Vec<usize> = t.shape.iter().map(|&d| d as usize).collect();
+    let data = match t.dtype {
+        DataType::I64 => Data::I64(
+            t.data
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                .collect(),
+        ),
+        DataType::I32 => Data::I64(
+            t.data
+                .chunks_exact(4)
+                .map(|c| i64::from(i32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))
+                .collect(),
+        ),
+        // The single dequantization path: fp16, per-tensor (and per-channel) affine.
+        _ => Data::F32(t.to_f32()?),
+    };
+    let tensor = Tensor { shape, data };
+    if numel(&tensor.shape) != Some(tensor.len()) {
+        let len = tensor.len();
+        return Err(RuntimeError::DataLength {
+            shape: tensor.shape,
+            len,
+        });
+    }
+    Ok(tensor)
+}
+
+impl Session {
+    /// Prepare `model` with default [`Limits`].
+    ///
+    /// # Errors
+    /// As [`Session::with_limits`].
+    pub fn new(model: &Model) -> Result<Self, RuntimeError> {
+        Self::with_limits(model, Limits::default())
+    }
+
+    /// Prepare `model`: check every operator against the op table (unknown keys
+    /// ignored, as for v1 files; the reader already applied its version's policy), check
+    /// that every value is defined before use, and dequantize the constants.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Model`] for an operator the table refuses or a constant that does
+    /// not decode, [`RuntimeError::UndefinedValue`], [`RuntimeError::UnproducedOutput`].
+    pub fn with_limits(model: &Model, limits: Limits) -> Result<Self, RuntimeError> {
+        let mut problems = Vec::new();
+        check_operators(model, &[], 1, &mut problems);
+        if let Some(e) = problems.into_iter().next() {
+            return Err(e.into());
+        }
+        let mut constants = HashMap::new();
+        for t in &model.tensors {
+            constants.insert(t.id, prepare(t)?);
+        }
+        let mut defined: std::collections::HashSet<u32> = (0..model.inputs.len() as u32).collect();
+        defined.extend(constants.keys().copied());
+        let mut last_use = HashMap::new();
+        for (i, op) in model.operators.iter().enumerate() {
+            for &id in &op.inputs {
+                if !defined.contains(&id) {
+                    return Err(RuntimeError::UndefinedValue {
+                        index: i as u32,
+                        op: op.op.name(),
+                        value: id,
+                    });
+                }
+                last_use.insert(id, i);
+            }
+            defined.extend(op.outputs.iter().copied());
+        }
+        let outputs: Vec<(String, u32)> = model
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(j, s)| (s.name.clone(), model.output_id(j)))
+            .collect();
+        for (name, id) in &outputs {
+            if !defined.contains(id) {
+                return Err(RuntimeError::UnproducedOutput {
+                    name: name.clone(),
+                    value: *id,
+                });
+            }
+            // Graph outputs live to the end.
+            last_use.insert(*id, usize::MAX);
+        }
+        Ok(Session {
+            inputs: model
+                .inputs
+                .iter()
+                .map(|s| (s.name.clone(), s.dtype, s.shape.clone()))
+                .collect(),
+            outputs,
+            operators: model.operators.clone(),
+            constants,
+            last_use,
+            limits,
+        })
+    }
+
+    /// The graph input names, in order.
+    pub fn input_names(&self) -> Vec<&str> {
+        self.inputs.iter().map(|(n, _, _)| n.as_str()).collect()
+    }
+
+    /// The graph output names, in order.
+    pub fn output_names(&self) -> Vec<&str> {
+        self.outputs.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    fn check_input(&self, name: &str, t: &Tensor) -> Result<usize, RuntimeError> {
+        let Some(pos) = self.inputs.iter().position(|(n, _, _)| n == name) else {
+            return Err(RuntimeError::UnknownInput {
+                name: name.to_string(),
+                known: self.inputs.iter().map(|(n, _, _)| n.clone()).collect(),
+            });
+        };
+        let (_, dtype, shape) = &self.inputs[pos];
+        let expected = match dtype {
+            DataType::I64 | DataType::I32 => "i64",
+            _ => "f32",
+        };
+        if t.dtype_name() != expected {
+            return Err(RuntimeError::InputDType {
+                name: name.to_string(),
+                expected,
+                found: t.dtype_name(),
+            });
+        }
+        let same = t.shape.len() == shape.len()
+            && t.shape
+                .iter()
+                .zip(shape)
+                .enumerate()
+                .all(|(i, (&a, &b))| i == 0 || a as u64 == b);
+        let fits = t
+            .shape
+            .iter()
+            .all(|&d| d as u64 <= self.limits.max_elements)
+            && t.len() as u64 <= self.limits.max_elements;
+        if !same || !fits || numel(&t.shape) != Some(t.len()) {
+            return Err(RuntimeError::InputShape {
+                name: name.to_string(),
+                expected: shape.clone(),
+                found: t.shape.clone(),
+            });
+        }
+        Ok(pos)
+    }
+
+    /// Run the graph on named inputs and return every graph output, in order.
+    ///
+    /// # Errors
+    /// [`RuntimeError::MissingInput`], [`RuntimeError::UnknownInput`],
+    /// [`RuntimeError::DuplicateInput`], [`RuntimeError::InputDType`],
+    /// [`RuntimeError::InputShape`] for bad inputs; [`RuntimeError::Shape`],
+    /// [`RuntimeError::DType`], [`RuntimeError::Param`] or [`RuntimeError::TooLarge`]
+    /// naming the operator index and value id when a shape inside the graph does not fit.
+    pub fn run(&self, inputs: &[(&str, Tensor)]) -> Result<Vec<(String, Tensor)>, RuntimeError> {
+        let mut values: HashMap<u32, Tensor> = HashMap::new();
+        for (name, t) in inputs {
+            let pos = self.check_input(name, t)? as u32;
+            if values.insert(pos, t.clone()).is_some() {
+                return Err(RuntimeError::DuplicateInput {
+                    name: name.to_string(),
+                });
+            }
+        }
+        for (i, (name, _, _)) in self.inputs.iter().enumerate() {
+            if !values.contains_key(&(i as u32)) {
+                return Err(RuntimeError::MissingInput { name: name.clone() });
+            }
+        }
+        for (index, op) in self.operators.iter().enumerate() {
+            let mut args = Vec::with_capacity(op.inputs.len());
+            for &id in &op.inputs {
+                let t = values.get(&id).or_else(|| self.constants.get(&id)).ok_or(
+                    RuntimeError::UndefinedValue {
+                        index: index as u32,
+                        op: op.op.name(),
+                        value: id,
+                    },
+                )?;
+                args.push(t);
+            }
+            let cx = Ctx {
+                op,
+                inputs: args,
+                limit: self.limits.max_elements,
+            };
+            let outs = ops::eval(&cx).map_err(|e| self.name_error(index, op, &cx, e))?;
+            drop(cx);
+            for (&id, t) in op.outputs.iter().zip(outs) {
+                values.insert(id, t);
+            }
+            for &id in &op.inputs {
+                if self.last_use.get(&id) == Some(&index) {
+                    values.remove(&id);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(self.outputs.len());
+        for (name, id) in &self.outputs {
+            let t = values
+                .get(id)
+                .cloned()
+                .ok_or(RuntimeError::UnproducedOutput {
+                    name: name.clone(),
+                    value: *id,
+                })?;
+            out.push((name.clone(), t));
+        }
+        Ok(out)
+    }
+
+    fn name_error(&self, index: usize, op: &Operator, cx: &Ctx<'_>, e: OpError) -> RuntimeError {
+        let index32 = index as u32;
+        let name = op.op.name();
+        let value = |i: usize| op.inputs.get(i).copied().unwrap_or(u32::MAX);
+        match e {
+            OpError::Shape { input, rule } => RuntimeError::Shape {
+                index: index32,
+                op: name,
+                value: value(input),
+                shape: cx
+                    .inputs
+                    .get(input)
+                    .map(|t| t.shape.clone())
+                    .unwrap_or_default(),
+                rule,
+            },
+            OpError::DType { input, expected } => RuntimeError::DType {
+                index: index32,
+                op: name,
+                value: value(input),
+                expected,
+                found: cx.inputs.get(input).map_or("missing", |t| t.dtype_name()),
+            },
+            OpError::Param { key, value, rule } => RuntimeError::Param {
+                index: index32,
+                op: name,
+                key,
+                value,
+                rule,
+            },
+            OpError::TooLarge { elements } => RuntimeError::TooLarge {
+                index: index32,
+                op: name,
+                value: op.outputs.first().copied().unwrap_or(u32::MAX),
+                elements,
+                limit: self.limits.max_elements,
+            },
+            OpError::Unsupported => RuntimeError::Unsupported {
+                index: index32,
+                op: name,
+            },
+        }
+    }
+}
+
+/// Whether input position `i` of `op` takes integers (for callers building inputs).
+pub fn takes_integers(op: &Operator, i: usize) -> bool {
+    tensorvault_formats::mobi::ops::spec(op.op)
+        .input(i)
+        .is_some_and(|s| s.kind == InputKind::Integer)
+}
