@@ -14,6 +14,7 @@
 //!   groups along the values or down the columns of a `[rows, width]` layout (KV keys per
 //!   channel), optional raw f16 leading rows (attention sinks); fitting in [`asym`].
 //! * [`affine`]: per-tensor and per-channel affine int8 / uint8 / int16 for model weights.
+//! * [`per_axis`]: affine quantization per slice along any axis (per-channel weights).
 //! * [`metrics`]: reconstruction error metrics (max abs error, RMSE, relative RMSE, SNR).
 //!
 //! Every function works on caller-provided slices and never allocates from a length it
@@ -41,6 +42,7 @@ pub mod float;
 pub mod groupwise;
 pub mod layout;
 pub mod metrics;
+pub mod per_axis;
 pub mod segment;
 pub mod segment_v2;
 
