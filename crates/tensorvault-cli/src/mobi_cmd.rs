@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use tensorvault_formats::mobi::{
-    listing, models, printable, to_dot, validate, Header, Model, QuantTarget, WriteOptions,
+    listing, models, printable, shape_text, to_dot, validate, ConstantTensor, Dim, Header, Model,
+    QuantTarget, Quantization, WriteOptions,
 };
 use tensorvault_formats::FormatError;
 
@@ -15,7 +16,9 @@ use crate::report::{self, Table};
 /// MOBI (compact mobile model files) commands.
 #[derive(Debug, Subcommand)]
 pub enum MobiCmd {
-    /// Show the header, metadata, I/O specs, tensors (dtype, shape, size) and the graph.
+    /// Show the header (format version), metadata, I/O specs (symbolic dimensions by
+    /// name), tensors (dtype, shape, size, quantization: per tensor, or per axis with the
+    /// axis, channel count and scale range), value names and the graph.
     Inspect(FileArgs),
     /// Check everything (checksums, offsets, counts, names, ids, references) and list
     /// every problem; exit code 1 if there is any.
@@ -41,8 +44,12 @@ pub struct FileArgs {
 /// Quantization targets on the command line.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Target {
-    /// Per-tensor affine int8.
+    /// int8 per output channel (symmetric, axis 0) for conv/FC weights; 1-D and small
+    /// (< 1024 elements) tensors stay f32.
     Int8,
+    /// int8 with one affine scale per tensor (1-D and small tensors stay f32).
+    #[value(name = "int8-per-tensor")]
+    Int8PerTensor,
     /// Per-tensor affine int16.
     Int16,
     /// IEEE half precision.
@@ -121,30 +128,87 @@ fn load(path: &Path) -> Result<Model, CliError> {
     Ok(Model::open(path)?)
 }
 
+fn dims_json(dims: &[Dim]) -> serde_json::Value {
+    dims.iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => json!(n),
+            Dim::Symbolic(s) => json!(s),
+        })
+        .collect()
+}
+
+fn quant_json(t: &ConstantTensor) -> serde_json::Value {
+    match &t.quant {
+        None => json!({"kind": "none"}),
+        Some(Quantization::PerTensor { scale, zero_point }) => {
+            json!({"kind": "per-tensor", "scale": scale, "zero_point": zero_point})
+        }
+        Some(
+            q @ Quantization::PerAxis {
+                axis, zero_points, ..
+            },
+        ) => {
+            let (lo, hi) = q.scale_range();
+            json!({"kind": "per-axis", "axis": axis, "channels": zero_points.len(),
+                   "scale_min": lo, "scale_max": hi,
+                   "zero_points_all_zero": zero_points.iter().all(|&z| z == 0)})
+        }
+    }
+}
+
+/// The quantization column of the text table.
+fn quant_text(t: &ConstantTensor) -> String {
+    match &t.quant {
+        None => "-".into(),
+        Some(Quantization::PerTensor { scale, zero_point }) => {
+            format!("per-tensor scale {scale:.3e} zp {zero_point}")
+        }
+        Some(
+            q @ Quantization::PerAxis {
+                axis, zero_points, ..
+            },
+        ) => {
+            let (lo, hi) = q.scale_range();
+            format!(
+                "per-axis axis {axis} x{} scale {lo:.3e}..{hi:.3e}",
+                zero_points.len()
+            )
+        }
+    }
+}
+
 fn inspect(a: &FileArgs) -> Result<(), CliError> {
     let bytes = read(&a.input)?;
     let h = Header::parse(&bytes).map_err(FormatError::from)?;
     let m = Model::from_bytes(&bytes).map_err(FormatError::from)?;
-    let tensors: Vec<_> = m
-        .tensors
-        .iter()
-        .map(|t| {
-            json!({"id": t.id, "dtype": t.dtype.name(), "shape": t.shape, "bytes": t.data.len(),
-                   "gzip": t.gzip, "scale": t.quant.map(|q| q.scale), "zero_point": t.quant.map(|q| q.zero_point)})
-        })
-        .collect();
     if a.json {
+        let tensors: Vec<_> = m
+            .tensors
+            .iter()
+            .map(|t| {
+                json!({"id": t.id, "name": m.value_names.get(&t.id), "dtype": t.dtype.name(),
+                       "shape": t.shape, "bytes": t.data.len(), "gzip": t.gzip,
+                       "quantization": quant_json(t)})
+            })
+            .collect();
         let io = |v: &[tensorvault_formats::mobi::IoSpec]| -> Vec<_> {
             v.iter()
-                .map(|s| json!({"name": s.name, "dtype": s.dtype.name(), "shape": s.shape}))
+                .map(|s| json!({"name": s.name, "dtype": s.dtype.name(), "shape": dims_json(&s.shape)}))
                 .collect()
         };
         let ops: Vec<_> = m.operators.iter().map(|o| json!({"op": o.op.name(), "inputs": o.inputs, "outputs": o.outputs,
             "params": o.params.iter().map(|(k, v)| (k.clone(), json!(v.to_string()))).collect::<serde_json::Map<_, _>>()})).collect();
-        let v = json!({"version": h.version, "flags": h.flags, "file_size": h.total_size,
+        let names: serde_json::Map<_, _> = m
+            .value_names
+            .iter()
+            .map(|(id, n)| (id.to_string(), json!(n)))
+            .collect();
+        let v = json!({"format_version": h.version, "version": h.version, "flags": h.flags,
+            "file_size": h.total_size,
             "name": m.metadata.name, "framework_version": m.metadata.framework_version,
             "created_unix": m.metadata.created_unix, "parameters": m.parameter_count(),
-            "inputs": io(&m.inputs), "outputs": io(&m.outputs), "tensors": tensors, "operators": ops});
+            "inputs": io(&m.inputs), "outputs": io(&m.outputs), "tensors": tensors,
+            "operators": ops, "value_names": names});
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(());
     }
@@ -168,6 +232,7 @@ fn inspect(a: &FileArgs) -> Result<(), CliError> {
             ("framework", m.metadata.framework_version.to_string()),
             ("created", m.metadata.created_unix.to_string()),
             ("parameters", m.parameter_count().to_string()),
+            ("value names", m.value_names.len().to_string()),
         ])
     );
     let mut io = Table::new(&["kind", "name", "dtype", "shape"]);
@@ -177,32 +242,31 @@ fn inspect(a: &FileArgs) -> Result<(), CliError> {
                 kind.into(),
                 printable(&s.name),
                 s.dtype.name().into(),
-                format!("{:?}", s.shape),
+                printable(&shape_text(&s.shape)),
             ]);
         }
     }
     println!("{}", io.render());
     let mut t = Table::new(&[
         "id",
+        "name",
         "dtype",
         "shape",
         "bytes",
         "gzip",
-        "scale",
-        "zero_point",
+        "quantization",
     ]);
     for x in &m.tensors {
-        let q = x.quant.map_or(("-".into(), "-".into()), |q| {
-            (q.scale.to_string(), q.zero_point.to_string())
-        });
         t.row(vec![
             x.id.to_string(),
+            m.value_names
+                .get(&x.id)
+                .map_or_else(|| "-".into(), |n| printable(n)),
             x.dtype.name().into(),
             format!("{:?}", x.shape),
             report::size(x.data.len() as u64),
             x.gzip.to_string(),
-            q.0,
-            q.1,
+            quant_text(x),
         ]);
     }
     println!("{}", t.render());
@@ -237,6 +301,7 @@ fn quantize(a: &QuantizeArgs) -> Result<(), CliError> {
         .len();
     let target = match a.to {
         Target::Int8 => QuantTarget::Int8,
+        Target::Int8PerTensor => QuantTarget::Int8PerTensor,
         Target::Int16 => QuantTarget::Int16,
         Target::Fp16 => QuantTarget::Fp16,
     };

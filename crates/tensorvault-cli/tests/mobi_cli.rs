@@ -30,7 +30,9 @@ fn example_inspect_quantize_validate_graph() {
     assert_eq!(v["tensors"].as_array().unwrap().len(), 10);
     assert_eq!(v["operators"][0]["op"], "Conv2D");
     let text = ok(&tv(&["mobi", "inspect", s(&f32p)]));
-    assert!(text.contains("MOBI v1") && text.contains("Softmax"));
+    assert!(text.contains("MOBI v2") && text.contains("Softmax"));
+    assert_eq!(v["format_version"], 2);
+    assert_eq!(v["tensors"][0]["quantization"]["kind"], "none");
 
     let q = json(&tv(&[
         "mobi",
@@ -45,6 +47,30 @@ fn example_inspect_quantize_validate_graph() {
     assert!(q["max_abs_error"].as_f64().unwrap() < 0.01);
     let v = json(&tv(&["mobi", "validate", s(&q8), "--json"]));
     assert_eq!(v["ok"], true);
+    // Per-channel int8 for conv2 [16, 6, 5, 5] and the FC weights; conv1 (150 weights)
+    // and the biases stay f32.
+    let v = json(&tv(&["mobi", "inspect", s(&q8), "--json"]));
+    let t = v["tensors"].as_array().unwrap();
+    let kinds: Vec<&str> = t
+        .iter()
+        .map(|t| t["quantization"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "none", "none", "per-axis", "none", "per-axis", "none", "per-axis", "none", "none",
+            "none"
+        ]
+    );
+    let conv2 = &t[2]["quantization"];
+    assert_eq!(
+        (conv2["axis"].clone(), conv2["channels"].clone()),
+        (0.into(), 16.into())
+    );
+    assert!(conv2["scale_min"].as_f64().unwrap() > 0.0);
+    assert!(conv2["scale_max"].as_f64().unwrap() >= conv2["scale_min"].as_f64().unwrap());
+    let text = ok(&tv(&["mobi", "inspect", s(&q8)]));
+    assert!(text.contains("per-axis axis 0 x16 scale "), "{text}");
 
     let dot = ok(&tv(&["mobi", "graph", s(&q8), "--dot"]));
     assert!(dot.starts_with("digraph mobi {") && dot.contains("-> out0"));

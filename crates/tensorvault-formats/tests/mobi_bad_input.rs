@@ -1,7 +1,11 @@
-//! MOBI bad input: one crafted file per rejection, each checked for the typed error
-//! naming the field and offset, plus "validate reports every problem".
+//! MOBI v1 bad input: one crafted v1 file per rejection, each checked for the typed
+//! error naming the field and offset, plus "validate reports every problem". (v1 files
+//! are made by the test encoder in `mobi_util`; v2 rejections: `mobi_bad_input_v2.rs`.)
 
-use tensorvault_core::checksum::crc32;
+mod mobi_util;
+
+use mobi_util::{encode_v1, reseal};
+use tensorvault_formats::mobi::Quantization;
 use tensorvault_formats::mobi::{
     layout, validate, ConstantTensor, DataType, Header, MobiError, Model, ModelBuilder,
     OperatorType, ParamValue, QuantTarget, WriteOptions,
@@ -26,16 +30,6 @@ fn tiny() -> Model {
     b.build().unwrap()
 }
 
-/// Recompute the header and file checksums after patching (so the targeted check fires).
-fn reseal(b: &mut [u8]) {
-    b[8..12].fill(0);
-    let h = crc32(&b[..32]);
-    b[8..12].copy_from_slice(&h.to_le_bytes());
-    let n = b.len() - 4;
-    let f = crc32(&b[..n]);
-    b[n..].copy_from_slice(&f.to_le_bytes());
-}
-
 fn put_u32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
@@ -49,7 +43,7 @@ fn err(b: &[u8]) -> MobiError {
 }
 
 fn good() -> Vec<u8> {
-    tiny().to_bytes().unwrap()
+    encode_v1(&tiny())
 }
 
 fn offsets(b: &[u8]) -> (usize, usize) {
@@ -70,12 +64,12 @@ fn bad_magic() {
 
 #[test]
 fn version_too_new_and_zero() {
-    for v in [2u16, 0] {
+    for v in [3u16, 0] {
         let mut b = good();
         put_u16(&mut b, layout::VERSION_OFFSET, v);
         reseal(&mut b);
         assert!(
-            matches!(err(&b), MobiError::UnsupportedVersion { version, offset: 4, supported: 1 } if version == v)
+            matches!(err(&b), MobiError::UnsupportedVersion { version, offset: 4, supported: 2 } if version == v)
         );
     }
 }
@@ -334,7 +328,7 @@ fn gzip_model(data: Vec<u8>, shape: &[u64]) -> Vec<u8> {
     // Write a valid gzip tensor, then swap in `data` as its payload.
     let mut m = tiny();
     m.tensors[1].gzip = true;
-    let mut b = m.to_bytes().unwrap();
+    let mut b = encode_v1(&m);
     let (t, g) = offsets(&b);
     let t1 = t + 4 + 4 + 2 + 2 + 16 + 8 + 32; // second tensor
     let old = u64::from_le_bytes(b[t1 + 16..t1 + 24].try_into().unwrap()) as usize;
@@ -441,13 +435,13 @@ fn operator_referring_to_a_missing_tensor() {
 #[test]
 fn invalid_quantization_parameters() {
     let mut m = tiny();
-    m = m
-        .with_options(&WriteOptions {
-            quantize: Some(QuantTarget::Int8),
-            gzip: false,
-        })
-        .unwrap();
-    let mut b = m.to_bytes().unwrap();
+    m.tensors[0].dtype = DataType::I8;
+    m.tensors[0].data.truncate(8);
+    m.tensors[0].quant = Some(Quantization::PerTensor {
+        scale: 0.5,
+        zero_point: 0,
+    });
+    let mut b = encode_v1(&m);
     let t = first_tensor(&b);
     b[t + 24..t + 28].copy_from_slice(&(-1.0f32).to_le_bytes()); // scale
     reseal(&mut b);
@@ -532,7 +526,7 @@ fn writer_refuses_inconsistent_models() {
     m.tensors[0] = ConstantTensor::from_f32(3, &[2, 4], &[f32::NAN; 8]).unwrap();
     assert!(matches!(
         m.to_bytes_with(&WriteOptions {
-            quantize: Some(QuantTarget::Int8),
+            quantize: Some(QuantTarget::Fp16),
             gzip: false
         }),
         Err(MobiError::Codec { tensor_id: 3, .. })

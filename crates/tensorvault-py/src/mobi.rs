@@ -10,8 +10,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use tensorvault_core::AlignedBuf;
 use tensorvault_formats::mobi::{
-    models, ConstantTensor, DataType, IoSpec, Metadata, Model, Operator, OperatorType, ParamValue,
-    QuantTarget, WriteOptions,
+    models, read_with, ConstantTensor, DataType, Dim, IoSpec, Metadata, Model, Operator,
+    OperatorType, ParamValue, QuantTarget, Quantization, ReadOptions, WriteOptions,
 };
 
 use crate::array::f32_array;
@@ -29,11 +29,12 @@ fn quant_arg(name: Option<&str>) -> PyResult<Option<QuantTarget>> {
         None | Some("none") => None,
         Some("fp16") => Some(QuantTarget::Fp16),
         Some("int8") => Some(QuantTarget::Int8),
+        Some("int8-per-tensor") => Some(QuantTarget::Int8PerTensor),
         Some("uint8") => Some(QuantTarget::UInt8),
         Some("int16") => Some(QuantTarget::Int16),
         Some(other) => {
             return Err(arg_err(format!(
-                "unknown quantize {other:?}: None, \"fp16\", \"int8\", \"uint8\" or \"int16\""
+                "unknown quantize {other:?}: None, \"fp16\", \"int8\", \"int8-per-tensor\", \"uint8\" or \"int16\""
             )))
         }
     })
@@ -45,7 +46,14 @@ fn io_list<'py>(py: Python<'py>, specs: &[IoSpec]) -> PyResult<Bound<'py, PyList
         let d = PyDict::new(py);
         d.set_item("name", &s.name)?;
         d.set_item("dtype", s.dtype.name())?;
-        d.set_item("shape", s.shape.clone())?;
+        let shape = PyList::empty(py);
+        for dim in &s.shape {
+            match dim {
+                Dim::Fixed(n) => shape.append(n)?,
+                Dim::Symbolic(name) => shape.append(name)?,
+            }
+        }
+        d.set_item("shape", shape)?;
         l.append(d)?;
     }
     Ok(l)
@@ -61,8 +69,10 @@ fn param_py<'py>(py: Python<'py>, v: &ParamValue) -> PyResult<Bound<'py, PyAny>>
     })
 }
 
-fn model_dict<'py>(py: Python<'py>, m: Model) -> PyResult<Bound<'py, PyDict>> {
+fn model_dict<'py>(py: Python<'py>, m: Model, version: u16) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
+    d.set_item("format_version", version)?;
+    d.set_item("value_names", m.value_names.clone())?;
     d.set_item("name", &m.metadata.name)?;
     d.set_item("framework_version", m.metadata.framework_version)?;
     d.set_item("created_unix", m.metadata.created_unix)?;
@@ -81,8 +91,23 @@ fn model_dict<'py>(py: Python<'py>, m: Model) -> PyResult<Bound<'py, PyDict>> {
         td.set_item("id", t.id)?;
         td.set_item("dtype", t.dtype.name())?;
         td.set_item("shape", t.shape.clone())?;
-        td.set_item("scale", t.quant.map(|q| q.scale))?;
-        td.set_item("zero_point", t.quant.map(|q| q.zero_point))?;
+        td.set_item("quantization", t.quant_kind())?;
+        match &t.quant {
+            Some(Quantization::PerTensor { scale, zero_point }) => {
+                td.set_item("scale", scale)?;
+                td.set_item("zero_point", zero_point)?;
+            }
+            Some(Quantization::PerAxis {
+                axis,
+                scales,
+                zero_points,
+            }) => {
+                td.set_item("axis", axis)?;
+                td.set_item("scales", scales.clone())?;
+                td.set_item("zero_points", zero_points.clone())?;
+            }
+            None => {}
+        }
         td.set_item("gzip", t.gzip)?;
         td.set_item(
             "values",
@@ -112,17 +137,19 @@ fn model_dict<'py>(py: Python<'py>, m: Model) -> PyResult<Bound<'py, PyDict>> {
 /// Read and validate a `.mobi` file (every tensor dequantized to float32).
 #[pyfunction]
 pub fn mobi_read(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
-    let m = py.detach(|| Model::open(&path)).map_err(read_err)?;
-    model_dict(py, m)
+    let (h, m) = py
+        .detach(|| Model::open_with_header(&path))
+        .map_err(read_err)?;
+    model_dict(py, m, h.version)
 }
 
 /// Read and validate `.mobi` bytes.
 #[pyfunction]
 pub fn mobi_from_bytes<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
-    let m = py
-        .detach(|| Model::from_bytes(data))
+    let (h, m) = py
+        .detach(|| read_with(data, &ReadOptions::default()))
         .map_err(|e| mobi_err(e, Dir::Read))?;
-    model_dict(py, m)
+    model_dict(py, m, h.version)
 }
 
 /// A built-in example model (`"lenet5"` or `"cifar10"`) as the same structure.
@@ -139,7 +166,7 @@ pub fn mobi_example<'py>(py: Python<'py>, name: &str, seed: u64) -> PyResult<Bou
         }
     }
     .map_err(|e| mobi_err(e, Dir::Write))?;
-    model_dict(py, m)
+    model_dict(py, m, tensorvault_formats::mobi::layout::VERSION)
 }
 
 fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
@@ -152,13 +179,29 @@ fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyR
         })
 }
 
+fn dim(v: &Bound<'_, PyAny>) -> PyResult<Dim> {
+    if let Ok(n) = v.extract::<u64>() {
+        return Ok(Dim::Fixed(n));
+    }
+    if let Ok(s) = v.extract::<String>() {
+        return Ok(Dim::Symbolic(s));
+    }
+    if let Ok(-1) = v.extract::<i64>() {
+        return Ok(Dim::Symbolic(String::new()));
+    }
+    Err(arg_err(format!(
+        "shape entry {v}: use a size >= 0, a symbolic name (str) or -1"
+    )))
+}
+
 fn io_specs(list: Vec<Bound<'_, PyDict>>) -> PyResult<Vec<IoSpec>> {
     list.iter()
         .map(|d| {
+            let shape: Vec<Bound<'_, PyAny>> = get(d, "shape")?;
             Ok(IoSpec {
                 name: get(d, "name")?,
                 dtype: dtype_arg(&get::<String>(d, "dtype")?)?,
-                shape: get(d, "shape")?,
+                shape: shape.iter().map(dim).collect::<PyResult<_>>()?,
             })
         })
         .collect()
@@ -230,6 +273,12 @@ fn model_from(d: &Bound<'_, PyDict>) -> PyResult<Model> {
         tensors,
         operators,
         optimized: get(d, "optimized")?,
+        value_names: match d.get_item("value_names")? {
+            Some(v) if !v.is_none() => v
+                .extract::<std::collections::BTreeMap<u32, String>>()
+                .map_err(|e| arg_err(format!("value_names: {e}")))?,
+            _ => Default::default(),
+        },
     })
 }
 

@@ -22,18 +22,52 @@ def test_example_round_trip(tmp_path):
     assert tv.read_mobi(p.read_bytes()).parameter_count == 61706
 
 
-@pytest.mark.parametrize("q", ["fp16", "int8", "uint8", "int16"])
+@pytest.mark.parametrize("q", ["fp16", "int8", "int8-per-tensor", "uint8", "int16"])
 def test_quantized_write(tmp_path, q):
     m = tv.example_model("lenet5")
     data = m.to_bytes(quantize=q, gzip=(q == "int8"))
     back = tv.read_mobi(data)
-    t0, b0 = m.tensors[0], back.tensors[0]
-    assert b0.dtype == q and b0.values.dtype == np.float32 and b0.shape == t0.shape
+    assert back.format_version == 2
+    # conv2's weights [16, 6, 5, 5]; conv1's 150 weights stay f32 under integer targets.
+    t2, b2 = m.tensors[2], back.tensors[2]
+    assert b2.dtype == q.split("-")[0] and b2.values.dtype == np.float32 and b2.shape == t2.shape
     if q == "fp16":
-        np.testing.assert_array_equal(b0.values, t0.values.astype(np.float16).astype(np.float32))
+        np.testing.assert_array_equal(b2.values, t2.values.astype(np.float16).astype(np.float32))
+        assert b2.quantization == "none" and b2.scale is None
+        assert back.tensors[0].dtype == "fp16"
+    elif q == "int8":
+        assert b2.quantization == "per-axis" and b2.axis == 0
+        assert len(b2.scales) == 16 and b2.zero_points == [0] * 16
+        err = np.abs(b2.values - t2.values).reshape(16, -1).max(axis=1)
+        assert (err <= np.asarray(b2.scales) * 0.5001).all()
+        assert back.tensors[0].dtype == "f32" and back.tensors[0].quantization == "none"
     else:
-        assert np.abs(b0.values - t0.values).max() <= b0.scale * 0.5001
+        assert b2.quantization == "per-tensor"
+        assert np.abs(b2.values - t2.values).max() <= b2.scale * 0.5001
+        assert back.tensors[1].dtype == "f32"
     assert back.tensors[0].gzip == (q == "int8")
+
+
+def test_v2_fields_symbolic_batch_and_value_names(tmp_path, rng):
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    m = tv.MobiModel(
+        name="batched",
+        inputs=[tv.IoSpec("x", "f32", ["N", 4])],
+        outputs=[tv.IoSpec("y", "f32", [-1, 3])],
+        tensors=[tv.Tensor(id=2, values=w)],
+        operators=[tv.Operator("MatMul", [0, 2], [3]), tv.Operator("Relu", [3], [1])],
+        value_names={2: "fc.weight", 3: "fc/matmul:0"},
+    )
+    p = tmp_path / "b.mobi"
+    m.save(p)
+    back = tv.read_mobi(p)
+    assert back.inputs[0].shape == ["N", 4] and back.outputs[0].shape == ["", 3]
+    assert back.value_names == {2: "fc.weight", 3: "fc/matmul:0"}
+    with pytest.raises(tv.InvalidArgumentError, match="value id 77"):
+        tv.MobiModel(name="x", inputs=[tv.IoSpec("x", "f32", [1])],
+                     outputs=[tv.IoSpec("y", "f32", [1])],
+                     operators=[tv.Operator("Relu", [0], [1])],
+                     value_names={77: "nowhere"}).save(tmp_path / "x.mobi")
 
 
 def test_build_model_from_python(tmp_path, rng):

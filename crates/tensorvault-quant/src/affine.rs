@@ -74,7 +74,7 @@ pub struct Affine<T: AffineCode> {
     _code: PhantomData<T>,
 }
 
-fn first_non_finite(x: &[f32]) -> Result<(), QuantError> {
+pub(crate) fn first_non_finite(x: &[f32]) -> Result<(), QuantError> {
     if x.iter().fold(true, |ok, v| ok & v.is_finite()) {
         return Ok(());
     }
@@ -139,6 +139,33 @@ impl<T: AffineCode> Affine<T> {
         };
         let zp = (f64::from(T::QMIN) - (f64::from(lo) / f64::from(scale)).round()) as i32;
         Self::new(scale, zp.clamp(T::QMIN, T::QMAX))
+    }
+
+    /// Fit symmetrically: zero point 0 and `scale = max|x| / QMAX` (all-zero input:
+    /// scale 1), so codes lie in `-QMAX..=QMAX` (for int8, -127..=127, as TFLite's
+    /// per-channel weights). Only for signed code types; for `u8` the zero point would
+    /// not be a valid code and [`QuantError::InvalidParam`] is returned.
+    ///
+    /// # Errors
+    /// [`QuantError::NonFinite`] naming the first NaN/Inf, [`QuantError::InvalidParam`]
+    /// for an unsigned code type.
+    pub fn fit_symmetric(x: &[f32]) -> Result<Self, QuantError> {
+        if T::QMIN >= 0 {
+            return Err(QuantError::InvalidParam {
+                field: "code type",
+                value: f64::from(T::QMIN),
+                reason: "symmetric quantization needs a signed code type",
+            });
+        }
+        first_non_finite(x)?;
+        let max_abs = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let scale = (f64::from(max_abs) / f64::from(T::QMAX)) as f32;
+        let scale = if scale > 0.0 && scale.is_finite() {
+            scale
+        } else {
+            1.0
+        };
+        Self::new(scale, 0)
     }
 
     /// The scale.

@@ -16,6 +16,7 @@
 //! * [`affine`]: per-tensor and per-channel affine int8 / uint8 / int16 for model weights.
 //! * [`kind`]: what a tensor holds ([`TensorKind`]) and the codec v2 layout that follows
 //!   from it, shared by the store's tiers and `tensorvault quant eval`.
+//! * [`per_axis`]: affine quantization per slice along any axis (per-channel weights).
 //! * [`metrics`]: reconstruction error metrics (max abs error, RMSE, relative RMSE, SNR).
 //!
 //! Every function works on caller-provided slices and never allocates from a length it
@@ -44,6 +45,7 @@ pub mod groupwise;
 pub mod kind;
 pub mod layout;
 pub mod metrics;
+pub mod per_axis;
 pub mod segment;
 pub mod segment_v2;
 

@@ -35,6 +35,7 @@ pub struct ModelBuilder {
     outputs: Vec<(IoSpec, Value)>,
     tensors: Vec<(ConstantTensor, Value)>,
     ops: Vec<(Operator, Vec<Value>, Vec<Value>)>,
+    names: Vec<(Value, String)>,
 }
 
 impl ModelBuilder {
@@ -73,18 +74,22 @@ impl ModelBuilder {
         Value(self.next - 1)
     }
 
-    /// Add a graph input.
+    /// Add a graph input with a fixed shape.
     pub fn input(&mut self, name: impl Into<String>, dtype: DataType, shape: &[u64]) -> Value {
+        self.input_spec(IoSpec::new(name, dtype, shape))
+    }
+
+    /// Add a graph input from a spec (symbolic dimensions allowed, e.g. batch `"N"`).
+    pub fn input_spec(&mut self, spec: IoSpec) -> Value {
         let v = self.fresh();
-        self.inputs.push((
-            IoSpec {
-                name: name.into(),
-                dtype,
-                shape: shape.to_vec(),
-            },
-            v,
-        ));
+        self.inputs.push((spec, v));
         v
+    }
+
+    /// Name a value (kept in the file's value-names table; a later name for the same
+    /// value replaces an earlier one).
+    pub fn name_value(&mut self, value: Value, name: impl Into<String>) {
+        self.names.push((value, name.into()));
     }
 
     /// Add an f32 constant tensor.
@@ -132,7 +137,7 @@ impl ModelBuilder {
         outs
     }
 
-    /// Declare `value` as a graph output.
+    /// Declare `value` as a graph output with a fixed shape.
     pub fn output(
         &mut self,
         name: impl Into<String>,
@@ -140,14 +145,12 @@ impl ModelBuilder {
         shape: &[u64],
         value: Value,
     ) {
-        self.outputs.push((
-            IoSpec {
-                name: name.into(),
-                dtype,
-                shape: shape.to_vec(),
-            },
-            value,
-        ));
+        self.output_spec(IoSpec::new(name, dtype, shape), value);
+    }
+
+    /// Declare `value` as a graph output from a spec (symbolic dimensions allowed).
+    pub fn output_spec(&mut self, spec: IoSpec, value: Value) {
+        self.outputs.push((spec, value));
     }
 
     /// Assign ids and produce the model.
@@ -187,7 +190,13 @@ impl ModelBuilder {
             o.outputs = outs.into_iter().map(|v| id_of(v, &mut ids)).collect();
             operators.push(o);
         }
+        let value_names = self
+            .names
+            .into_iter()
+            .map(|(v, n)| (id_of(v, &mut ids), n))
+            .collect();
         Ok(Model {
+            value_names,
             metadata: self.metadata,
             inputs: self.inputs.into_iter().map(|(s, _)| s).collect(),
             outputs: self.outputs.into_iter().map(|(s, _)| s).collect(),

@@ -421,6 +421,87 @@ pub enum MobiError {
         /// Derived from the tensors.
         actual: bool,
     },
+    /// A v2 varint that runs past 10 bytes, overflows u64 or has a redundant trailing
+    /// zero group (every value has exactly one encoding).
+    #[error("mobi: invalid varint in {field} at offset {offset}")]
+    InvalidVarint {
+        /// The field.
+        field: &'static str,
+        /// Offset of its first byte.
+        offset: u64,
+    },
+    /// A v2 varint above its field's range (a u16/u32 field, the alignment, ...).
+    #[error("mobi: {field} {value} at offset {offset} is out of range (at most {max})")]
+    ValueOutOfRange {
+        /// The field.
+        field: &'static str,
+        /// The value.
+        value: u64,
+        /// Offset of the field.
+        offset: u64,
+        /// The largest allowed value.
+        max: u64,
+    },
+    /// A v2 name longer than [`super::layout::V2_MAX_NAME_BYTES`].
+    #[error("mobi: {field} of {len} bytes at offset {offset} is longer than {max}")]
+    NameTooLong {
+        /// The field.
+        field: &'static str,
+        /// The stored length.
+        len: u64,
+        /// Offset of the length.
+        offset: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// Alignment padding before a v2 tensor payload that is not all zero bytes.
+    #[error("mobi: tensor {tensor_id}: alignment padding at offset {offset} is not zero")]
+    NonZeroPadding {
+        /// The tensor.
+        tensor_id: u32,
+        /// Offset of the padding.
+        offset: u64,
+    },
+    /// A v2 quantization kind that does not fit the data type (an affine type without
+    /// parameters, parameters on f32/fp16/i32/i64/bool).
+    #[error(
+        "mobi: tensor {tensor_id} at offset {offset}: {dtype} tensors cannot be {kind}-quantized"
+    )]
+    QuantKindMismatch {
+        /// The tensor.
+        tensor_id: u32,
+        /// Offset of the tensor flags.
+        offset: u64,
+        /// The data type.
+        dtype: &'static str,
+        /// The stored kind (`none`, `per-tensor`, `per-axis`, `reserved`).
+        kind: &'static str,
+    },
+    /// Per-axis quantization parameters that are not usable.
+    #[error("mobi: tensor {tensor_id}: per-axis {field} at offset {offset} (channel {channel}): {reason}")]
+    InvalidPerAxis {
+        /// The tensor.
+        tensor_id: u32,
+        /// Offset of the offending value.
+        offset: u64,
+        /// `axis`, `scale` or `zero_point`.
+        field: &'static str,
+        /// The channel (0 for the axis itself).
+        channel: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A names-table entry out of order (ids must strictly increase) or naming a value
+    /// the graph does not define.
+    #[error("mobi: value names table: entry for value id {id} at offset {offset}: {reason}")]
+    InvalidValueName {
+        /// The value id.
+        id: u32,
+        /// Offset of the entry.
+        offset: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A model that cannot be written (lengths that do not fit, data that does not match).
     #[error("mobi: cannot write {what}: {reason}")]
     InvalidModel {

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::types::Model;
+use super::types::{shape_text, Model};
 
 /// `s` with every control character (newlines, escape sequences, bidi-free C0/C1 codes)
 /// shown as a Rust-style escape, so a name read from a file cannot move the cursor, clear
@@ -31,9 +31,11 @@ fn value_name(m: &Model, id: u32) -> String {
     {
         return format!("%{}", printable(&s.name));
     }
-    match m.tensor(id) {
-        Some(t) => format!("#{id}:{}{:?}", t.dtype.name(), t.shape),
-        None => format!("%v{id}"),
+    match (m.tensor(id), m.value_names.get(&id)) {
+        (Some(t), Some(n)) => format!("#{id}({}):{}{:?}", printable(n), t.dtype.name(), t.shape),
+        (Some(t), None) => format!("#{id}:{}{:?}", t.dtype.name(), t.shape),
+        (None, Some(n)) => format!("%{}", printable(n)),
+        (None, None) => format!("%v{id}"),
     }
 }
 
@@ -76,9 +78,9 @@ pub fn to_dot(m: &Model) -> String {
     for (i, spec) in m.inputs.iter().enumerate() {
         let _ = writeln!(
             s,
-            "  in{i} [shape=ellipse, label=\"{}\\n{:?}\"];",
+            "  in{i} [shape=ellipse, label=\"{}\\n{}\"];",
             esc(&spec.name),
-            spec.shape
+            esc(&shape_text(&spec.shape))
         );
         producer.insert(i as u32, format!("in{i}"));
     }
@@ -111,7 +113,14 @@ pub fn to_dot(m: &Model) -> String {
         );
         for &id in &op.inputs {
             if let Some(p) = producer.get(&id) {
-                let _ = writeln!(s, "  {p} -> op{i};");
+                match m.value_names.get(&id) {
+                    Some(n) => {
+                        let _ = writeln!(s, "  {p} -> op{i} [label=\"{}\"];", esc(n));
+                    }
+                    None => {
+                        let _ = writeln!(s, "  {p} -> op{i};");
+                    }
+                }
             }
         }
         for &id in &op.outputs {
@@ -121,9 +130,9 @@ pub fn to_dot(m: &Model) -> String {
     for (j, spec) in m.outputs.iter().enumerate() {
         let _ = writeln!(
             s,
-            "  out{j} [shape=ellipse, label=\"{}\\n{:?}\"];",
+            "  out{j} [shape=ellipse, label=\"{}\\n{}\"];",
             esc(&spec.name),
-            spec.shape
+            esc(&shape_text(&spec.shape))
         );
         if let Some(p) = producer.get(&m.output_id(j)) {
             let _ = writeln!(s, "  {p} -> out{j};");

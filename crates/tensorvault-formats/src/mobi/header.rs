@@ -109,7 +109,22 @@ impl Header {
         Some(header)
     }
 
+    /// Smallest metadata, tensor and graph sections and file of this header's version.
+    fn minimums(&self) -> (u64, u64, u64, usize) {
+        if self.version >= VERSION_2 {
+            (
+                V2_METADATA_MIN_SIZE as u64,
+                V2_TENSOR_SECTION_MIN_SIZE as u64,
+                V2_GRAPH_SECTION_MIN_SIZE as u64,
+                V2_MIN_FILE_SIZE,
+            )
+        } else {
+            (METADATA_FIXED_SIZE as u64, 4, 4, MIN_FILE_SIZE)
+        }
+    }
+
     fn check_offsets(&self, problems: &mut Vec<MobiError>) {
+        let (meta_min, tensors_min, graph_min, file_min) = self.minimums();
         let bad =
             |field, value: u32, offset: usize, reason: String| MobiError::InvalidHeaderField {
                 field,
@@ -117,12 +132,12 @@ impl Header {
                 offset: offset as u64,
                 reason,
             };
-        if (self.total_size as usize) < MIN_FILE_SIZE {
+        if (self.total_size as usize) < file_min {
             problems.push(bad(
                 "total_size",
                 self.total_size,
                 TOTAL_SIZE_OFFSET,
-                format!("smaller than the smallest file ({MIN_FILE_SIZE} bytes)"),
+                format!("smaller than the smallest file ({file_min} bytes)"),
             ));
         }
         if self.metadata_offset as usize != HEADER_SIZE {
@@ -130,11 +145,11 @@ impl Header {
                 "metadata_offset",
                 self.metadata_offset,
                 METADATA_OFFSET_OFFSET,
-                format!("must be {HEADER_SIZE} in v1"),
+                format!("must be {HEADER_SIZE}"),
             ));
         }
         let end = u64::from(self.total_size).saturating_sub(FOOTER_SIZE as u64);
-        if u64::from(self.tensor_offset) < u64::from(self.metadata_offset) + 24
+        if u64::from(self.tensor_offset) < u64::from(self.metadata_offset) + meta_min
             || u64::from(self.tensor_offset) > end
         {
             problems.push(bad(
@@ -143,12 +158,12 @@ impl Header {
                 TENSOR_OFFSET_OFFSET,
                 format!(
                     "must lie in {}..={end} (after the metadata, before the footer)",
-                    u64::from(self.metadata_offset) + 24
+                    u64::from(self.metadata_offset) + meta_min
                 ),
             ));
         }
-        if u64::from(self.graph_offset) < u64::from(self.tensor_offset) + 4
-            || u64::from(self.graph_offset) + 4 > end
+        if u64::from(self.graph_offset) < u64::from(self.tensor_offset) + tensors_min
+            || u64::from(self.graph_offset) + graph_min > end
         {
             problems.push(bad(
                 "graph_offset",
@@ -156,8 +171,8 @@ impl Header {
                 GRAPH_OFFSET_OFFSET,
                 format!(
                     "must lie in {}..={} (after the tensor section, before the footer)",
-                    u64::from(self.tensor_offset) + 4,
-                    end.saturating_sub(4)
+                    u64::from(self.tensor_offset) + tensors_min,
+                    end.saturating_sub(graph_min)
                 ),
             ));
         }

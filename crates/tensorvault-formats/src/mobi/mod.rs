@@ -23,13 +23,18 @@
 //! ```
 
 mod builder;
+mod cursor;
 mod error;
 mod graph;
 mod header;
 pub mod layout;
 pub mod models;
 pub mod ops;
+mod quantize;
 mod read;
+mod read_v1;
+mod read_v2;
+mod tensor;
 mod types;
 mod write;
 
@@ -37,9 +42,12 @@ pub use builder::{ModelBuilder, Value};
 pub use error::MobiError;
 pub use graph::{listing, printable, to_dot};
 pub use header::Header;
+pub use quantize::{
+    choose_quantization, quantize_tensor, QuantTarget, TensorQuant, WriteOptions,
+    SMALL_TENSOR_ELEMENTS,
+};
 pub use read::{read_with, validate, validate_with, ReadOptions, Report};
 pub use types::{
-    element_count, ConstantTensor, DataType, IoSpec, Metadata, Model, Operator, OperatorType,
-    ParamValue, Quantization,
+    element_count, shape_text, ConstantTensor, DataType, Dim, IoSpec, Metadata, Model, Operator,
+    OperatorType, ParamValue, Quantization,
 };
-pub use write::{quantize_tensor, QuantTarget, WriteOptions};

@@ -1,10 +1,10 @@
 //! The model types: data and operator types, metadata, I/O specs, constant tensors,
 //! operators and the [`Model`] that holds them.
 
-use tensorvault_quant::affine::Affine;
-use tensorvault_quant::float::f16_bits_to_f32;
+use std::collections::BTreeMap;
 
 use super::error::MobiError;
+pub use super::tensor::{element_count, ConstantTensor, Quantization};
 
 /// Element type of a tensor or I/O spec (the low byte of the on-disk DataType u16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -12,9 +12,9 @@ use super::error::MobiError;
 pub enum DataType {
     /// IEEE f32.
     F32 = 1,
-    /// IEEE f16 (constant tensors carry scale/zero point fixed at 1.0/0 in v1).
+    /// IEEE f16 (v1 constant tensors carry scale/zero point fixed at 1.0/0; v2 none).
     F16 = 2,
-    /// Per-tensor affine int8 (scale + zero point).
+    /// Affine int8 (per-tensor or, in v2, per-axis scales and zero points).
     I8 = 3,
     /// Per-tensor affine uint8 (scale + zero point).
     U8 = 4,
@@ -61,7 +61,8 @@ impl DataType {
         }
     }
 
-    /// Whether constant tensors of this type carry scale f32 + zero_point i32.
+    /// Whether v1 constant tensors of this type carry scale f32 + zero_point i32 (v2
+    /// stores parameters for the affine types only: [`DataType::is_affine`]).
     pub fn has_quant_params(self) -> bool {
         matches!(
             self,
@@ -188,6 +189,50 @@ pub struct Metadata {
     pub created_unix: u64,
 }
 
+/// One dimension of a graph input or output: a fixed size, or (v2) a symbolic one
+/// named like ONNX's `dim_param` (e.g. batch `"N"`); the empty name is an unnamed
+/// dynamic dimension (ONNX's `-1`/missing `dim_value`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Dim {
+    /// A fixed size.
+    Fixed(u64),
+    /// A size known only at run time, by name (empty: unnamed).
+    Symbolic(String),
+}
+
+impl Dim {
+    /// The fixed size, `None` for a symbolic dimension.
+    pub fn fixed(&self) -> Option<u64> {
+        match self {
+            Dim::Fixed(n) => Some(*n),
+            Dim::Symbolic(_) => None,
+        }
+    }
+}
+
+impl From<u64> for Dim {
+    fn from(n: u64) -> Self {
+        Dim::Fixed(n)
+    }
+}
+
+impl std::fmt::Display for Dim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dim::Fixed(n) => write!(f, "{n}"),
+            Dim::Symbolic(s) if s.is_empty() => write!(f, "?"),
+            Dim::Symbolic(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+/// `[1, N, 28]`-style text of a shape (symbolic names as stored; callers printing to a
+/// terminal pass the result through [`super::printable`]).
+pub fn shape_text(dims: &[Dim]) -> String {
+    let parts: Vec<String> = dims.iter().map(ToString::to_string).collect();
+    format!("[{}]", parts.join(", "))
+}
+
 /// A graph input or output: name, element type, shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IoSpec {
@@ -195,152 +240,23 @@ pub struct IoSpec {
     pub name: String,
     /// Element type (no gzip bit, no quantization parameters).
     pub dtype: DataType,
-    /// Shape.
-    pub shape: Vec<u64>,
+    /// Shape; symbolic dimensions need format v2.
+    pub shape: Vec<Dim>,
 }
 
-/// Per-tensor quantization parameters (`x = (q - zero_point) * scale`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Quantization {
-    /// Scale (finite, > 0; 1.0 for fp16).
-    pub scale: f32,
-    /// Zero point (a valid code; 0 for fp16).
-    pub zero_point: i32,
-}
-
-/// A constant tensor (weights). `data` holds the decoded (inflated) little-endian
-/// payload; `gzip` says whether it is stored compressed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConstantTensor {
-    /// Value id (unique among all values of the graph).
-    pub id: u32,
-    /// Element type.
-    pub dtype: DataType,
-    /// Shape.
-    pub shape: Vec<u64>,
-    /// Quantization parameters: `Some` exactly when [`DataType::has_quant_params`].
-    pub quant: Option<Quantization>,
-    /// Store the payload gzip-compressed.
-    pub gzip: bool,
-    /// The payload: `dtype.size() * product(shape)` little-endian bytes.
-    pub data: Vec<u8>,
-}
-
-/// `product(shape)`, `None` on overflow.
-pub fn element_count(shape: &[u64]) -> Option<u64> {
-    shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
-}
-
-impl ConstantTensor {
-    /// An f32 tensor from values (little-endian on disk).
-    ///
-    /// # Errors
-    /// [`MobiError::InvalidModel`] if `values.len()` is not the shape's element count.
-    pub fn from_f32(id: u32, shape: &[u64], values: &[f32]) -> Result<Self, MobiError> {
-        let n = element_count(shape);
-        if n != Some(values.len() as u64) {
-            return Err(MobiError::InvalidModel {
-                what: format!("tensor {id}"),
-                reason: format!("{} values for shape {shape:?}", values.len()),
-            });
+impl IoSpec {
+    /// A spec with a fully fixed shape.
+    pub fn new(name: impl Into<String>, dtype: DataType, shape: &[u64]) -> Self {
+        IoSpec {
+            name: name.into(),
+            dtype,
+            shape: shape.iter().map(|&d| Dim::Fixed(d)).collect(),
         }
-        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Ok(ConstantTensor {
-            id,
-            dtype: DataType::F32,
-            shape: shape.to_vec(),
-            quant: None,
-            gzip: false,
-            data,
-        })
     }
 
-    /// Number of elements (saturating on absurd shapes; decoded tensors never overflow).
-    pub fn len(&self) -> u64 {
-        element_count(&self.shape).unwrap_or(u64::MAX)
-    }
-
-    /// Whether the tensor has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The values as f32, dequantizing int8/uint8/int16/fp16 and widening i32/i64/bool.
-    ///
-    /// # Errors
-    /// [`MobiError::DataSizeMismatch`] if `data` does not match dtype x shape,
-    /// [`MobiError::Codec`] for unusable quantization parameters.
-    pub fn to_f32(&self) -> Result<Vec<f32>, MobiError> {
-        let esize = self.dtype.size();
-        let n = self.len();
-        if n.checked_mul(esize) != Some(self.data.len() as u64) {
-            return Err(MobiError::DataSizeMismatch {
-                tensor_id: self.id,
-                offset: 0,
-                expected: n.saturating_mul(esize),
-                found: self.data.len() as u64,
-            });
-        }
-        let q = self.quant.unwrap_or(Quantization {
-            scale: 1.0,
-            zero_point: 0,
-        });
-        let codec = |source| MobiError::Codec {
-            tensor_id: self.id,
-            source,
-        };
-        let d = &self.data;
-        let mut out = vec![0f32; d.len() / esize as usize];
-        match self.dtype {
-            DataType::F32 => {
-                for (o, c) in out.iter_mut().zip(d.chunks_exact(4)) {
-                    *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                }
-            }
-            DataType::F16 => {
-                let bits: Vec<u16> = d
-                    .chunks_exact(2)
-                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                    .collect();
-                f16_bits_to_f32(&bits, &mut out).map_err(codec)?;
-            }
-            DataType::I8 => {
-                let codes: Vec<i8> = d.iter().map(|&b| b as i8).collect();
-                Affine::<i8>::new(q.scale, q.zero_point)
-                    .and_then(|a| a.dequantize(&codes, &mut out))
-                    .map_err(codec)?;
-            }
-            DataType::U8 => Affine::<u8>::new(q.scale, q.zero_point)
-                .and_then(|a| a.dequantize(d, &mut out))
-                .map_err(codec)?,
-            DataType::I16 => {
-                let codes: Vec<i16> = d
-                    .chunks_exact(2)
-                    .map(|c| i16::from_le_bytes([c[0], c[1]]))
-                    .collect();
-                Affine::<i16>::new(q.scale, q.zero_point)
-                    .and_then(|a| a.dequantize(&codes, &mut out))
-                    .map_err(codec)?;
-            }
-            DataType::I32 => {
-                for (o, c) in out.iter_mut().zip(d.chunks_exact(4)) {
-                    *o = i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32;
-                }
-            }
-            DataType::I64 => {
-                for (o, c) in out.iter_mut().zip(d.chunks_exact(8)) {
-                    let mut b = [0u8; 8];
-                    b.copy_from_slice(c);
-                    *o = i64::from_le_bytes(b) as f32;
-                }
-            }
-            DataType::Bool => {
-                for (o, &b) in out.iter_mut().zip(d) {
-                    *o = f32::from(b);
-                }
-            }
-        }
-        Ok(out)
+    /// The shape if every dimension is fixed.
+    pub fn fixed_shape(&self) -> Option<Vec<u64>> {
+        self.shape.iter().map(Dim::fixed).collect()
     }
 }
 
@@ -380,6 +296,10 @@ pub struct Model {
     pub operators: Vec<Operator>,
     /// Header flag bit 2: the graph is optimized (operators fused).
     pub optimized: bool,
+    /// Names of values (v2 names table): value id -> name, optional per value, for
+    /// intermediates (graph inputs and outputs are named by their specs). Lets a
+    /// per-layer diff against another runtime find the same tensor.
+    pub value_names: BTreeMap<u32, String>,
 }
 
 impl Model {
@@ -401,6 +321,22 @@ impl Model {
     /// The value id of graph output `j`.
     pub fn output_id(&self, j: usize) -> u32 {
         (self.inputs.len() + j) as u32
+    }
+
+    /// The name of value `id`: its names-table entry, else the graph input or output
+    /// spec's name.
+    pub fn value_name(&self, id: u32) -> Option<&str> {
+        if let Some(n) = self.value_names.get(&id) {
+            return Some(n);
+        }
+        let i = id as usize;
+        self.inputs
+            .get(i)
+            .or_else(|| {
+                i.checked_sub(self.inputs.len())
+                    .and_then(|j| self.outputs.get(j))
+            })
+            .map(|s| s.name.as_str())
     }
 
     /// Convert every constant tensor to f32 in place (dequantize on request).

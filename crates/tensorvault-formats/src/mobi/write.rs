@@ -1,117 +1,21 @@
-//! The writer: exact layout, quantization and gzip on write, atomic save, and the
+//! The writer (format v2 only: varints, per-axis parameters, payloads aligned to 64
+//! bytes, the value-names table), quantization and gzip on write, atomic save, and the
 //! loaders that wrap the reader for paths and streams.
 
 use std::io::{Read, Write};
 use std::path::Path;
 
+use super::error::MobiError;
+use super::header::Header;
+use super::layout::*;
+use super::quantize::{quantize_tensor, WriteOptions};
+use super::read::{read_with, ReadOptions};
+use super::types::*;
+use crate::FormatError;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use tensorvault_core::atomic::AtomicFile;
 use tensorvault_core::checksum::crc32;
-use tensorvault_quant::affine::{to_f16_checked, Affine, AffineCode};
-
-use super::error::MobiError;
-use super::header::Header;
-use super::layout::*;
-use super::read::{read_with, ReadOptions};
-use super::types::*;
-use crate::FormatError;
-
-/// Target of quantization on write (applied to every f32 constant tensor).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QuantTarget {
-    /// IEEE f16 (values beyond ±65504 are rejected).
-    Fp16,
-    /// Per-tensor affine int8.
-    Int8,
-    /// Per-tensor affine uint8.
-    UInt8,
-    /// Per-tensor affine int16.
-    Int16,
-}
-
-impl QuantTarget {
-    /// The stored data type.
-    pub fn dtype(self) -> DataType {
-        match self {
-            QuantTarget::Fp16 => DataType::F16,
-            QuantTarget::Int8 => DataType::I8,
-            QuantTarget::UInt8 => DataType::U8,
-            QuantTarget::Int16 => DataType::I16,
-        }
-    }
-}
-
-/// Writer options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct WriteOptions {
-    /// Quantize f32 constant tensors to this type.
-    pub quantize: Option<QuantTarget>,
-    /// Store every constant tensor payload gzip-compressed.
-    pub gzip: bool,
-}
-
-fn affine<T: AffineCode>(
-    id: u32,
-    x: &[f32],
-    enc: impl Fn(T) -> Vec<u8>,
-) -> Result<(Quantization, Vec<u8>), MobiError> {
-    let codec = |source| MobiError::Codec {
-        tensor_id: id,
-        source,
-    };
-    let a = Affine::<T>::fit(x).map_err(codec)?;
-    let mut q = vec![T::default(); x.len()];
-    a.quantize(x, &mut q).map_err(codec)?;
-    let data = q.into_iter().flat_map(enc).collect();
-    Ok((
-        Quantization {
-            scale: a.scale(),
-            zero_point: a.zero_point(),
-        },
-        data,
-    ))
-}
-
-/// Quantize one f32 tensor (other types are returned unchanged).
-///
-/// # Errors
-/// [`MobiError::Codec`] for NaN/Inf weights (or fp16 overflow), and the errors of
-/// [`ConstantTensor::to_f32`].
-pub fn quantize_tensor(
-    t: &ConstantTensor,
-    target: QuantTarget,
-) -> Result<ConstantTensor, MobiError> {
-    if t.dtype != DataType::F32 {
-        return Ok(t.clone());
-    }
-    let x = t.to_f32()?;
-    let (quant, data) = match target {
-        QuantTarget::Fp16 => {
-            let mut h = vec![0u16; x.len()];
-            to_f16_checked(&x, &mut h).map_err(|source| MobiError::Codec {
-                tensor_id: t.id,
-                source,
-            })?;
-            (
-                Quantization {
-                    scale: 1.0,
-                    zero_point: 0,
-                },
-                h.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            )
-        }
-        QuantTarget::Int8 => affine::<i8>(t.id, &x, |v| v.to_le_bytes().to_vec())?,
-        QuantTarget::UInt8 => affine::<u8>(t.id, &x, |v| vec![v])?,
-        QuantTarget::Int16 => affine::<i16>(t.id, &x, |v| v.to_le_bytes().to_vec())?,
-    };
-    Ok(ConstantTensor {
-        dtype: target.dtype(),
-        quant: Some(quant),
-        data,
-        ..t.clone()
-    })
-}
 
 fn too_big(what: impl Into<String>, reason: String) -> MobiError {
     MobiError::InvalidModel {
@@ -120,29 +24,119 @@ fn too_big(what: impl Into<String>, reason: String) -> MobiError {
     }
 }
 
-fn put_str32(out: &mut Vec<u8>, s: &str, what: &str) -> Result<(), MobiError> {
-    let n = u32::try_from(s.len())
-        .map_err(|_| too_big(what, format!("{} bytes, at most u32::MAX", s.len())))?;
-    out.extend_from_slice(&n.to_le_bytes());
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_zigzag(out: &mut Vec<u8>, v: i64) {
+    put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+fn put_name(out: &mut Vec<u8>, s: &str, what: &str) -> Result<(), MobiError> {
+    if s.len() as u64 > V2_MAX_NAME_BYTES {
+        return Err(too_big(
+            what,
+            format!("{} bytes, at most {V2_MAX_NAME_BYTES}", s.len()),
+        ));
+    }
+    put_varint(out, s.len() as u64);
     out.extend_from_slice(s.as_bytes());
     Ok(())
 }
 
-fn put_shape(out: &mut Vec<u8>, shape: &[u64], what: &str) -> Result<(), MobiError> {
-    if shape.len() > usize::from(MAX_RANK) {
+fn put_rank(out: &mut Vec<u8>, rank: usize, what: &str) -> Result<(), MobiError> {
+    if rank > usize::from(MAX_RANK) {
         return Err(too_big(
             what,
-            format!("rank {} above the limit {MAX_RANK}", shape.len()),
+            format!("rank {rank} above the limit {MAX_RANK}"),
         ));
     }
-    out.extend_from_slice(&(shape.len() as u16).to_le_bytes());
+    out.push(rank as u8);
     Ok(())
 }
 
-fn put_dims(out: &mut Vec<u8>, shape: &[u64]) {
-    shape
-        .iter()
-        .for_each(|d| out.extend_from_slice(&d.to_le_bytes()));
+fn put_io_spec(out: &mut Vec<u8>, s: &IoSpec) -> Result<(), MobiError> {
+    let what = format!("I/O spec {:?}", s.name);
+    put_name(out, &s.name, &what)?;
+    out.push(s.dtype.code());
+    put_rank(out, s.shape.len(), &what)?;
+    for d in &s.shape {
+        match d {
+            Dim::Fixed(n) if *n < 1 << 63 => put_varint(out, n << 1),
+            Dim::Fixed(n) => return Err(too_big(what, format!("dimension {n} >= 2^63"))),
+            Dim::Symbolic(name) => {
+                if name.len() as u64 > V2_MAX_NAME_BYTES {
+                    return Err(too_big(
+                        what,
+                        format!("symbolic dimension of {} bytes", name.len()),
+                    ));
+                }
+                put_varint(out, (name.len() as u64) << 1 | DIM_SYMBOLIC_BIT);
+                out.extend_from_slice(name.as_bytes());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_quant(out: &mut Vec<u8>, t: &ConstantTensor, what: &str) -> Result<u8, MobiError> {
+    match (&t.quant, t.dtype.is_affine()) {
+        (None, false) => Ok(QKIND_NONE << TFLAG_QKIND_SHIFT),
+        (Some(Quantization::PerTensor { scale, zero_point }), true) => {
+            out.extend_from_slice(&scale.to_le_bytes());
+            put_zigzag(out, i64::from(*zero_point));
+            Ok(QKIND_PER_TENSOR << TFLAG_QKIND_SHIFT)
+        }
+        (
+            Some(Quantization::PerAxis {
+                axis,
+                scales,
+                zero_points,
+            }),
+            true,
+        ) => {
+            let channels = t.shape.get(usize::from(*axis)).copied();
+            if channels != Some(scales.len() as u64) || scales.len() != zero_points.len() {
+                return Err(too_big(
+                    what,
+                    format!(
+                        "per-axis along axis {axis} of shape {:?} needs one scale and zero point per slice ({} and {} given)",
+                        t.shape,
+                        scales.len(),
+                        zero_points.len()
+                    ),
+                ));
+            }
+            out.push(*axis);
+            scales
+                .iter()
+                .for_each(|s| out.extend_from_slice(&s.to_le_bytes()));
+            let omitted = zero_points.iter().all(|&z| z == 0);
+            if !omitted {
+                zero_points
+                    .iter()
+                    .for_each(|&z| put_zigzag(out, i64::from(z)));
+            }
+            Ok(QKIND_PER_AXIS << TFLAG_QKIND_SHIFT
+                | if omitted {
+                    TFLAG_ZERO_POINTS_OMITTED
+                } else {
+                    0
+                })
+        }
+        (_, affine) => Err(too_big(
+            what,
+            format!(
+                "{} tensors {} quantization parameters",
+                t.dtype.name(),
+                if affine { "need" } else { "take no" }
+            ),
+        )),
+    }
 }
 
 fn write_tensor(out: &mut Vec<u8>, t: &ConstantTensor) -> Result<(), MobiError> {
@@ -158,56 +152,37 @@ fn write_tensor(out: &mut Vec<u8>, t: &ConstantTensor) -> Result<(), MobiError> 
             ),
         ));
     }
-    if t.quant.is_some() != t.dtype.has_quant_params() {
-        return Err(too_big(
-            what,
-            format!(
-                "{} tensors {} quantization parameters",
-                t.dtype.name(),
-                if t.dtype.has_quant_params() {
-                    "need"
-                } else {
-                    "take no"
-                }
-            ),
-        ));
-    }
-    out.extend_from_slice(&t.id.to_le_bytes());
-    let raw = u16::from(t.dtype.code()) | if t.gzip { DTYPE_GZIP } else { 0 };
-    out.extend_from_slice(&raw.to_le_bytes());
-    put_shape(out, &t.shape, &what)?;
-    put_dims(out, &t.shape);
-    if let Some(q) = t.quant {
-        out.extend_from_slice(&q.scale.to_le_bytes());
-        out.extend_from_slice(&q.zero_point.to_le_bytes());
-    }
+    put_varint(out, u64::from(t.id));
+    out.push(t.dtype.code());
+    let flags_at = out.len();
+    out.push(0);
+    put_rank(out, t.shape.len(), &what)?;
+    t.shape.iter().for_each(|&d| put_varint(out, d));
+    let mut flags = write_quant(out, t, &what)?;
     if t.gzip {
+        flags |= TFLAG_GZIP;
         let mut enc = GzEncoder::new(Vec::new(), Compression::default());
         let gz = enc
             .write_all(&t.data)
             .and_then(|()| enc.finish())
             .map_err(|e| too_big(what, format!("gzip: {e}")))?;
-        out.extend_from_slice(&(gz.len() as u64).to_le_bytes());
+        put_varint(out, gz.len() as u64);
         out.extend_from_slice(&gz);
     } else {
-        out.extend_from_slice(&(t.data.len() as u64).to_le_bytes());
+        let align = 1usize << V2_ALIGN_LOG2;
+        out.resize(out.len().next_multiple_of(align), 0);
         out.extend_from_slice(&t.data);
     }
+    out[flags_at] = flags;
     Ok(())
 }
 
 fn write_param(out: &mut Vec<u8>, key: &str, v: &ParamValue, what: &str) -> Result<(), MobiError> {
-    let k = u16::try_from(key.len())
-        .map_err(|_| too_big(what, format!("parameter key of {} bytes", key.len())))?;
-    out.extend_from_slice(&k.to_le_bytes());
-    out.extend_from_slice(key.as_bytes());
-    let count = |n: usize| {
-        u32::try_from(n).map_err(|_| too_big(what, format!("parameter {key:?} has {n} elements")))
-    };
+    put_name(out, key, what)?;
     match v {
         ParamValue::Int(i) => {
             out.push(TAG_INT);
-            out.extend_from_slice(&i.to_le_bytes());
+            put_zigzag(out, *i);
         }
         ParamValue::Float(f) => {
             out.push(TAG_FLOAT);
@@ -215,17 +190,17 @@ fn write_param(out: &mut Vec<u8>, key: &str, v: &ParamValue, what: &str) -> Resu
         }
         ParamValue::Str(s) => {
             out.push(TAG_STRING);
-            put_str32(out, s, what)?;
+            put_varint(out, s.len() as u64);
+            out.extend_from_slice(s.as_bytes());
         }
         ParamValue::Ints(a) => {
             out.push(TAG_INTS);
-            out.extend_from_slice(&count(a.len())?.to_le_bytes());
-            a.iter()
-                .for_each(|i| out.extend_from_slice(&i.to_le_bytes()));
+            put_varint(out, a.len() as u64);
+            a.iter().for_each(|&i| put_zigzag(out, i));
         }
         ParamValue::Floats(a) => {
             out.push(TAG_FLOATS);
-            out.extend_from_slice(&count(a.len())?.to_le_bytes());
+            put_varint(out, a.len() as u64);
             a.iter()
                 .for_each(|f| out.extend_from_slice(&f.to_le_bytes()));
         }
@@ -235,17 +210,12 @@ fn write_param(out: &mut Vec<u8>, key: &str, v: &ParamValue, what: &str) -> Resu
 
 fn write_operator(out: &mut Vec<u8>, i: usize, op: &Operator) -> Result<(), MobiError> {
     let what = format!("operator {i}");
-    let n16 = |n: usize, f: &str| {
-        u16::try_from(n).map_err(|_| too_big(what.clone(), format!("{n} {f}, at most 65535")))
-    };
-    out.extend_from_slice(&op.op.code().to_le_bytes());
-    out.extend_from_slice(&n16(op.inputs.len(), "inputs")?.to_le_bytes());
-    out.extend_from_slice(&n16(op.outputs.len(), "outputs")?.to_le_bytes());
-    out.extend_from_slice(&n16(op.params.len(), "parameters")?.to_le_bytes());
-    op.inputs
-        .iter()
-        .chain(&op.outputs)
-        .for_each(|id| out.extend_from_slice(&id.to_le_bytes()));
+    put_varint(out, u64::from(op.op.code()));
+    for ids in [&op.inputs, &op.outputs] {
+        put_varint(out, ids.len() as u64);
+        ids.iter().for_each(|&id| put_varint(out, u64::from(id)));
+    }
+    put_varint(out, op.params.len() as u64);
     for (k, v) in &op.params {
         write_param(out, k, v, &what)?;
     }
@@ -286,29 +256,29 @@ impl Model {
     /// dangling operator inputs, ...).
     pub fn to_bytes(&self) -> Result<Vec<u8>, MobiError> {
         let mut out = vec![0u8; HEADER_SIZE];
-        put_str32(&mut out, &self.metadata.name, "model name")?;
-        out.extend_from_slice(&self.metadata.framework_version.to_le_bytes());
-        out.extend_from_slice(&self.metadata.created_unix.to_le_bytes());
-        let n32 = |n: usize, what: &str| {
-            u32::try_from(n).map_err(|_| too_big(what, format!("{n} entries")))
-        };
-        out.extend_from_slice(&n32(self.inputs.len(), "inputs")?.to_le_bytes());
-        out.extend_from_slice(&n32(self.outputs.len(), "outputs")?.to_le_bytes());
+        put_name(&mut out, &self.metadata.name, "model name")?;
+        put_varint(&mut out, u64::from(self.metadata.framework_version));
+        put_varint(&mut out, self.metadata.created_unix);
+        put_varint(&mut out, self.inputs.len() as u64);
+        put_varint(&mut out, self.outputs.len() as u64);
         for s in self.inputs.iter().chain(&self.outputs) {
-            put_str32(&mut out, &s.name, "I/O spec name")?;
-            put_shape(&mut out, &s.shape, &s.name)?;
-            out.extend_from_slice(&u16::from(s.dtype.code()).to_le_bytes());
-            put_dims(&mut out, &s.shape);
+            put_io_spec(&mut out, s)?;
         }
         let tensor_offset = offset32(out.len(), "tensor section")?;
-        out.extend_from_slice(&n32(self.tensors.len(), "tensors")?.to_le_bytes());
+        out.push(V2_ALIGN_LOG2);
+        put_varint(&mut out, self.tensors.len() as u64);
         for t in &self.tensors {
             write_tensor(&mut out, t)?;
         }
         let graph_offset = offset32(out.len(), "operator graph")?;
-        out.extend_from_slice(&n32(self.operators.len(), "operators")?.to_le_bytes());
+        put_varint(&mut out, self.operators.len() as u64);
         for (i, op) in self.operators.iter().enumerate() {
             write_operator(&mut out, i, op)?;
+        }
+        put_varint(&mut out, self.value_names.len() as u64);
+        for (&id, name) in &self.value_names {
+            put_varint(&mut out, u64::from(id));
+            put_name(&mut out, name, "value name")?;
         }
         let total_size = offset32(out.len() + FOOTER_SIZE, "file")?;
         let mut flags = 0;
@@ -382,6 +352,14 @@ impl Model {
     /// # Errors
     /// [`FormatError::Io`] opening or mapping, [`FormatError::Mobi`] for the content.
     pub fn open(path: impl AsRef<Path>) -> Result<Model, FormatError> {
+        Self::open_with_header(path).map(|(_, m)| m)
+    }
+
+    /// [`Model::open`], also returning the header (format version, flags).
+    ///
+    /// # Errors
+    /// As [`Model::open`].
+    pub fn open_with_header(path: impl AsRef<Path>) -> Result<(Header, Model), FormatError> {
         let path = path.as_ref();
         let file = std::fs::File::open(path).map_err(FormatError::io("open", path.display()))?;
         // SAFETY: the map is read-only and private to this call; the model is copied out
@@ -389,7 +367,7 @@ impl Model {
         // mmap caveat and is documented in docs/formats/mobi.md.
         let map = unsafe { memmap2::Mmap::map(&file) }
             .map_err(FormatError::io("mmap", path.display()))?;
-        Ok(Model::from_bytes(&map)?)
+        Ok(read_with(&map, &ReadOptions::default())?)
     }
 
     /// Read a whole stream (at most 4 GiB, the format's limit) and parse it.

@@ -18,17 +18,21 @@ from ._common import PathLike, fspath
 
 @dataclass
 class IoSpec:
-    """A graph input or output: name, dtype name (``"f32"``, ``"int8"``, ...), shape."""
+    """A graph input or output: name, dtype name (``"f32"``, ``"int8"``, ...), shape.
+    A shape entry is a size, or (format v2) a symbolic dimension's name such as ``"N"``
+    (``""`` for an unnamed dynamic one; ``-1`` is accepted on write)."""
 
     name: str
     dtype: str
-    shape: List[int]
+    shape: List[Union[int, str]]
 
 
 @dataclass
 class Tensor:
-    """A constant tensor. ``values`` is float32 (dequantized); ``dtype``, ``scale``,
-    ``zero_point`` and ``gzip`` describe how it was stored."""
+    """A constant tensor. ``values`` is float32 (dequantized); the other fields describe
+    how it was stored: ``dtype``, ``quantization`` (``"none"``, ``"per-tensor"`` with
+    ``scale``/``zero_point``, or ``"per-axis"`` with ``axis``, ``scales`` and
+    ``zero_points``, one per slice along the axis) and ``gzip``."""
 
     id: int
     values: np.ndarray
@@ -36,6 +40,10 @@ class Tensor:
     scale: Optional[float] = None
     zero_point: Optional[int] = None
     gzip: bool = False
+    quantization: str = "none"
+    axis: Optional[int] = None
+    scales: Optional[List[float]] = None
+    zero_points: Optional[List[int]] = None
 
     @property
     def shape(self) -> tuple:
@@ -66,6 +74,8 @@ class MobiModel:
     tensors: List[Tensor] = field(default_factory=list)
     operators: List[Operator] = field(default_factory=list)
     optimized: bool = False
+    value_names: Dict[int, str] = field(default_factory=dict)
+    format_version: int = 2
 
     def tensor(self, id: int) -> Tensor:
         """The constant tensor with ``id`` (KeyError if absent)."""
@@ -88,9 +98,11 @@ class MobiModel:
         return d
 
     def save(self, path: PathLike, quantize: Optional[str] = None, gzip: bool = False) -> int:
-        """Write the model atomically; ``quantize`` every tensor as ``"fp16"``,
-        ``"int8"``, ``"uint8"`` or ``"int16"`` (per-tensor affine), ``gzip`` payloads.
-        Returns the bytes written."""
+        """Write the model atomically (format v2); ``quantize`` f32 tensors as ``"fp16"``
+        (all of them), ``"int8"`` (per output channel for conv/FC weights),
+        ``"int8-per-tensor"``, ``"uint8"`` or ``"int16"`` (one affine scale per tensor);
+        integer targets leave 1-D and small (< 1024 values) tensors in f32. ``gzip``
+        payloads. Returns the bytes written."""
         return _native.mobi_write(fspath(path), self._to_dict(), quantize, bool(gzip))
 
     def to_bytes(self, quantize: Optional[str] = None, gzip: bool = False) -> bytes:
@@ -106,12 +118,16 @@ def _model(d: Dict[str, Any]) -> MobiModel:
         inputs=[IoSpec(**s) for s in d["inputs"]],
         outputs=[IoSpec(**s) for s in d["outputs"]],
         tensors=[
-            Tensor(id=t["id"], values=t["values"], dtype=t["dtype"], scale=t["scale"],
-                   zero_point=t["zero_point"], gzip=t["gzip"])
+            Tensor(id=t["id"], values=t["values"], dtype=t["dtype"], scale=t.get("scale"),
+                   zero_point=t.get("zero_point"), gzip=t["gzip"],
+                   quantization=t["quantization"], axis=t.get("axis"),
+                   scales=t.get("scales"), zero_points=t.get("zero_points"))
             for t in d["tensors"]
         ],
         operators=[Operator(**o) for o in d["operators"]],
         optimized=d["optimized"],
+        value_names=dict(d["value_names"]),
+        format_version=d["format_version"],
     )
 
 

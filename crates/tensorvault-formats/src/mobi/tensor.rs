@@ -1,0 +1,301 @@
+//! Constant tensors and their quantization parameters; [`ConstantTensor::to_f32`] is
+//! the single dequantization path.
+
+use tensorvault_quant::affine::{Affine, AffineCode};
+use tensorvault_quant::float::f16_bits_to_f32;
+use tensorvault_quant::per_axis::PerAxis;
+use tensorvault_quant::QuantError;
+
+use super::error::MobiError;
+use super::types::DataType;
+
+/// Quantization parameters of an affine-quantized tensor (`x = (q - zero_point) * scale`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Quantization {
+    /// One scale and zero point for the whole tensor.
+    PerTensor {
+        /// Scale (finite, > 0).
+        scale: f32,
+        /// Zero point (a valid code of the type).
+        zero_point: i32,
+    },
+    /// One scale and zero point per slice along `axis` (v2; TFLite's
+    /// `quantized_dimension`): `scales.len() == zero_points.len() == shape[axis]`.
+    PerAxis {
+        /// The quantized dimension (< rank).
+        axis: u8,
+        /// Scales, one per slice (finite, > 0).
+        scales: Vec<f32>,
+        /// Zero points, one per slice (valid codes of the type).
+        zero_points: Vec<i32>,
+    },
+}
+
+impl Quantization {
+    /// `"per-tensor"` or `"per-axis"`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Quantization::PerTensor { .. } => "per-tensor",
+            Quantization::PerAxis { .. } => "per-axis",
+        }
+    }
+
+    /// Smallest and largest scale.
+    pub fn scale_range(&self) -> (f32, f32) {
+        match self {
+            Quantization::PerTensor { scale, .. } => (*scale, *scale),
+            Quantization::PerAxis { scales, .. } => scales
+                .iter()
+                .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| {
+                    (lo.min(s), hi.max(s))
+                }),
+        }
+    }
+}
+
+/// A constant tensor (weights). `data` holds the decoded (inflated) little-endian
+/// payload; `gzip` says whether it is stored compressed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConstantTensor {
+    /// Value id (unique among all values of the graph).
+    pub id: u32,
+    /// Element type.
+    pub dtype: DataType,
+    /// Shape.
+    pub shape: Vec<u64>,
+    /// Quantization parameters: `Some` exactly when [`DataType::is_affine`].
+    pub quant: Option<Quantization>,
+    /// Store the payload gzip-compressed.
+    pub gzip: bool,
+    /// The payload: `dtype.size() * product(shape)` little-endian bytes.
+    pub data: Vec<u8>,
+}
+
+/// `product(shape)`, `None` on overflow.
+pub fn element_count(shape: &[u64]) -> Option<u64> {
+    shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+}
+
+/// `(channels, inner)` of a per-axis view of `shape` along `axis`, `None` if the axis is
+/// out of range or the view is empty.
+pub(crate) fn axis_split(shape: &[u64], axis: u8) -> Option<(u64, u64)> {
+    let a = usize::from(axis);
+    let channels = *shape.get(a)?;
+    let inner = element_count(shape.get(a + 1..)?)?;
+    (channels > 0 && inner > 0).then_some((channels, inner))
+}
+
+fn per_axis<T: AffineCode>(
+    scales: &[f32],
+    zero_points: &[i32],
+    inner: u64,
+) -> Result<PerAxis<T>, QuantError> {
+    let params = scales
+        .iter()
+        .zip(zero_points)
+        .map(|(&s, &z)| Affine::<T>::new(s, z))
+        .collect::<Result<Vec<_>, _>>()?;
+    let inner = usize::try_from(inner).map_err(|_| QuantError::InvalidParam {
+        field: "inner",
+        value: inner as f64,
+        reason: "does not fit in memory",
+    })?;
+    PerAxis::new(params, inner)
+}
+
+fn dequant<T: AffineCode>(
+    q: Option<&Quantization>,
+    shape: &[u64],
+    codes: &[T],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    match q {
+        Some(Quantization::PerAxis {
+            axis,
+            scales,
+            zero_points,
+        }) => {
+            let (channels, inner) = axis_split(shape, *axis).ok_or(QuantError::InvalidParam {
+                field: "axis",
+                value: f64::from(*axis),
+                reason: "outside the rank, or an empty axis",
+            })?;
+            if channels != scales.len() as u64 || channels != zero_points.len() as u64 {
+                return Err(QuantError::InvalidParam {
+                    field: "channels",
+                    value: scales.len() as f64,
+                    reason: "scales and zero points must number shape[axis]",
+                });
+            }
+            per_axis::<T>(scales, zero_points, inner)?.dequantize(codes, out)
+        }
+        Some(Quantization::PerTensor { scale, zero_point }) => {
+            Affine::<T>::new(*scale, *zero_point)?.dequantize(codes, out)
+        }
+        None => Err(QuantError::InvalidParam {
+            field: "quantization",
+            value: 0.0,
+            reason: "an affine tensor needs quantization parameters",
+        }),
+    }
+}
+
+impl ConstantTensor {
+    /// An f32 tensor from values (little-endian on disk).
+    ///
+    /// # Errors
+    /// [`MobiError::InvalidModel`] if `values.len()` is not the shape's element count.
+    pub fn from_f32(id: u32, shape: &[u64], values: &[f32]) -> Result<Self, MobiError> {
+        let n = element_count(shape);
+        if n != Some(values.len() as u64) {
+            return Err(MobiError::InvalidModel {
+                what: format!("tensor {id}"),
+                reason: format!("{} values for shape {shape:?}", values.len()),
+            });
+        }
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Ok(ConstantTensor {
+            id,
+            dtype: DataType::F32,
+            shape: shape.to_vec(),
+            quant: None,
+            gzip: false,
+            data,
+        })
+    }
+
+    /// An int8 tensor quantized per channel from f32 `values`: symmetric (zero point
+    /// 0, `scale = max|x| / 127` per slice) along `axis` (0 for OIHW conv and
+    /// `[out, in]` fully-connected weights).
+    ///
+    /// # Errors
+    /// [`MobiError::InvalidModel`] for a length that does not match `shape`, an axis
+    /// outside the rank or an empty tensor; [`MobiError::Codec`] for NaN/Inf values.
+    pub fn from_f32_per_channel_i8(
+        id: u32,
+        shape: &[u64],
+        values: &[f32],
+        axis: u8,
+    ) -> Result<Self, MobiError> {
+        let f = Self::from_f32(id, shape, values)?;
+        let Some((channels, inner)) = axis_split(shape, axis) else {
+            return Err(MobiError::InvalidModel {
+                what: format!("tensor {id}"),
+                reason: format!("per-channel axis {axis} of shape {shape:?} (outside, or empty)"),
+            });
+        };
+        let codec = |source| MobiError::Codec {
+            tensor_id: id,
+            source,
+        };
+        let (channels, inner) = (channels as usize, inner as usize);
+        let pa = PerAxis::<i8>::fit_symmetric(values, channels, inner).map_err(codec)?;
+        let mut q = vec![0i8; values.len()];
+        pa.quantize(values, &mut q).map_err(codec)?;
+        Ok(ConstantTensor {
+            dtype: DataType::I8,
+            quant: Some(Quantization::PerAxis {
+                axis,
+                scales: pa.channels().iter().map(Affine::scale).collect(),
+                zero_points: vec![0; channels],
+            }),
+            data: q.into_iter().map(|v| v as u8).collect(),
+            ..f
+        })
+    }
+
+    /// Number of elements (saturating on absurd shapes; decoded tensors never overflow).
+    pub fn len(&self) -> u64 {
+        element_count(&self.shape).unwrap_or(u64::MAX)
+    }
+
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `"none"`, `"per-tensor"` or `"per-axis"`.
+    pub fn quant_kind(&self) -> &'static str {
+        self.quant.as_ref().map_or("none", Quantization::kind)
+    }
+
+    /// The payload as `&[f32]` without copying, for an f32 tensor whose bytes are
+    /// 4-byte aligned in memory (always true for an owned `Vec` from the reader on the
+    /// platforms we build for; checked, never assumed). `None` otherwise.
+    pub fn f32_view(&self) -> Option<&[f32]> {
+        if self.dtype != DataType::F32 || cfg!(target_endian = "big") {
+            return None;
+        }
+        bytemuck::try_cast_slice(&self.data).ok()
+    }
+
+    /// The values as f32, dequantizing int8/uint8/int16 (per tensor or per axis) and
+    /// fp16 and widening i32/i64/bool.
+    ///
+    /// # Errors
+    /// [`MobiError::DataSizeMismatch`] if `data` does not match dtype x shape,
+    /// [`MobiError::Codec`] for unusable quantization parameters.
+    pub fn to_f32(&self) -> Result<Vec<f32>, MobiError> {
+        let esize = self.dtype.size();
+        let n = self.len();
+        if n.checked_mul(esize) != Some(self.data.len() as u64) {
+            return Err(MobiError::DataSizeMismatch {
+                tensor_id: self.id,
+                offset: 0,
+                expected: n.saturating_mul(esize),
+                found: self.data.len() as u64,
+            });
+        }
+        let codec = |source| MobiError::Codec {
+            tensor_id: self.id,
+            source,
+        };
+        let d = &self.data;
+        let q = self.quant.as_ref();
+        let mut out = vec![0f32; d.len() / esize as usize];
+        match self.dtype {
+            DataType::F32 => {
+                for (o, c) in out.iter_mut().zip(d.chunks_exact(4)) {
+                    *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                }
+            }
+            DataType::F16 => {
+                let bits: Vec<u16> = d
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect();
+                f16_bits_to_f32(&bits, &mut out).map_err(codec)?;
+            }
+            DataType::I8 => {
+                let codes: Vec<i8> = d.iter().map(|&b| b as i8).collect();
+                dequant(q, &self.shape, &codes, &mut out).map_err(codec)?;
+            }
+            DataType::U8 => dequant(q, &self.shape, d, &mut out).map_err(codec)?,
+            DataType::I16 => {
+                let codes: Vec<i16> = d
+                    .chunks_exact(2)
+                    .map(|c| i16::from_le_bytes([c[0], c[1]]))
+                    .collect();
+                dequant(q, &self.shape, &codes, &mut out).map_err(codec)?;
+            }
+            DataType::I32 => {
+                for (o, c) in out.iter_mut().zip(d.chunks_exact(4)) {
+                    *o = i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32;
+                }
+            }
+            DataType::I64 => {
+                for (o, c) in out.iter_mut().zip(d.chunks_exact(8)) {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(c);
+                    *o = i64::from_le_bytes(b) as f32;
+                }
+            }
+            DataType::Bool => {
+                for (o, &b) in out.iter_mut().zip(d) {
+                    *o = f32::from(b);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
