@@ -70,17 +70,17 @@ pub enum Storage {
     Quantized(QuantTarget),
 }
 
-/// The storage of a constant with `elements` values (`float` says whether it holds
-/// floating-point values) used as `role` under `mode`. Integer tensors stay i64; small
-/// float tensors (biases, BatchNorm vectors, scalars: fewer than
-/// [`SMALL_TENSOR_ELEMENTS`]) stay f32; in int8/int16 modes only weights of Conv,
+/// The storage of a constant of `rank` with `elements` values (`float` says whether it
+/// holds floating-point values) used as `role` under `mode`. Integer tensors stay i64;
+/// vectors and scalars (biases, BatchNorm vectors: rank <= 1) and tiny tensors (fewer
+/// than [`SMALL_TENSOR_ELEMENTS`]) stay f32; in int8/int16 modes only weights of Conv,
 /// FullyConnected and MatMul are quantized (other operands stay f32); fp16 halves every
 /// other float tensor.
-pub fn storage(role: Role, elements: u64, float: bool, mode: WeightsMode) -> Storage {
+pub fn storage(role: Role, rank: usize, elements: u64, float: bool, mode: WeightsMode) -> Storage {
     if !float {
         return Storage::I64;
     }
-    if elements < SMALL_TENSOR_ELEMENTS {
+    if rank <= 1 || elements < SMALL_TENSOR_ELEMENTS {
         return Storage::F32;
     }
     let weight = matches!(role, Role::ConvWeight | Role::FcWeight | Role::MatMulWeight);
@@ -103,7 +103,7 @@ pub(crate) fn to_mobi(
     mode: WeightsMode,
 ) -> Result<ConstantTensor, OnnxError> {
     let float = matches!(c.data, Data::F32(_));
-    match storage(role, c.len() as u64, float, mode) {
+    match storage(role, c.shape.len(), c.len() as u64, float, mode) {
         Storage::I64 => {
             let v = c.to_i64();
             Ok(ConstantTensor {
@@ -135,32 +135,25 @@ mod tests {
             WeightsMode::Int16,
             WeightsMode::Int8,
         ] {
-            assert_eq!(storage(Role::Other, 64, true, mode), Storage::F32);
-            assert_eq!(storage(Role::ConvWeight, 10, true, mode), Storage::F32);
-            assert_eq!(storage(Role::FcWeight, 1 << 20, false, mode), Storage::I64);
+            assert_eq!(storage(Role::Other, 1, 4096, true, mode), Storage::F32);
+            assert_eq!(storage(Role::ConvWeight, 4, 10, true, mode), Storage::F32);
+            assert_eq!(
+                storage(Role::FcWeight, 2, 1 << 20, false, mode),
+                Storage::I64
+            );
         }
     }
 
     #[test]
     fn int8_quantizes_weights_only() {
         let m = WeightsMode::Int8;
-        assert_eq!(
-            storage(Role::ConvWeight, 4096, true, m),
-            Storage::Quantized(QuantTarget::Int8)
-        );
-        assert_eq!(
-            storage(Role::FcWeight, 4096, true, m),
-            Storage::Quantized(QuantTarget::Int8)
-        );
-        assert_eq!(
-            storage(Role::MatMulWeight, 4096, true, m),
-            Storage::Quantized(QuantTarget::Int8)
-        );
-        assert_eq!(storage(Role::Other, 4096, true, m), Storage::F32);
-        assert_eq!(
-            storage(Role::Other, 4096, true, WeightsMode::Fp16),
-            Storage::Quantized(QuantTarget::Fp16)
-        );
+        let q8 = Storage::Quantized(QuantTarget::Int8);
+        assert_eq!(storage(Role::ConvWeight, 4, 36, true, m), q8);
+        assert_eq!(storage(Role::FcWeight, 2, 4096, true, m), q8);
+        assert_eq!(storage(Role::MatMulWeight, 2, 4096, true, m), q8);
+        assert_eq!(storage(Role::Other, 2, 4096, true, m), Storage::F32);
+        let h = Storage::Quantized(QuantTarget::Fp16);
+        assert_eq!(storage(Role::Other, 2, 4096, true, WeightsMode::Fp16), h);
     }
 
     #[test]
