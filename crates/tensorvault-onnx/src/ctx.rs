@@ -10,9 +10,9 @@ use tensorvault_formats::mobi::{DataType, ModelBuilder, OperatorType, ParamValue
 use crate::error::OnnxError;
 use crate::graph::Plan;
 use crate::node::Node;
+use crate::stats::ImportStats;
 use crate::tensor::Const;
 use crate::weights::{to_mobi, Role, WeightsMode};
-use crate::ImportStats;
 
 /// A run-time value: the MOBI value, its static shape and element type.
 #[derive(Debug, Clone)]

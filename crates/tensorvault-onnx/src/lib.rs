@@ -30,6 +30,7 @@ mod node;
 mod ops_linear;
 mod ops_nn;
 mod ops_tensor;
+mod params;
 #[allow(
     missing_docs,
     clippy::all,
@@ -37,13 +38,13 @@ mod ops_tensor;
 )]
 pub mod proto;
 mod shape;
+mod stats;
 mod tensor;
 mod weights;
 
 pub use error::OnnxError;
 pub use fold::FOLDABLE;
-pub use import::{
-    convert_file, decode, import, import_with_report, read_model, ImportOptions, ImportStats,
-};
+pub use import::{convert_file, decode, import, import_with_report, read_model, ImportOptions};
 pub use mapping::supported_ops;
+pub use stats::ImportStats;
 pub use weights::{storage, Role, Storage, WeightsMode};

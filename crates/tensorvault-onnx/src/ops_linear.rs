@@ -5,8 +5,8 @@ use tensorvault_formats::mobi::OperatorType as Op;
 
 use crate::ctx::{Ctx, Dyn, Val};
 use crate::error::OnnxError;
-use crate::mapping::{ints, keys};
 use crate::node::Node;
+use crate::params::{ints, keys};
 use crate::shape::broadcast;
 use crate::tensor::Const;
 use crate::weights::Role;

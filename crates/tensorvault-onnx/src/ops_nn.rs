@@ -5,8 +5,8 @@ use tensorvault_formats::mobi::OperatorType as Op;
 
 use crate::ctx::{Ctx, Dyn, Val};
 use crate::error::OnnxError;
-use crate::mapping::{float, int, ints, keys, string};
 use crate::node::Node;
+use crate::params::{float, int, ints, keys, string};
 use crate::shape::{axis, pads_2d, pair, window_out};
 use crate::tensor::Const;
 use crate::weights::Role;

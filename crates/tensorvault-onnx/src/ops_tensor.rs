@@ -10,8 +10,8 @@ use tensorvault_formats::mobi::OperatorType as Op;
 use crate::ctx::{Ctx, Val};
 use crate::error::OnnxError;
 use crate::limits::dtype as dt;
-use crate::mapping::{float, int, ints, keys};
 use crate::node::Node;
+use crate::params::{float, int, ints, keys};
 use crate::shape::{axis, broadcast, product};
 use crate::tensor::{checked_shape, Const};
 
