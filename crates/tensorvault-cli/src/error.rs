@@ -19,6 +19,9 @@ pub enum CliError {
     /// A weight registry error.
     #[error("{0}")]
     Registry(#[from] tensorvault_registry::RegistryError),
+    /// An ONNX model that cannot be read or expressed as MOBI.
+    #[error("{0}")]
+    Onnx(#[from] tensorvault_onnx::OnnxError),
     /// A temporal tensor store error.
     #[error("{0}")]
     Store(#[from] tensorvault_store::StoreErr),

@@ -11,6 +11,7 @@ mod demo_common;
 mod demo_store;
 mod error;
 mod mobi_cmd;
+mod mobi_convert_cmd;
 mod npy;
 mod npy_header;
 mod quant_cmd;

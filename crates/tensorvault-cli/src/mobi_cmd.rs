@@ -29,6 +29,9 @@ pub enum MobiCmd {
     Graph(GraphArgs),
     /// Write a fixture model (f32, deterministic weights).
     Example(ExampleArgs),
+    /// Convert an ONNX model (.onnx) to MOBI: ops mapped per opset, BatchNorm/Gemm/
+    /// constants folded, weights as f32, fp16, int16 or int8.
+    Convert(crate::mobi_convert_cmd::ConvertArgs),
 }
 
 /// A MOBI file argument.
@@ -117,6 +120,7 @@ pub fn run(cmd: MobiCmd) -> Result<i32, CliError> {
         MobiCmd::Quantize(a) => quantize(&a).map(|()| 0),
         MobiCmd::Graph(a) => graph(&a).map(|()| 0),
         MobiCmd::Example(a) => example(&a).map(|()| 0),
+        MobiCmd::Convert(a) => crate::mobi_convert_cmd::run(&a),
     }
 }
 

@@ -13,6 +13,7 @@ mod errors;
 mod json;
 mod kv;
 mod mobi;
+mod onnx;
 mod registry;
 mod store;
 
@@ -46,5 +47,6 @@ fn _tensorvault(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mobi::mobi_example, m)?)?;
     m.add_function(wrap_pyfunction!(mobi::mobi_write, m)?)?;
     m.add_function(wrap_pyfunction!(mobi::mobi_to_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(onnx::onnx_convert, m)?)?;
     Ok(())
 }

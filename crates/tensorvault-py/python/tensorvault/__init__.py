@@ -22,7 +22,8 @@ of a memory map kept alive by the array.
   ``stats``, ``maintain`` for tiering, ``verify``).
 
 * MOBI model files: :func:`read_mobi` into a :class:`MobiModel` (metadata, I/O specs,
-  tensors as numpy, operators) and :meth:`MobiModel.save` back.
+  tensors as numpy, operators) and :meth:`MobiModel.save` back; :func:`convert_onnx`
+  converts an ONNX model to MOBI.
 
 Errors are :class:`TensorvaultError` subclasses carrying the Rust error's message.
 """
@@ -45,6 +46,7 @@ from ._cvc import (
     validate_cvc_integrity,
 )
 from ._mobi import IoSpec, MobiModel, Operator, Tensor, example_model, read_mobi
+from ._onnx import convert_onnx
 from ._registry import Model, ModelRegistry, Registry, Weights, bf16_to_f32, load_checkpoint
 from ._store import Store
 from ._kv import KvCache
@@ -94,6 +96,7 @@ __all__ = [
     "Operator",
     "read_mobi",
     "example_model",
+    "convert_onnx",
     "Weights",
     "load_checkpoint",
     "TensorvaultError",

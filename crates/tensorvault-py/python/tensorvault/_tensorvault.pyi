@@ -293,6 +293,8 @@ def mobi_write(path: str, model: Dict[str, Any], quantize: Optional[str] = None,
     """Write a model structure atomically; returns bytes written."""
 def mobi_to_bytes(model: Dict[str, Any], quantize: Optional[str] = None, gzip: bool = False) -> bytes:
     """Encode a model structure."""
+def onnx_convert(src: str, dst: str, weights: str = "f32", gzip: bool = False, batch: Optional[int] = None) -> Dict[str, Any]:
+    """Convert an ONNX model to a MOBI file (atomic); returns the import statistics."""
 
 class KvCache:
     """A KV cache in one store collection (native; GIL released per call)."""

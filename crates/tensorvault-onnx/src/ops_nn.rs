@@ -1,0 +1,346 @@
+//! Lowerings of convolution, BatchNormalization (folded into the preceding Conv when it
+//! can be) and pooling.
+
+use tensorvault_formats::mobi::OperatorType as Op;
+
+use crate::ctx::{Ctx, Dyn, Val};
+use crate::error::OnnxError;
+use crate::node::Node;
+use crate::params::{float, int, ints, keys, string};
+use crate::shape::{axis, pads_2d, pair, window_out};
+use crate::tensor::Const;
+use crate::weights::Role;
+
+fn rank4(n: &Node, shape: &[u64]) -> Result<[u64; 4], OnnxError> {
+    match shape {
+        [a, b, c, d] => Ok([*a, *b, *c, *d]),
+        _ => Err(n.shape_err(format!(
+            "input shape {shape:?}: MOBI has 2-D (NCHW, rank 4) windows only"
+        ))),
+    }
+}
+
+/// The BatchNormalization constants `(scale, bias, mean, var, epsilon)` of node `bn`,
+/// checked against `channels`.
+fn bn_params(ctx: &Ctx, bn: &Node, channels: u64) -> Result<Option<[Vec<f32>; 4]>, OnnxError> {
+    if bn.proto.input.len() != 5 || bn.proto.output.iter().skip(1).any(|o| !o.is_empty()) {
+        return Ok(None);
+    }
+    if bn.int_or("training_mode", 0)? != 0 {
+        return Ok(None);
+    }
+    let mut out: [Vec<f32>; 4] = Default::default();
+    for (i, slot) in out.iter_mut().enumerate() {
+        let Some(c) = ctx.const_in(bn, i + 1) else {
+            return Ok(None);
+        };
+        if c.len() as u64 != channels {
+            return Err(bn.shape_err(format!(
+                "input {} has {} values for {channels} channels",
+                i + 1,
+                c.len()
+            )));
+        }
+        *slot = c.to_f32();
+    }
+    Ok(Some(out))
+}
+
+/// Per-channel `a = scale / sqrt(var + eps)` and `b = bias - mean * a`: BatchNorm is
+/// `y = x * a + b`.
+pub(crate) fn bn_affine(p: &[Vec<f32>; 4], eps: f32) -> (Vec<f32>, Vec<f32>) {
+    let [scale, bias, mean, var] = p;
+    let a: Vec<f32> = scale
+        .iter()
+        .zip(var)
+        .map(|(s, v)| s / (v + eps).sqrt())
+        .collect();
+    let b = bias
+        .iter()
+        .zip(mean)
+        .zip(&a)
+        .map(|((b, m), a)| b - m * a)
+        .collect();
+    (a, b)
+}
+
+/// Conv -> Conv2D (group 1) or DepthwiseConv2D (group = channels), with a following
+/// BatchNormalization folded into the weights and bias when the conv output has no other
+/// reader.
+pub(crate) fn conv(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
+    n.arity(2, 3, "2..=3")?;
+    let x = ctx.dyn_in(n, 0)?;
+    let [batch, c, h, w_in] = rank4(n, &x.shape)?;
+    let w = ctx.need_const(n, 1)?;
+    let [m, cg, kh, kw] = rank4(n, &w.shape)?;
+    let bias = if ctx.has_input(n, 2) {
+        let b = ctx.need_const(n, 2)?;
+        if b.len() as u64 != m {
+            return Err(n.shape_err(format!(
+                "bias has {} values for {m} output channels",
+                b.len()
+            )));
+        }
+        b.to_f32()
+    } else {
+        vec![0.0; m as usize]
+    };
+    let group = n.int_or("group", 1)?;
+    let op = if group == 1 && cg == c {
+        Op::Conv2D
+    } else if group > 1 && group as u64 == c && cg == 1 && m % c == 0 {
+        Op::DepthwiseConv2D
+    } else if group >= 1 && cg * group as u64 == c {
+        return Err(n.unsupported(
+            "group",
+            group,
+            "grouped convolution other than depthwise has no MOBI operator",
+        ));
+    } else {
+        return Err(n.shape_err(format!(
+            "weight {:?} with group {group} does not match {c} input channels",
+            w.shape
+        )));
+    };
+    if let Some(k) = n.ints("kernel_shape")? {
+        if k != [kh as i64, kw as i64] {
+            return Err(n.unsupported(
+                "kernel_shape",
+                format!("{k:?}"),
+                "differs from the weight's shape",
+            ));
+        }
+    }
+    let strides = pair(n, "strides", 1)?;
+    let dil = pair(n, "dilations", 1)?;
+    let pads = pads_2d(n, [h, w_in], [kh, kw], strides, dil)?;
+    let eff = [(kh - 1) * dil[0] + 1, (kw - 1) * dil[1] + 1];
+    let (Some(oh), Some(ow)) = (
+        window_out(h, pads[0], pads[2], eff[0], strides[0], false),
+        window_out(w_in, pads[1], pads[3], eff[1], strides[1], false),
+    ) else {
+        return Err(n.shape_err(format!(
+            "kernel {eff:?} larger than the padded input {:?}",
+            [h, w_in]
+        )));
+    };
+    let mut weights = w.to_f32();
+    let mut bias = bias;
+    let mut out_name = n.output(0).unwrap_or_default();
+    if let Some(r) = n.output(0).and_then(|o| ctx.sole_reader(o)) {
+        let bn = ctx.plan.nodes[r];
+        if bn.op() == "BatchNormalization" && bn.domain().is_empty() {
+            if let Some(p) = bn_params(ctx, &bn, m)? {
+                let (a, b) = bn_affine(&p, bn.float_or("epsilon", 1e-5)?);
+                let per = (cg * kh * kw) as usize;
+                for (ch, wc) in weights.chunks_mut(per).enumerate() {
+                    wc.iter_mut().for_each(|v| *v *= a[ch]);
+                }
+                for ((bi, a), b) in bias.iter_mut().zip(&a).zip(&b) {
+                    *bi = *bi * a + b;
+                }
+                ctx.skip.insert(r);
+                ctx.stats.folded_batchnorm += 1;
+                out_name = bn.output(0).unwrap_or_default();
+            }
+        }
+    }
+    let wv = ctx.constant(&Const::floats(w.shape.clone(), weights), Role::ConvWeight)?;
+    let bv = ctx.constant(&Const::floats(vec![m], bias), Role::Other)?;
+    let params = vec![
+        ints(keys::STRIDE, &strides),
+        ints(keys::PADDING, &pads),
+        ints(keys::DILATION, &dil),
+        string(keys::LAYOUT, "NCHW"),
+    ];
+    ctx.emit(op, &[x.v, wv, bv], params, out_name, vec![batch, m, oh, ow]);
+    Ok(())
+}
+
+/// A BatchNormalization that could not be folded: MOBI BatchNorm with inputs
+/// `[x, scale, bias, mean, var]` (channels on axis 1).
+pub(crate) fn batch_norm(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
+    n.arity(5, 5, "5")?;
+    let x = ctx.dyn_in(n, 0)?;
+    if x.shape.len() < 2 {
+        return Err(n.shape_err(format!("input shape {:?}: channels are axis 1", x.shape)));
+    }
+    if n.int_or("training_mode", 0)? != 0 || n.proto.output.iter().skip(1).any(|o| !o.is_empty()) {
+        return Err(n.unsupported(
+            "training_mode",
+            1,
+            "MOBI runs inference only (running mean/var outputs)",
+        ));
+    }
+    let Some(p) = bn_params(ctx, n, x.shape[1])? else {
+        let i = (1..5).find(|&i| ctx.const_in(n, i).is_none()).unwrap_or(1);
+        return Err(ctx
+            .need_const(n, i)
+            .err()
+            .unwrap_or_else(|| n.missing("scale")));
+    };
+    let eps = n.float_or("epsilon", 1e-5)?;
+    let c = x.shape[1];
+    let mut vals = vec![x.v];
+    for v in p {
+        vals.push(ctx.constant(&Const::floats(vec![c], v), Role::Other)?);
+    }
+    let out = n.output(0).unwrap_or_default();
+    ctx.emit(
+        Op::BatchNorm,
+        &vals,
+        vec![float(keys::EPSILON, f64::from(eps))],
+        out,
+        x.shape,
+    );
+    Ok(())
+}
+
+fn pool(ctx: &mut Ctx, n: &Node, op: Op) -> Result<(), OnnxError> {
+    n.arity(1, 1, "1")?;
+    if n.output(1).is_some() {
+        return Err(n.unsupported(
+            "Indices",
+            "output 1",
+            "MaxPool's indices output has no MOBI equivalent",
+        ));
+    }
+    let x = ctx.dyn_in(n, 0)?;
+    let [b, c, h, w] = rank4(n, &x.shape)?;
+    let kernel = match n.ints("kernel_shape")? {
+        Some(k) if k.len() == 2 && k.iter().all(|&v| v >= 1) => [k[0] as u64, k[1] as u64],
+        Some(k) => {
+            return Err(n.unsupported(
+                "kernel_shape",
+                format!("{k:?}"),
+                "2-D pooling takes 2 positive sizes",
+            ))
+        }
+        None => return Err(n.missing("kernel_shape")),
+    };
+    let dil = pair(n, "dilations", 1)?;
+    if dil != [1, 1] {
+        return Err(n.unsupported(
+            "dilations",
+            format!("{dil:?}"),
+            "dilated pooling has no MOBI parameter",
+        ));
+    }
+    let strides = pair(n, "strides", 1)?;
+    let pads = pads_2d(n, [h, w], kernel, strides, dil)?;
+    let ceil = n.int_or("ceil_mode", 0)? != 0;
+    let (Some(oh), Some(ow)) = (
+        window_out(h, pads[0], pads[2], kernel[0], strides[0], ceil),
+        window_out(w, pads[1], pads[3], kernel[1], strides[1], ceil),
+    ) else {
+        return Err(n.shape_err(format!(
+            "kernel {kernel:?} larger than the padded input {:?}",
+            [h, w]
+        )));
+    };
+    let mut params = vec![
+        ints(keys::KERNEL, &kernel),
+        ints(keys::STRIDE, &strides),
+        ints(keys::PADDING, &pads),
+        int(keys::CEIL_MODE, i64::from(ceil)),
+    ];
+    if op == Op::AvgPool2D {
+        params.push(int(
+            keys::COUNT_INCLUDE_PAD,
+            n.int_or("count_include_pad", 0)?,
+        ));
+    }
+    let out = n.output(0).unwrap_or_default();
+    ctx.emit(op, &[x.v], params, out, vec![b, c, oh, ow]);
+    Ok(())
+}
+
+/// MaxPool -> MaxPool2D.
+pub(crate) fn max_pool(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
+    pool(ctx, n, Op::MaxPool2D)
+}
+
+/// AveragePool -> AvgPool2D.
+pub(crate) fn avg_pool(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
+    pool(ctx, n, Op::AvgPool2D)
+}
+
+/// A pooling window over the whole H x W plane: `[N, C, 1, 1]` (no ONNX name yet).
+fn global(ctx: &mut Ctx, n: &Node, op: Op) -> Result<Dyn, OnnxError> {
+    let x = ctx.dyn_in(n, 0)?;
+    let [b, c, h, w] = rank4(n, &x.shape)?;
+    let mut params = vec![
+        ints(keys::KERNEL, &[h, w]),
+        ints(keys::STRIDE, &[1, 1]),
+        ints(keys::PADDING, &[0, 0, 0, 0]),
+        int(keys::CEIL_MODE, 0),
+    ];
+    if op == Op::AvgPool2D {
+        params.push(int(keys::COUNT_INCLUDE_PAD, 0));
+    }
+    Ok(ctx.emit_tmp(op, &[x.v], params, vec![b, c, 1, 1]))
+}
+
+/// GlobalAveragePool -> AvgPool2D with the whole plane as window.
+pub(crate) fn global_avg_pool(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
+    n.arity(1, 1, "1")?;
+    let d = global(ctx, n, Op::AvgPool2D)?;
+    ctx.set(n.output(0).unwrap_or_default(), Val::Dyn(d));
+    Ok(())
+}
+
+/// GlobalMaxPool -> MaxPool2D with the whole plane as window.
+pub(crate) fn global_max_pool(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
+    n.arity(1, 1, "1")?;
+    let d = global(ctx, n, Op::MaxPool2D)?;
+    ctx.set(n.output(0).unwrap_or_default(), Val::Dyn(d));
+    Ok(())
+}
+
+/// ReduceMean over the spatial axes `[2, 3]` of an NCHW tensor (the global average pool
+/// exporters write) -> AvgPool2D (+ Reshape when `keepdims = 0`). Other axes need the
+/// MOBI reduce ops.
+pub(crate) fn reduce_mean(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
+    n.arity(1, 2, "1..=2")?;
+    let rank = match ctx.val(n.input(0).unwrap_or_default()) {
+        Some(Val::Dyn(d)) => d.shape.len(),
+        Some(Val::Const(c)) => c.shape.len(),
+        None => 0,
+    };
+    let raw = if ctx.opset >= 18 {
+        if ctx.has_input(n, 1) {
+            Some(ctx.need_const(n, 1)?.to_i64())
+        } else {
+            None
+        }
+    } else {
+        n.ints("axes")?
+    };
+    let mut axes = Vec::new();
+    for a in raw.clone().unwrap_or_default() {
+        axes.push(axis(n, "axes", a, rank)?);
+    }
+    axes.sort_unstable();
+    if rank != 4 || axes != [2, 3] {
+        return Err(n.unsupported(
+            "axes",
+            format!("{raw:?}"),
+            "only the spatial mean of an NCHW tensor (axes [2, 3]) maps to MOBI (AvgPool2D)",
+        ));
+    }
+    let out = n.output(0).unwrap_or_default();
+    let pooled = global(ctx, n, Op::AvgPool2D)?;
+    if n.int_or("keepdims", 1)? != 0 {
+        ctx.set(out, Val::Dyn(pooled));
+    } else {
+        let flat = pooled.shape[..2].to_vec();
+        ctx.emit(
+            Op::Reshape,
+            &[pooled.v],
+            vec![ints(keys::SHAPE, &flat)],
+            out,
+            flat,
+        );
+    }
+    Ok(())
+}

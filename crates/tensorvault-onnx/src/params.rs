@@ -1,0 +1,55 @@
+//! The MOBI parameter keys the lowerings write (those of docs/formats/mobi.md) and
+//! constructors of `(key, value)` pairs.
+
+use tensorvault_formats::mobi::ParamValue;
+
+/// MOBI parameter keys (as the existing MOBI models write them; docs/formats/mobi.md).
+pub(crate) mod keys {
+    /// Window / convolution strides `[h, w]`.
+    pub const STRIDE: &str = "stride";
+    /// Explicit pads `[top, left, bottom, right]`.
+    pub const PADDING: &str = "padding";
+    /// Convolution dilations `[h, w]`.
+    pub const DILATION: &str = "dilation";
+    /// Tensor layout (`"NCHW"`).
+    pub const LAYOUT: &str = "layout";
+    /// Pooling window `[h, w]`.
+    pub const KERNEL: &str = "kernel";
+    /// Pooling: round the output size up (0/1).
+    pub const CEIL_MODE: &str = "ceil_mode";
+    /// Average pooling: count padded cells in the divisor (0/1).
+    pub const COUNT_INCLUDE_PAD: &str = "count_include_pad";
+    /// Axis of Softmax / Concat / Flatten.
+    pub const AXIS: &str = "axis";
+    /// Softmax temperature factor.
+    pub const BETA: &str = "beta";
+    /// BatchNorm epsilon.
+    pub const EPSILON: &str = "epsilon";
+    /// Reshape's target shape (fully resolved: no 0 or -1).
+    pub const SHAPE: &str = "shape";
+    /// Transpose permutation.
+    pub const PERM: &str = "perm";
+}
+
+/// `key = Ints(v)`.
+pub(crate) fn ints(key: &str, v: &[u64]) -> (String, ParamValue) {
+    (
+        key.to_string(),
+        ParamValue::Ints(v.iter().map(|&x| x as i64).collect()),
+    )
+}
+
+/// `key = Int(v)`.
+pub(crate) fn int(key: &str, v: i64) -> (String, ParamValue) {
+    (key.to_string(), ParamValue::Int(v))
+}
+
+/// `key = Float(v)`.
+pub(crate) fn float(key: &str, v: f64) -> (String, ParamValue) {
+    (key.to_string(), ParamValue::Float(v))
+}
+
+/// `key = Str(v)`.
+pub(crate) fn string(key: &str, v: &str) -> (String, ParamValue) {
+    (key.to_string(), ParamValue::Str(v.to_string()))
+}
