@@ -183,6 +183,35 @@ pub enum StoreErr {
         /// The refused dtype.
         dtype: tensorvault_core::DType,
     },
+    /// A prefix cache was opened for a model whose stored identity or geometry differs
+    /// (`field`: `model`, `layers`, `kv_heads`, `head_dim`, `chunk_tokens`, `block_elems`).
+    #[error("prefix cache: {field} is {stored} in the store, {given} given")]
+    ModelMismatch {
+        /// The field that differs.
+        field: &'static str,
+        /// Its stored value.
+        stored: String,
+        /// The value given.
+        given: String,
+    },
+    /// A KV value given to the prefix cache is NaN or infinite.
+    #[error("{field}: layer {layer} head {head} token {token} is not finite")]
+    NonFiniteKv {
+        /// `keys` or `values`.
+        field: &'static str,
+        /// Its layer.
+        layer: u32,
+        /// Its KV head.
+        head: u32,
+        /// Its token position.
+        token: u64,
+    },
+    /// A write (`op`) through a prefix cache opened read-only.
+    #[error("{op}: the prefix cache is open read-only")]
+    ReadOnly {
+        /// The refused operation.
+        op: &'static str,
+    },
     /// The codec refused to encode.
     #[error("quantization: {0}")]
     Quant(#[from] tensorvault_quant::QuantError),

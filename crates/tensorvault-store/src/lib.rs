@@ -13,7 +13,9 @@
 //!   policies: what a `Delta` / `Factor` put keeps besides its block, and how a read
 //!   rebuilds a block whose checksum fails and repairs its slot in place;
 //! - [`kv`]: the attention KV-cache workload: per-(layer, head, key|value) tensors with
-//!   Tier0 tail appends and tier-demoted older blocks.
+//!   Tier0 tail appends and tier-demoted older blocks;
+//! - [`prefix`]: a KV prefix cache: prompt chunks named by a token hash chain, reused
+//!   across requests and processes.
 //!
 //! The on-disk format is specified byte by byte in `docs/formats/store.md`.
 
@@ -34,6 +36,7 @@ pub mod maintainer;
 pub mod meta_log;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+pub mod prefix;
 mod store;
 mod tensor;
 pub mod tiering;
@@ -56,6 +59,8 @@ pub use lineage::{LineageConfig, LineageStats, LineageStore};
 #[cfg(feature = "threads")]
 pub use maintainer::Maintainer;
 pub use meta_log::{FileMetaLog, MemMetaLog, MetaLog, MetaRecord, ReplayStats, COMMIT_MARK_KEY};
+#[cfg(feature = "mmap")]
+pub use prefix::PrefixCache;
 pub use store::{BlockInfo, TensorStore};
 pub use tensor::{BlockProblem, StoreStats, StoredTensor, TensorInfo, VerifyReport};
 pub use tiering::{MaintainReport, TierPolicy};

@@ -1,0 +1,60 @@
+//! A KV prefix cache (issue 24): reuse a prompt's attention KV across requests and
+//! processes. A prompt's tokens are cut into chunks of `chunk_tokens`; each full chunk is
+//! named by a BLAKE3 hash chain over the model identity, the chunk size and every token
+//! up to and including it ([`chain`]), so a chunk is found only after exactly the same
+//! prefix. Chunks live in the store: one collection per model (tenant [`TENANT`],
+//! collection `m` + 32 hex digits of the model identity's hash), one tensor per chunk
+//! named `c.{id}.{parent}` of shape `[2, layers, kv_heads, chunk_tokens, head_dim]` f16
+//! whose blocks (one per key|value, layer and head) use the KV layout, so chunks get the
+//! store's tiers, checksums, crash safety and space reclamation. The model's identity and
+//! geometry are kept in `prefix.model` beside the store's files ([`manifest`]).
+//!
+//! * `store` writes each missing chunk as one batch of the store (its name first); a
+//!   chunk is visible only when every block of it is present, so a process killed
+//!   mid-store leaves nothing half-visible (a writer's next open deletes the leftovers).
+//! * `lookup` walks the chain through an in-memory table of chunks, reading no KV data.
+//! * `load` reads and checks every block; a damaged chunk ends the load there (the
+//!   result is shorter, never wrong), is counted in [`PrefixStats::damaged_chunks`] and,
+//!   in a writable cache, dropped with its descendants so the next `store` rewrites it.
+//! * `maintain` moves chunks to colder tiers by idle time ([`AgeTiers`]) and enforces
+//!   the byte budget; `store` enforces the budget too. Eviction takes the least recently
+//!   used chunk among those no other stored chunk extends (suffixes before prefixes).
+//!
+//! Processes: the store admits one writing process per collection at a time (others get
+//! [`StoreErr::Locked`]); `read_only` caches share the collection with each other.
+//!
+//! Without the `mmap` feature only the formats ([`chain`], [`manifest`]) are built.
+//!
+//! Spec: docs/formats/store.md, "Prefix cache".
+
+#[cfg(feature = "mmap")]
+mod cache;
+pub mod chain;
+#[cfg(feature = "mmap")]
+mod evict;
+#[cfg(feature = "mmap")]
+pub mod kv_io;
+pub mod manifest;
+
+#[cfg(feature = "mmap")]
+pub use cache::{PrefixCache, PrefixConfig, PrefixMaintainReport, PrefixStats};
+#[cfg(feature = "mmap")]
+pub use evict::AgeTiers;
+#[cfg(feature = "mmap")]
+pub use kv_io::{KvData, LoadedKv};
+pub use manifest::ModelManifest;
+
+/// The tenant every prefix-cache collection lives under.
+pub const TENANT: &str = "prefix";
+
+/// The collection of `model`: `m` + the first 16 bytes of `blake3(model)` in hex.
+#[must_use]
+pub fn collection_name(model: &str) -> String {
+    let h = blake3::hash(model.as_bytes());
+    let mut s = String::with_capacity(33);
+    s.push('m');
+    for b in &h.as_bytes()[..16] {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
