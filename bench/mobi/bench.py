@@ -75,7 +75,10 @@ def evict(path: str) -> None:
 def child_load(kind: str, path: str, cold: bool) -> None:
     """In a fresh process: import both runtimes, optionally evict, time one load."""
     import onnxruntime  # noqa: F401  (imports are not part of the load)
-    import tensorvault  # noqa: F401
+    try:
+        import tensorvault  # noqa: F401
+    except ImportError:
+        pass
 
     if cold:
         evict(path)
@@ -165,8 +168,11 @@ def models(selected):
 
 
 def ort_quantized(src: Path, dst: Path) -> int:
+    import logging
+
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process is not for us
     quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
     return dst.stat().st_size
 
