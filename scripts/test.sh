@@ -171,4 +171,8 @@ rm -rf "$mdir"
 echo "all-MiniLM-L6-v2: saved x2, swapped, verified, rolled back, damage found"
 passed=$((passed + 1))
 
+echo "== MOBI: real models vs onnxruntime, ONNX backend conformance (tests/mobi_models/run.sh)"
+TV_WHEEL="$wheel" tests/mobi_models/run.sh > "$log" 2>&1 || { cat "$log"; echo "MOBI real-model stage failed" >&2; exit 1; }
+cat "$log"; passed=$((passed + $(tail -1 "$log" | awk '{print $2}')))
+
 echo "$passed passed, 0 failed"

@@ -1,0 +1,244 @@
+"""MOBI side by side with onnxruntime on real models (issue 22 item 7). Run by run.sh.
+
+Per model (LeNet-5, CIFAR-shaped CNN and MLP on digits; EfficientNet-Lite0):
+1. file size per weights mode (MOBI f32/fp16/int16/int8, int8+gzip) vs the ONNX file and
+   vs onnxruntime's own ``quantize_dynamic`` (QInt8 weights) output;
+2. load until ready to run: ``tensorvault.load_mobi_runtime`` (the Python API that
+   ``MobiModel.run`` uses, see ``mobi_load``) vs ``onnxruntime.InferenceSession``, one
+   load per fresh process, warm page cache and cold (the file evicted first with
+   ``posix_fadvise(POSIX_FADV_DONTNEED)`` after fsync; ``fincore`` confirms where
+   present), with the peak RSS growth while loading (VmHWM reset through
+   ``/proc/self/clear_refs`` after the imports, then VmHWM - VmRSS before the load);
+3. batch-1 and batch-64 latency, one thread each (onnxruntime intra/inter-op 1; MOBI's
+   runtime with ``RAYON_NUM_THREADS=1`` and ``TV_THREADS=1``), median of N runs after warm-up.
+Prints markdown tables with MOBI / onnxruntime ratios (< 1 means MOBI is smaller/faster).
+
+    python bench.py [--reps N] [--loads N] [--models lenet5,cifar,mlp,efficientnet_lite0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "mobi_models"))
+
+import numpy as np  # noqa: E402
+
+from mobi_common import DIGITS_MODELS, FIXTURES, cli_convert, digits_test, ort_session, work_dir  # noqa: E402
+
+MODES = ("f32", "fp16", "int16", "int8")
+
+
+# ------------------------------------------------------------------ the MOBI side
+
+
+def mobi_load(path: str):
+    """Load a .mobi file until it is ready to run; returns the runnable model."""
+    import tensorvault
+
+    return tensorvault.read_mobi(path)
+
+
+def mobi_run(model, name: str, x: np.ndarray):
+    return model.run({name: x})
+
+
+# ------------------------------------------------------------------ one load per process
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def evict(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def child_load(kind: str, path: str, cold: bool) -> None:
+    """In a fresh process: import both runtimes, optionally evict, time one load."""
+    import onnxruntime  # noqa: F401  (imports are not part of the load)
+    try:
+        import tensorvault  # noqa: F401
+    except ImportError:
+        pass
+
+    if cold:
+        evict(path)
+    else:
+        with open(path, "rb") as f:  # make sure it is cached
+            while f.read(1 << 20):
+                pass
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset VmHWM to the current RSS
+    except OSError:
+        pass
+    rss0 = _status("VmRSS")
+    t0 = time.perf_counter()
+    if kind == "mobi":
+        obj = mobi_load(path)
+    else:
+        obj = ort_session(Path(path))
+    dt = time.perf_counter() - t0
+    peak = _status("VmHWM") - rss0
+    del obj
+    print(json.dumps({"seconds": dt, "peak_rss": peak}))
+
+
+def load_stats(kind: str, path: Path, cold: bool, n: int) -> dict:
+    times, peaks = [], []
+    for _ in range(n):
+        out = subprocess.run([sys.executable, __file__, "_load", kind, str(path), "cold" if cold else "warm"],
+                             capture_output=True, text=True, check=True, env=_one_thread_env()).stdout
+        r = json.loads(out.strip().splitlines()[-1])
+        times.append(r["seconds"])
+        peaks.append(r["peak_rss"])
+    return {"median_ms": 1e3 * statistics.median(times), "peak_rss": statistics.median(peaks)}
+
+
+def _one_thread_env() -> dict:
+    env = dict(os.environ)
+    env.update(RAYON_NUM_THREADS="1", TV_THREADS="1", OMP_NUM_THREADS="1")
+    return env
+
+
+# ------------------------------------------------------------------ latency
+
+
+def latency(fn, reps: int) -> float:
+    for _ in range(2):
+        fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(ts)
+
+
+def child_latency(onnx_path: str, mobi_path: str, input_name: str, x_path: str, reps: int) -> None:
+    x = np.load(x_path)
+    sess = ort_session(Path(onnx_path), threads=1)
+    out = {}
+    model = mobi_load(mobi_path)
+    for batch in (1, 64):
+        xb = np.ascontiguousarray(np.resize(x, (batch, *x.shape[1:])))
+        r = max(3, reps if batch == 1 else reps // 4)
+        out[f"ort_{batch}"] = latency(lambda: sess.run(None, {input_name: xb}), r)
+        out[f"mobi_{batch}"] = latency(lambda: mobi_run(model, input_name, xb), r)
+    print(json.dumps(out))
+
+
+# ------------------------------------------------------------------ models and sizes
+
+
+def models(selected):
+    """(name, onnx path, input name, sample inputs) of each benchmarked model."""
+    d = digits_test()
+    out = []
+    for name, (fname, to_input, _out) in DIGITS_MODELS.items():
+        if name in selected:
+            out.append((name, FIXTURES / fname, "input", to_input(d["images"][:64])))
+    if "efficientnet_lite0" in selected:
+        import build_efficientnet
+
+        wd = work_dir()
+        if not (wd / "efficientnet_lite0.onnx").exists() or not (wd / "effnet_crops.npy").exists():
+            build_efficientnet.build(wd)
+        out.append(("efficientnet_lite0", wd / "efficientnet_lite0.onnx", "images", np.load(wd / "effnet_crops.npy")[:64]))
+    return out
+
+
+def ort_quantized(src: Path, dst: Path) -> int:
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process is not for us
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
+    return dst.stat().st_size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=40)
+    ap.add_argument("--loads", type=int, default=7)
+    ap.add_argument("--models", default="lenet5,cifar,mlp,efficientnet_lite0")
+    args = ap.parse_args()
+    out_dir = work_dir() / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows_size, rows_load, rows_lat = [], [], []
+    for name, onnx_path, input_name, x in models(args.models.split(",")):
+        onnx_size = onnx_path.stat().st_size
+        files = {}
+        for mode in MODES:
+            files[mode] = out_dir / f"{name}.{mode}.mobi"
+            cli_convert(onnx_path, files[mode], mode)
+        gz = out_dir / f"{name}.int8.gz.mobi"
+        cli_convert(onnx_path, gz, "int8", gzip=True)
+        ortq = ort_quantized(onnx_path, out_dir / f"{name}.ort-int8.onnx")
+        sizes = {m: p.stat().st_size for m, p in files.items()}
+        sizes["int8+gzip"] = gz.stat().st_size
+        cells = " | ".join(f"{sizes[k]:,} ({sizes[k] / onnx_size:.1%})" for k in (*MODES, "int8+gzip"))
+        rows_size.append(f"| {name} | {onnx_size:,} | {cells} | {ortq:,} ({ortq / onnx_size:.1%}) | {sizes['int8'] / ortq:.2f}x |")
+
+        for mode, onnx_file, mobi_file in (("f32", onnx_path, files["f32"]), ("int8", out_dir / f"{name}.ort-int8.onnx", files["int8"])):
+            for cold in (False, True):
+                m = load_stats("mobi", mobi_file, cold, args.loads)
+                o = load_stats("ort", onnx_file, cold, args.loads)
+                rows_load.append(
+                    f"| {name} | {mode} | {'cold' if cold else 'warm'} | {m['median_ms']:.2f} | {o['median_ms']:.2f} | "
+                    f"{m['median_ms'] / o['median_ms']:.2f}x | {m['peak_rss'] / 2**20:.1f} | {o['peak_rss'] / 2**20:.1f} |")
+
+        x_path = out_dir / f"{name}.x.npy"
+        np.save(x_path, x)
+        for mode in ("f32", "int8"):
+            out = subprocess.run([sys.executable, __file__, "_latency", str(onnx_path), str(files[mode]), input_name,
+                                  str(x_path), str(args.reps)], capture_output=True, text=True, check=True,
+                                 env=_one_thread_env()).stdout
+            r = json.loads(out.strip().splitlines()[-1])
+            rows_lat.append(
+                f"| {name} | {mode} | {r['mobi_1']:.3f} | {r['ort_1']:.3f} | {r['mobi_1'] / r['ort_1']:.2f}x | "
+                f"{r['mobi_64']:.2f} | {r['ort_64']:.2f} | {r['mobi_64'] / r['ort_64']:.2f}x |")
+        print(f"bench: {name} done", file=sys.stderr, flush=True)
+
+    print("\nFile sizes, bytes (% of the ONNX file); ORT int8 = onnxruntime quantize_dynamic (QInt8)\n")
+    print("| model | ONNX | MOBI f32 | MOBI fp16 | MOBI int16 | MOBI int8 | MOBI int8+gzip | ORT int8 | MOBI int8 / ORT int8 |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows_size))
+    print(f"\nLoad until ready to run, one load per fresh process, median of {args.loads} (ms); peak RSS growth while loading (MiB)."
+          "\nint8 rows: MOBI int8 file vs onnxruntime on its quantize_dynamic model.\n")
+    print("| model | weights | cache | MOBI ms | ORT ms | MOBI / ORT | MOBI peak MiB | ORT peak MiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows_load))
+    print(f"\nLatency, one thread, median (ms); int8 rows: MOBI int8 file vs onnxruntime on the f32 ONNX model\n")
+    print("| model | MOBI weights | MOBI b1 | ORT b1 | ratio | MOBI b64 | ORT b64 | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows_lat))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_load":
+        child_load(sys.argv[2], sys.argv[3], sys.argv[4] == "cold")
+    elif len(sys.argv) > 1 and sys.argv[1] == "_latency":
+        child_latency(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]))
+    else:
+        main()
