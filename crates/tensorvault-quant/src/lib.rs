@@ -14,6 +14,8 @@
 //!   groups along the values or down the columns of a `[rows, width]` layout (KV keys per
 //!   channel), optional raw f16 leading rows (attention sinks); fitting in [`asym`].
 //! * [`affine`]: per-tensor and per-channel affine int8 / uint8 / int16 for model weights.
+//! * [`row_int4`]: the CVC int4 codec (a tensorvault extension): 4-bit codes with a
+//!   per-chunk column normalisation and a `(min, step)` pair per row.
 //! * [`metrics`]: reconstruction error metrics (max abs error, RMSE, relative RMSE, SNR).
 //!
 //! Every function works on caller-provided slices and never allocates from a length it
@@ -41,6 +43,7 @@ pub mod float;
 pub mod groupwise;
 pub mod layout;
 pub mod metrics;
+pub mod row_int4;
 pub mod segment;
 pub mod segment_v2;
 
