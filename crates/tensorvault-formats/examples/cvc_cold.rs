@@ -60,7 +60,8 @@ fn main() {
                 .expect("open")
                 .header()
                 .compression
-                .width() as usize;
+                .row_bytes(1)
+                .expect("one value") as usize;
             let mut f = std::fs::File::open(path).expect("open");
             let mut buf = vec![0u8; 8 << 20];
             let mut out = AlignedBuf::<f32>::zeroed(file_bytes as usize / width);

@@ -507,7 +507,7 @@ fn absurd_num_vectors_and_dimension_fail_fast_without_huge_allocation() {
 #[test]
 fn unknown_compression_is_refused() {
     let good = fixture_bytes(MIXED);
-    for name in ["zstd", "lossless", "FP16", "int4", ""] {
+    for name in ["zstd", "lossless", "FP16", "int3", ""] {
         let b = with_json(&good, |v| v["compression"] = json!(name));
         assert_err!(
             reject(&b),

@@ -24,7 +24,7 @@ use crate::json;
 fn compression_arg(name: &str) -> PyResult<Compression> {
     Compression::parse(name, "compression").map_err(|_| {
         arg_err(format!(
-            "unknown compression {name:?}: use \"fp16\", \"int8\" or \"bf16\" \
+            "unknown compression {name:?}: use \"fp16\", \"int8\", \"bf16\" or \"int4\" \
              (decompressed's \"lossless\" is not implemented by tensorvault)"
         ))
     })

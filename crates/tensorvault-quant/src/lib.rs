@@ -17,6 +17,8 @@
 //! * [`kind`]: what a tensor holds ([`TensorKind`]) and the codec v2 layout that follows
 //!   from it, shared by the store's tiers and `tensorvault quant eval`.
 //! * [`per_axis`]: affine quantization per slice along any axis (per-channel weights).
+//! * [`row_int4`]: the CVC int4 codec (a tensorvault extension): 4-bit codes with a
+//!   per-chunk column normalisation and a `(min, step)` pair per row.
 //! * [`metrics`]: reconstruction error metrics (max abs error, RMSE, relative RMSE, SNR).
 //!
 //! Every function works on caller-provided slices and never allocates from a length it
@@ -46,6 +48,7 @@ pub mod kind;
 pub mod layout;
 pub mod metrics;
 pub mod per_axis;
+pub mod row_int4;
 pub mod segment;
 pub mod segment_v2;
 

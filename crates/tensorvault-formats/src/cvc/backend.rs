@@ -3,14 +3,17 @@
 //! The seed decodes on GPUs (Triton/CUDA). tensorvault's machines have none, so only the
 //! CPU backend ships; a GPU backend implements [`Backend`] and is selected the same way.
 
+use std::sync::Arc;
+
 use tensorvault_quant::affine_u8::AffineU8;
 use tensorvault_quant::float::{bf16_bits_to_f32, f16_bits_to_f32};
+use tensorvault_quant::row_int4::{row_bytes, ColumnNorm};
 
 use crate::cvc::compression::Compression;
 use crate::FormatError;
 
 /// How one chunk's payload decodes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ChunkCodec {
     /// IEEE binary16.
     Fp16,
@@ -18,6 +21,8 @@ pub enum ChunkCodec {
     Bf16,
     /// Affine u8 with these parameters.
     Int8(AffineU8),
+    /// 4-bit rows with this column normalisation.
+    Int4(Arc<ColumnNorm>),
 }
 
 impl ChunkCodec {
@@ -28,6 +33,20 @@ impl ChunkCodec {
             ChunkCodec::Fp16 => Compression::Fp16,
             ChunkCodec::Bf16 => Compression::Bf16,
             ChunkCodec::Int8(_) => Compression::Int8,
+            ChunkCodec::Int4(_) => Compression::Int4,
+        }
+    }
+
+    /// Payload bytes that decode to `values` values (`None` when `values` is not whole
+    /// int4 rows, or on overflow).
+    #[must_use]
+    pub fn payload_len(&self, values: usize) -> Option<usize> {
+        match self {
+            ChunkCodec::Int4(c) => (values % c.dim() == 0)
+                .then(|| (values / c.dim()).checked_mul(row_bytes(c.dim())?))
+                .flatten(),
+            ChunkCodec::Int8(_) => Some(values),
+            ChunkCodec::Fp16 | ChunkCodec::Bf16 => values.checked_mul(2),
         }
     }
 }
@@ -37,7 +56,8 @@ pub trait Backend: Sync {
     /// A short name for logs and `--json` output.
     fn name(&self) -> &'static str;
 
-    /// Decode `payload` (little-endian, exactly `out.len() * width` bytes) into `out`.
+    /// Decode `payload` (little-endian, exactly [`ChunkCodec::payload_len`] of `out.len()`
+    /// bytes) into `out`.
     ///
     /// # Errors
     /// [`FormatError::LengthMismatch`] if `payload` has the wrong length.
@@ -49,7 +69,8 @@ pub trait Backend: Sync {
     ) -> Result<(), FormatError>;
 }
 
-/// The CPU backend: `half`'s F16C paths for f16, an auto-vectorised affine loop for int8.
+/// The CPU backend: `half`'s F16C paths for f16, auto-vectorised affine loops for int8
+/// and int4.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CpuBackend;
 
@@ -67,13 +88,13 @@ impl Backend for CpuBackend {
         payload: &[u8],
         out: &mut [f32],
     ) -> Result<(), FormatError> {
-        let width = codec.compression().width() as usize;
-        if payload.len() != out.len() * width {
+        let expected = codec.payload_len(out.len());
+        if expected != Some(payload.len()) {
             return Err(FormatError::LengthMismatch {
                 format: crate::cvc::layout::FORMAT,
                 what: "decode buffer".to_owned(),
                 offset: 0,
-                expected: (out.len() * width) as u64,
+                expected: expected.map_or(u64::MAX, |e| e as u64),
                 found: payload.len() as u64,
             });
         }
@@ -83,6 +104,7 @@ impl Backend for CpuBackend {
         };
         match codec {
             ChunkCodec::Int8(p) => p.decode(payload, out).map_err(codec_err),
+            ChunkCodec::Int4(c) => c.decode_rows(payload, out).map_err(codec_err),
             ChunkCodec::Fp16 | ChunkCodec::Bf16 => {
                 let conv = if matches!(codec, ChunkCodec::Fp16) {
                     f16_bits_to_f32

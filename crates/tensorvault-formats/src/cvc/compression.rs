@@ -16,6 +16,10 @@ pub enum Compression {
     /// bfloat16, 2 bytes per value (`"bf16"`): a tensorvault extension, always written at
     /// file level too so that readers without it refuse the file.
     Bf16,
+    /// 4-bit codes with a per-chunk column normalisation and a `(min, step)` pair per row
+    /// (`"int4"`; `tensorvault_quant::row_int4`): a tensorvault extension, written at file
+    /// level too, like `bf16`.
+    Int4,
 }
 
 impl Compression {
@@ -26,15 +30,21 @@ impl Compression {
             Compression::Fp16 => "fp16",
             Compression::Int8 => "int8",
             Compression::Bf16 => "bf16",
+            Compression::Int4 => "int4",
         }
     }
 
-    /// Bytes per stored value.
+    /// Payload bytes of one row of `dim` values (`None` on overflow): `dim` times 2 (fp16,
+    /// bf16) or 1 (int8); `8 + ceil(dim / 2)` for int4.
     #[must_use]
-    pub const fn width(self) -> u64 {
+    pub fn row_bytes(self, dim: u64) -> Option<u64> {
         match self {
-            Compression::Int8 => 1,
-            Compression::Fp16 | Compression::Bf16 => 2,
+            Compression::Int8 => Some(dim),
+            Compression::Fp16 | Compression::Bf16 => dim.checked_mul(2),
+            Compression::Int4 => usize::try_from(dim)
+                .ok()
+                .and_then(tensorvault_quant::row_int4::row_bytes)
+                .map(|b| b as u64),
         }
     }
 
@@ -54,6 +64,7 @@ impl Compression {
             "fp16" => Ok(Compression::Fp16),
             "int8" => Ok(Compression::Int8),
             "bf16" => Ok(Compression::Bf16),
+            "int4" => Ok(Compression::Int4),
             other => Err(FormatError::UnsupportedCompression {
                 format: FORMAT,
                 field: field.into(),

@@ -135,7 +135,7 @@ impl<S: ReadAt> CvcReader<S> {
             let full = rows.start == 0 && rows.end == c.rows;
             let hash = self.verifies_checksums() && c.crc.is_some() && full && !hashed[*ci];
             hashed[*ci] |= hash;
-            let step = piece_rows(dim, c.codec.compression().width());
+            let step = piece_rows(dim, c.codec.compression());
             let mut r = rows.start;
             while r < rows.end {
                 let mut hi = (r + step).min(rows.end);
@@ -165,7 +165,7 @@ impl<S: ReadAt> CvcReader<S> {
             let mut tail = Vec::new();
             for c in chunks {
                 if c.crc.is_some() && touched[c.index] && !hashed[c.index] {
-                    let step = piece_rows(dim, c.codec.compression().width());
+                    let step = piece_rows(dim, c.codec.compression());
                     let mut r = 0;
                     while r < c.rows {
                         let hi = (r + step).min(c.rows);
@@ -189,7 +189,8 @@ impl<S: ReadAt> CvcReader<S> {
     /// Payload bytes `(offset, len)` of a spec.
     fn spec_range(&self, s: &Spec) -> (u64, u64) {
         let c = &self.chunks()[s.chunk];
-        let row_bytes = self.header().dimension * c.codec.compression().width();
+        // Validated when the table was built: every chunk's payload is rows x row bytes.
+        let row_bytes = c.payload_len / c.rows.max(1);
         (
             c.payload_offset + s.rows.start * row_bytes,
             (s.rows.end - s.rows.start) * row_bytes,
@@ -357,6 +358,6 @@ impl<S: ReadAt> CvcReader<S> {
 }
 
 /// Rows per piece: about [`PIECE_BYTES`] of payload, at least one row.
-fn piece_rows(dim: u64, width: u64) -> u64 {
-    (PIECE_BYTES / dim.saturating_mul(width).max(1)).max(1)
+fn piece_rows(dim: u64, compression: crate::cvc::compression::Compression) -> u64 {
+    (PIECE_BYTES / compression.row_bytes(dim).unwrap_or(u64::MAX).max(1)).max(1)
 }

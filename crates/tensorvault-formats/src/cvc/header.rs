@@ -1,9 +1,12 @@
 //! The JSON header: parsing with typed errors, and serialization byte-identical to the
 //! reference writers.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
 use tensorvault_quant::affine_u8::AffineU8;
+use tensorvault_quant::row_int4::ColumnNorm;
 
 use crate::cvc::compression::Compression;
 use crate::cvc::header_crc;
@@ -44,6 +47,8 @@ pub struct ChunkHeader {
     pub compression: Compression,
     /// `min` and `scale` as stored (int8 chunks only).
     pub int8: Option<Int8Params>,
+    /// The column normalisation (`col_offset` / `col_scale`; int4 chunks only).
+    pub int4: Option<Arc<ColumnNorm>>,
     /// Free-form chunk metadata (`chunk_metadata` in the reference API).
     pub metadata: Option<Value>,
     /// The sections that overlap this chunk (files from `pack_cvc_sections`).
@@ -94,8 +99,7 @@ impl ChunkHeader {
     #[must_use]
     pub fn payload_len(&self, dimension: u64) -> Option<u64> {
         self.rows
-            .checked_mul(dimension)?
-            .checked_mul(self.compression.width())
+            .checked_mul(self.compression.row_bytes(dimension)?)
     }
 }
 
@@ -321,7 +325,7 @@ impl CvcHeader {
                 path,
                 offset: json_offset,
             };
-            let chunk = parse_chunk(&f, compression)?;
+            let chunk = parse_chunk(&f, compression, dimension)?;
             rows_total = rows_total
                 .checked_add(chunk.rows)
                 .ok_or_else(|| f.invalid("rows", "sum of chunk rows overflows u64"))?;
@@ -415,6 +419,10 @@ impl ChunkHeader {
         if let Some(p) = &self.int8 {
             m.insert("min".into(), p.min.into());
             m.insert("scale".into(), p.scale.into());
+        }
+        if let Some(c) = &self.int4 {
+            m.insert("col_offset".into(), int4_cols::encode(c.offset()).into());
+            m.insert("col_scale".into(), int4_cols::encode(c.scale()).into());
         }
         m.insert("rows".into(), self.rows.into());
         if !self.sections.is_empty() {
@@ -510,7 +518,11 @@ impl<'a> From<&'a CvcHeader> for V0Header<'a> {
     }
 }
 
-fn parse_chunk(f: &Fields<'_>, default: Compression) -> Result<ChunkHeader, FormatError> {
+fn parse_chunk(
+    f: &Fields<'_>,
+    default: Compression,
+    dimension: u64,
+) -> Result<ChunkHeader, FormatError> {
     let rows = f.req_u64("rows")?;
     let compression = f.compression("compression", Some(default))?;
     let int8 = if compression == Compression::Int8 {
@@ -524,6 +536,24 @@ fn parse_chunk(f: &Fields<'_>, default: Compression) -> Result<ChunkHeader, Form
             f.invalid(key, e.to_string())
         })?;
         Some(Int8Params { min, scale, codec })
+    } else {
+        None
+    };
+    let int4 = if compression == Compression::Int4 {
+        let col = |key: &str| -> Result<Vec<f32>, FormatError> {
+            match f.req(key)? {
+                Value::String(s) => int4_cols::decode(s, dimension).map_err(|e| f.invalid(key, e)),
+                v => Err(f.invalid(key, format!("expected a base64 string, found {}", kind(v)))),
+            }
+        };
+        let cols = ColumnNorm::from_parts(col("col_offset")?, col("col_scale")?).map_err(|e| {
+            let key = match &e {
+                tensorvault_quant::QuantError::InvalidParam { field, .. } => *field,
+                _ => "col_offset",
+            };
+            f.invalid(key, e.to_string())
+        })?;
+        Some(Arc::new(cols))
     } else {
         None
     };
@@ -542,6 +572,7 @@ fn parse_chunk(f: &Fields<'_>, default: Compression) -> Result<ChunkHeader, Form
         rows,
         compression,
         int8,
+        int4,
         metadata: f.opt("metadata").cloned(),
         sections,
         file_offset: f.opt_u64("file_offset")?,
@@ -592,4 +623,43 @@ fn parse_section(v: &Value, i: usize, offset: u64) -> Result<Section, FormatErro
         end_index,
         metadata: s.opt("metadata").cloned().unwrap_or(Value::Null),
     })
+}
+
+/// The int4 column parameters in the JSON: base64 (standard alphabet, padded) of `dim`
+/// little-endian f32 values.
+mod int4_cols {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+
+    pub(super) fn encode(values: &[f32]) -> String {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        STANDARD.encode(bytes)
+    }
+
+    /// Decode, checking the string's length against `dimension` before decoding (so the
+    /// buffer is sized by the string the header holds, never by the claimed dimension).
+    pub(super) fn decode(s: &str, dimension: u64) -> Result<Vec<f32>, String> {
+        let expected = dimension
+            .checked_mul(4)
+            .map(|b| b.div_ceil(3).saturating_mul(4));
+        if expected != Some(s.len() as u64) {
+            return Err(format!(
+                "{} base64 characters do not hold {dimension} f32 values",
+                s.len()
+            ));
+        }
+        let bytes = STANDARD
+            .decode(s)
+            .map_err(|e| format!("invalid base64: {e}"))?;
+        if bytes.len() as u64 != dimension.saturating_mul(4) {
+            return Err(format!(
+                "{} bytes do not hold {dimension} f32 values",
+                bytes.len()
+            ));
+        }
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
 }

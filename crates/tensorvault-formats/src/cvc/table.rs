@@ -1,6 +1,8 @@
 //! The chunk table: framing detection and the layout checks that run when a reader
 //! opens a file, before anything sized by the file is allocated.
 
+use std::sync::Arc;
+
 use crate::cvc::backend::ChunkCodec;
 use crate::cvc::compression::Compression;
 use crate::cvc::header::CvcHeader;
@@ -177,10 +179,8 @@ pub(super) fn build_layout<S: ReadAt>(
             return Err(FormatError::LengthMismatch {
                 format: FORMAT,
                 what: format!(
-                    "chunk {i} payload ({} rows x {} dims x {} bytes)",
-                    ch.rows,
-                    header.dimension,
-                    ch.compression.width()
+                    "chunk {i} payload ({} rows x {} dims, {})",
+                    ch.rows, header.dimension, ch.compression
                 ),
                 offset: frame_offset,
                 expected: payload_len,
@@ -190,6 +190,11 @@ pub(super) fn build_layout<S: ReadAt>(
         let crc = (framing == Framing::V1)
             .then(|| u32::from_le_bytes(pre[4..8].try_into().expect("4 bytes")));
         let codec = match (ch.compression, ch.int8) {
+            (Compression::Int4, _) => ChunkCodec::Int4(Arc::clone(
+                ch.int4
+                    .as_ref()
+                    .expect("the header parser requires col_offset/col_scale for int4"),
+            )),
             (Compression::Fp16, _) => ChunkCodec::Fp16,
             (Compression::Bf16, _) => ChunkCodec::Bf16,
             (Compression::Int8, Some(p)) => ChunkCodec::Int8(p.codec),

@@ -11,6 +11,7 @@ use serde_json::Value;
 use tensorvault_core::atomic::AtomicFile;
 use tensorvault_quant::affine_u8::{min_max_finite, AffineU8};
 use tensorvault_quant::float::{f32_to_bf16_bits, f32_to_f16_bits};
+use tensorvault_quant::row_int4::{row_bytes, ColumnNorm};
 use tensorvault_quant::QuantError;
 
 use crate::cvc::compression::Compression;
@@ -90,6 +91,17 @@ impl PackOptions {
     pub(super) fn check(&self) -> Result<(), FormatError> {
         if self.chunk_size == 0 {
             return Err(arg("chunk_size", "must be at least 1"));
+        }
+        let int4 = self.compression == Compression::Int4
+            || self
+                .chunk_compression
+                .as_ref()
+                .is_some_and(|v| v.contains(&Compression::Int4));
+        if int4 && self.framing == Framing::V0 {
+            return Err(arg(
+                "compression",
+                "int4 is a tensorvault extension of v1.0 files; the legacy v0 layout cannot hold it",
+            ));
         }
         if self.mmap_optimized && self.framing == Framing::V0 {
             return Err(arg(
@@ -211,6 +223,12 @@ pub(super) fn plan_chunk(
     } else {
         None
     };
+    let int4 = if compression == Compression::Int4 {
+        let cols = ColumnNorm::fit(values, dim as usize).map_err(codec_err)?;
+        Some(Arc::new(cols))
+    } else {
+        None
+    };
     let row_end = row_start + rows;
     let chunk_sections = sections
         .iter()
@@ -227,6 +245,7 @@ pub(super) fn plan_chunk(
         rows,
         compression,
         int8,
+        int4,
         metadata,
         sections: chunk_sections,
         file_offset: None,
@@ -241,6 +260,11 @@ thread_local! {
 
 /// Encode `values` into `out` (which has room for exactly their codes).
 fn encode_into(values: &[f32], chunk: &ChunkHeader, out: &mut [u16]) -> Result<(), QuantError> {
+    if let Some(cols) = &chunk.int4 {
+        let n = values.len() / cols.dim() * row_bytes(cols.dim()).unwrap_or(0);
+        let bytes = &mut bytemuck::cast_slice_mut::<u16, u8>(out)[..n];
+        return cols.encode_rows(values, bytes);
+    }
     match (chunk.compression, chunk.int8) {
         (Compression::Int8, Some(p)) => {
             let bytes = &mut bytemuck::cast_slice_mut::<u16, u8>(out)[..values.len()];
@@ -273,8 +297,14 @@ pub(super) fn write_chunk_at(
     chunk: &ChunkHeader,
     framing: Framing,
 ) -> Result<u64, FormatError> {
-    let width = chunk.compression.width() as usize;
-    let payload_len = values.len() * width;
+    // Pieces are whole units: a value, or an int4 row (its parameters lead the row).
+    let (unit_values, unit_bytes) = match &chunk.int4 {
+        Some(c) => (c.dim(), row_bytes(c.dim()).unwrap_or(usize::MAX)),
+        None => (1, chunk.compression.row_bytes(1).unwrap_or(2) as usize),
+    };
+    let bytes_of = |n: usize| n / unit_values * unit_bytes;
+    let piece_values = (ENCODE_BLOCK / unit_values).max(1) * unit_values;
+    let payload_len = bytes_of(values.len());
     let len = u32::try_from(payload_len).map_err(|_| {
         arg(
             "chunk_size",
@@ -288,11 +318,11 @@ pub(super) fn write_chunk_at(
         source,
     };
     let hashers: Vec<Result<crc32fast::Hasher, FormatError>> = values
-        .par_chunks(ENCODE_BLOCK)
+        .par_chunks(piece_values)
         .enumerate()
         .map(|(i, piece)| {
             SCRATCH.with_borrow_mut(|scratch| {
-                let n = piece.len() * width;
+                let n = bytes_of(piece.len());
                 if scratch.len() < n.div_ceil(2) {
                     scratch.resize(n.div_ceil(2), 0);
                 }
@@ -301,7 +331,7 @@ pub(super) fn write_chunk_at(
                 let bytes = &bytemuck::cast_slice::<u16, u8>(words)[..n];
                 let mut h = crc32fast::Hasher::new();
                 h.update(bytes);
-                sink.put(payload_pos + (i * ENCODE_BLOCK * width) as u64, bytes)?;
+                sink.put(payload_pos + (i * bytes_of(piece_values)) as u64, bytes)?;
                 Ok(h)
             })
         })
@@ -473,7 +503,7 @@ fn write_file(
     let payload_lens: Vec<u64> = header
         .chunks
         .iter()
-        .map(|c| c.rows * d * c.compression.width())
+        .map(|c| c.payload_len(d).unwrap_or(u64::MAX))
         .collect();
     let (json, region) = if opts.mmap_optimized {
         assign_offsets(&mut header, &payload_lens)?
