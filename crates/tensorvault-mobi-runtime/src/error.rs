@@ -65,13 +65,14 @@ pub enum RuntimeError {
         /// What was given.
         found: &'static str,
     },
-    /// An input of the wrong shape (the first dimension, the batch, may differ).
-    #[error("mobi run: input {name:?} has shape {found:?}, the model expects {expected:?} (any size on axis 0)")]
+    /// An input of the wrong shape (the first dimension, the batch, and symbolic
+    /// dimensions may differ).
+    #[error("mobi run: input {name:?} has shape {found:?}, the model expects [{}] (any size on axis 0)", expected.join(", "))]
     InputShape {
         /// The name.
         name: String,
-        /// The declared shape.
-        expected: Vec<u64>,
+        /// The declared shape (symbolic dimensions by name, `?` when unnamed).
+        expected: Vec<String>,
         /// The given shape.
         found: Vec<usize>,
     },

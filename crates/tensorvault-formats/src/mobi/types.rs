@@ -210,6 +210,13 @@ impl Dim {
     }
 }
 
+impl PartialEq<u64> for Dim {
+    /// A fixed dimension equals its size; a symbolic one equals no size.
+    fn eq(&self, other: &u64) -> bool {
+        self.fixed() == Some(*other)
+    }
+}
+
 impl From<u64> for Dim {
     fn from(n: u64) -> Self {
         Dim::Fixed(n)
