@@ -174,6 +174,26 @@ impl<'a> Ctx<'a> {
         v
     }
 
+    /// Add an operator with one output per shape (names set by the caller).
+    pub fn emit_n(
+        &mut self,
+        op: OperatorType,
+        inputs: &[Value],
+        params: Vec<(String, ParamValue)>,
+        shapes: Vec<Vec<u64>>,
+    ) -> Vec<Dyn> {
+        let vs = self.b.op_n(op, inputs, shapes.len(), params);
+        self.stats.ops_out += 1;
+        vs.into_iter()
+            .zip(shapes)
+            .map(|(v, shape)| Dyn {
+                v,
+                shape,
+                dtype: DataType::F32,
+            })
+            .collect()
+    }
+
     /// Add an operator whose output has no ONNX name (an intermediate of a lowering).
     pub fn emit_tmp(
         &mut self,

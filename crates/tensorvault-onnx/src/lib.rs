@@ -27,8 +27,10 @@ mod import;
 pub mod limits;
 mod mapping;
 mod node;
+mod ops_ext;
 mod ops_linear;
 mod ops_nn;
+mod ops_shape;
 mod ops_tensor;
 mod params;
 #[allow(
@@ -38,6 +40,7 @@ mod params;
 )]
 pub mod proto;
 mod shape;
+mod slicing;
 mod stats;
 mod tensor;
 mod weights;
