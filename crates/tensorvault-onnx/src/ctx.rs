@@ -67,8 +67,18 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Define a name.
+    /// Define a name; a run-time value also gets it in the file's value-names table
+    /// (the last ONNX name of a value wins), so a per-layer diff can find it.
     pub fn set(&mut self, name: &str, v: Val) {
+        if let Val::Dyn(d) = &v {
+            self.b.name_value(d.v, name);
+        }
+        self.vals.insert(name.to_string(), v);
+    }
+
+    /// Define a name without naming the value in the file (graph inputs, which their
+    /// specs name).
+    pub fn set_unnamed(&mut self, name: &str, v: Val) {
         self.vals.insert(name.to_string(), v);
     }
 

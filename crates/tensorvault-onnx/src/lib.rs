@@ -42,6 +42,7 @@ pub mod proto;
 mod shape;
 mod slicing;
 mod stats;
+mod symbolic;
 mod tensor;
 mod weights;
 

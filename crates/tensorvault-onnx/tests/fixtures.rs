@@ -196,3 +196,30 @@ fn quantized_fixtures_stay_close_to_the_reference() {
         assert!(err < tol, "{mode:?}: max |diff| {err}");
     }
 }
+
+#[test]
+fn the_symbolic_batch_stays_symbolic_and_the_reshape_infers_it() {
+    let bytes = read_model(&fixture("tiny_cnn_opset13.onnx"), 1 << 20).unwrap();
+    let m = tensorvault_onnx::import(&bytes, &ImportOptions::default()).unwrap();
+    assert_eq!(
+        m.inputs[0].shape[0],
+        tensorvault_formats::mobi::Dim::Symbolic("N".into())
+    );
+    assert_eq!(
+        m.outputs[0].shape[0],
+        tensorvault_formats::mobi::Dim::Symbolic("N".into())
+    );
+    let reshape = m.operators.iter().find(|o| o.op == Op::Reshape).unwrap();
+    assert_eq!(
+        reshape.param("shape"),
+        Some(&ParamValue::Ints(vec![-1, 64]))
+    );
+    // Intermediate values keep their ONNX names.
+    assert!(
+        m.value_names.values().any(|n| n == "logits"),
+        "{:?}",
+        m.value_names
+    );
+    let back = Model::from_bytes(&m.to_bytes().unwrap()).unwrap();
+    assert_eq!(back, m);
+}

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use tensorvault_formats::mobi::{DataType, OperatorType as Op, ParamValue};
+use tensorvault_formats::mobi::{DataType, Dim, OperatorType as Op, ParamValue};
 use tensorvault_onnx::{import, ImportOptions, OnnxError, WeightsMode};
 
 fn unary_model(
@@ -438,12 +438,16 @@ fn concat_flatten_and_transpose_map_with_normalized_axes() {
 }
 
 #[test]
-fn symbolic_batch_is_refused_unless_pinned() {
+fn symbolic_batch_is_kept_or_pinned() {
     let bytes = unary_model(13, "Relu", vec![], &[-1, 3], &[-1, 3]);
-    let e = import(&bytes, &ImportOptions::default()).unwrap_err();
-    assert!(
-        matches!(e, OnnxError::SymbolicDim { index: 0, ref symbol, .. } if symbol == "N"),
-        "{e}"
+    let m = import(&bytes, &ImportOptions::default()).unwrap();
+    assert_eq!(
+        m.inputs[0].shape,
+        vec![Dim::Symbolic("N".into()), Dim::Fixed(3)]
+    );
+    assert_eq!(
+        m.outputs[0].shape,
+        vec![Dim::Symbolic("N".into()), Dim::Fixed(3)]
     );
     let opts = ImportOptions {
         pin_symbolic_dims: Some(4),
@@ -452,6 +456,51 @@ fn symbolic_batch_is_refused_unless_pinned() {
     let m = import(&bytes, &opts).unwrap();
     assert_eq!(m.inputs[0].fixed_shape(), Some(vec![4, 3]));
     assert_eq!(m.outputs[0].fixed_shape(), Some(vec![4, 3]));
+}
+
+#[test]
+fn a_reshape_of_the_symbolic_batch_infers_it() {
+    // Softmax before 13 over axis 1 of [N, 3, 4]: Reshape [N, 12] + Softmax + Reshape.
+    let m = imp(&unary_model(
+        11,
+        "Softmax",
+        vec![],
+        &[-1, 3, 4],
+        &[-1, 3, 4],
+    ));
+    assert_eq!(
+        m.operators[0].param("shape"),
+        Some(&ParamValue::Ints(vec![-1, 12]))
+    );
+    assert_eq!(
+        m.operators[2].param("shape"),
+        Some(&ParamValue::Ints(vec![-1, 3, 4]))
+    );
+}
+
+#[test]
+fn a_constant_computed_from_the_symbolic_batch_needs_a_pin() {
+    // y = x * float(shape(x)[0]): the constant is the batch size.
+    let bytes = model(
+        13,
+        vec![
+            node("Shape", "s", &["x"], &["s"], vec![]),
+            node("Gather", "g", &["s", "zero"], &["n"], vec![]),
+            node("Cast", "c", &["n"], &["nf"], vec![attr_i("to", 1)]),
+            node("Mul", "m", &["x", "nf"], &["y"], vec![]),
+        ],
+        vec![vi("x", FLOAT, &[-1, 2])],
+        vec![vi("y", FLOAT, &[-1, 2])],
+        vec![ti64("zero", &[], &[0])],
+    );
+    let e = import(&bytes, &ImportOptions::default()).unwrap_err();
+    assert!(matches!(e, OnnxError::SymbolicShape { .. }), "{e}");
+    let opts = ImportOptions {
+        pin_symbolic_dims: Some(5),
+        ..ImportOptions::default()
+    };
+    let m = import(&bytes, &opts).unwrap();
+    assert_eq!(const_input(&m, &m.operators[0], 1), vec![5.0]);
 }
 
 #[test]
