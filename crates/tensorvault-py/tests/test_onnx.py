@@ -81,10 +81,15 @@ def test_weight_modes(tmp_path, weights, dtype, atol):
     np.testing.assert_allclose(run(m, x), np.load(fixture("tiny_cnn.output.npy")), atol=atol)
 
 
+def test_symbolic_batch_is_kept_without_batch(tmp_path):
+    m = tv.convert_onnx(fixture("tiny_cnn_opset13.onnx"), tmp_path / "n.mobi")
+    assert m.inputs[0].shape[0] == "N" and m.outputs[0].shape[0] == "N"
+    reshape = next(o for o in m.operators if o.op == "Reshape")
+    assert reshape.params["shape"] == [-1, 64]
+
+
 def test_errors_name_the_problem_and_write_nothing(tmp_path):
     dst = tmp_path / "out.mobi"
-    with pytest.raises(tv.UnsupportedFormatError, match="symbolic"):
-        tv.convert_onnx(fixture("tiny_cnn_opset13.onnx"), dst)
     garbage = tmp_path / "garbage.onnx"
     garbage.write_bytes(b"\xff\xff\xff not protobuf")
     with pytest.raises(tv.InvalidFormatError, match="protobuf"):
