@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use tensorvault_formats::mobi::{DataType, Dim, OperatorType as Op, ParamValue};
+use tensorvault_formats::mobi::{DataType, Dim, OperatorType as Op, ParamValue, Quantization};
 use tensorvault_onnx::{import, ImportOptions, OnnxError, WeightsMode};
 
 fn unary_model(
@@ -504,7 +504,7 @@ fn a_constant_computed_from_the_symbolic_batch_needs_a_pin() {
 }
 
 #[test]
-fn weights_modes_store_conv_weights_and_keep_biases_f32() {
+fn weights_modes_store_conv_weights_per_channel_and_keep_int_mode_biases_f32() {
     let bytes = model(
         13,
         vec![node("Conv", "c", &["x", "w", "b"], &["y"], vec![])],
@@ -531,11 +531,19 @@ fn weights_modes_store_conv_weights_and_keep_biases_f32() {
         .unwrap();
         let conv = &m.operators[0];
         assert_eq!(m.tensor(conv.inputs[1]).unwrap().dtype, want, "{mode:?}");
-        assert_eq!(
-            m.tensor(conv.inputs[2]).unwrap().dtype,
-            DataType::F32,
-            "{mode:?}"
-        );
+        let bias = if mode == WeightsMode::Fp16 {
+            DataType::F16
+        } else {
+            DataType::F32
+        };
+        assert_eq!(m.tensor(conv.inputs[2]).unwrap().dtype, bias, "{mode:?}");
+        if mode == WeightsMode::Int8 {
+            let q = m.tensor(conv.inputs[1]).unwrap().quant.clone();
+            assert!(
+                matches!(q, Some(Quantization::PerAxis { axis: 0, ref scales, .. }) if scales.len() == 32),
+                "{q:?}"
+            );
+        }
         let back = const_input(&m, conv, 1);
         let orig = values(32 * 16 * 9, 3);
         let tol = match mode {
