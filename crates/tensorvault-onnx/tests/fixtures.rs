@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use common::conv2d;
 use tensorvault_formats::mobi::{Model, OperatorType as Op, ParamValue};
+use tensorvault_mobi_runtime::{Data, Session, Tensor};
 use tensorvault_onnx::{import_with_report, read_model, ImportOptions, WeightsMode};
 
 fn fixture(name: &str) -> PathBuf {
@@ -193,6 +194,48 @@ fn quantized_fixtures_stay_close_to_the_reference() {
             .map(|(a, b)| (a - b).abs())
             .fold(0f32, f32::max);
         assert!(err < tol, "{mode:?}: max |diff| {err}");
+    }
+}
+
+/// Run the model with the reference runtime (tensorvault-mobi-runtime) on a batch of 2.
+fn runtime(m: &Model, x: Vec<f32>) -> Vec<f32> {
+    let session = Session::new(m).unwrap();
+    let out = session
+        .run(&[("x", Tensor::f32(vec![2, 1, 8, 8], x).unwrap())])
+        .unwrap();
+    assert_eq!(out[0].0, "probs");
+    assert_eq!(out[0].1.shape, vec![2, 10]);
+    match &out[0].1.data {
+        Data::F32(v) => v.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_reference_runtime_reproduces_the_onnx_output_with_the_symbolic_batch_kept() {
+    let x = npy_f32("tiny_cnn.input.npy");
+    let want = npy_f32("tiny_cnn.output.npy");
+    for name in ["tiny_cnn_opset11.onnx", "tiny_cnn_opset13.onnx"] {
+        for (mode, tol) in [
+            (WeightsMode::F32, 1e-5),
+            (WeightsMode::Fp16, 1e-3),
+            (WeightsMode::Int8, 5e-2),
+        ] {
+            let bytes = read_model(&fixture(name), 1 << 20).unwrap();
+            let opts = ImportOptions {
+                weights: mode,
+                ..ImportOptions::default()
+            };
+            let m = tensorvault_onnx::import(&bytes, &opts).unwrap();
+            let back = Model::from_bytes(&m.to_bytes().unwrap()).unwrap();
+            let got = runtime(&back, x.clone());
+            let err = got
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(err < tol, "{name} {mode:?}: max |diff| {err}");
+        }
     }
 }
 
