@@ -14,8 +14,7 @@ fn run(
     ins: &[&str],
     outs: &[(&str, &[i64])],
     attrs: Vec<AttributeProto>,
-    shape: &[i64],
-    x: Vec<f32>,
+    (shape, x): (&[i64], Vec<f32>),
     inits: Vec<TensorProto>,
 ) -> Vec<Vec<f32>> {
     let mut inputs = vec!["x"];
@@ -58,8 +57,7 @@ fn softmax_before_13_normalizes_over_the_flattened_tail() {
         &[],
         &[("y", &[2, 3, 4])],
         vec![attr_i("axis", 1)],
-        &[2, 3, 4],
-        x.clone(),
+        (&[2, 3, 4], x.clone()),
         vec![],
     );
     let mut want = Vec::new();
@@ -88,8 +86,7 @@ fn gemm_with_trans_a_alpha_and_beta() {
             attr_f("alpha", 0.5),
             attr_f("beta", 2.0),
         ],
-        &[3, 2],
-        a.clone(),
+        (&[3, 2], a.clone()),
         vec![tf32("B", &[3, 4], &b), tf32("C", &[4], &c)],
     );
     let mut want = vec![0f32; 8];
@@ -111,8 +108,7 @@ fn slice_with_a_negative_step_and_pad_edge() {
         &["s", "e", "a", "st"],
         &[("y", &[4])],
         vec![],
-        &[10],
-        x.clone(),
+        (&[10], x.clone()),
         vec![
             ti64("s", &[1], &[-1]),
             ti64("e", &[1], &[i64::MIN]),
@@ -127,8 +123,7 @@ fn slice_with_a_negative_step_and_pad_edge() {
         &["p"],
         &[("y", &[2, 5])],
         vec![attr_s("mode", "edge")],
-        &[2, 2],
-        vec![1.0, 2.0, 3.0, 4.0],
+        (&[2, 2], vec![1.0, 2.0, 3.0, 4.0]),
         vec![ti64("p", &[4], &[0, 1, 0, 2])],
     );
     close(&got[0], &[1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0, 4.0]);
@@ -143,8 +138,7 @@ fn split_by_num_outputs_and_reduce_sum_with_axes_input() {
         &[],
         &[("a", &[3]), ("b", &[2])],
         vec![attr_i("num_outputs", 2)],
-        &[5],
-        x,
+        (&[5], x),
         vec![],
     );
     close(&got[0], &[0.0, 1.0, 2.0]);
@@ -155,8 +149,7 @@ fn split_by_num_outputs_and_reduce_sum_with_axes_input() {
         &["ax"],
         &[("y", &[2])],
         vec![attr_i("keepdims", 0)],
-        &[2, 3],
-        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        (&[2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
         vec![ti64("ax", &[1], &[-1])],
     );
     close(&got[0], &[6.0, 15.0]);
@@ -171,8 +164,7 @@ fn clip_and_leaky_relu_keep_their_parameters() {
         &["lo", "hi"],
         &[("y", &[4])],
         vec![],
-        &[4],
-        x.clone(),
+        (&[4], x.clone()),
         vec![tf32("lo", &[], &[0.0]), tf32("hi", &[], &[6.0])],
     );
     close(&got[0], &[0.0, 0.0, 0.5, 6.0]);
@@ -182,8 +174,7 @@ fn clip_and_leaky_relu_keep_their_parameters() {
         &[],
         &[("y", &[4])],
         vec![attr_f("alpha", 0.1)],
-        &[4],
-        x,
+        (&[4], x),
         vec![],
     );
     close(&got[0], &[-0.8, -0.1, 0.5, 7.0]);
