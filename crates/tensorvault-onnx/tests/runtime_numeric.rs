@@ -179,3 +179,42 @@ fn clip_and_leaky_relu_keep_their_parameters() {
     );
     close(&got[0], &[-0.8, -0.1, 0.5, 7.0]);
 }
+
+#[test]
+fn a_rank_3_matmul_plus_bias_is_one_fully_connected() {
+    // x [2, 3, 4] @ W [4, 5] + b [5]: FullyConnected over the last axis.
+    let x = values(24, 7);
+    let w = values(20, 8);
+    let b = values(5, 9);
+    let bytes = model(
+        13,
+        vec![
+            node("MatMul", "mm", &["x", "W"], &["h"], vec![]),
+            node("Add", "add", &["h", "b"], &["y"], vec![]),
+        ],
+        vec![vi("x", FLOAT, &[2, 3, 4])],
+        vec![vi("y", FLOAT, &[2, 3, 5])],
+        vec![tf32("W", &[4, 5], &w), tf32("b", &[5], &b)],
+    );
+    let m = imp(&bytes);
+    assert_eq!(
+        ops(&m),
+        vec![tensorvault_formats::mobi::OperatorType::FullyConnected]
+    );
+    let out = Session::new(&m)
+        .unwrap()
+        .run(&[("x", Tensor::f32(vec![2, 3, 4], x.clone()).unwrap())])
+        .unwrap();
+    assert_eq!(out[0].1.shape, vec![2, 3, 5]);
+    let Data::F32(got) = &out[0].1.data else {
+        panic!()
+    };
+    let want: Vec<f32> = (0..6)
+        .flat_map(|r| {
+            let x = &x;
+            let (w, b) = (&w, &b);
+            (0..5).map(move |j| b[j] + (0..4).map(|k| x[r * 4 + k] * w[k * 5 + j]).sum::<f32>())
+        })
+        .collect();
+    close(got, &want);
+}
