@@ -148,6 +148,13 @@ def main() -> int:
             for cmd in (["inspect"], ["validate"], ["graph"], ["graph", "--dot"]):
                 sw.check(f"{label} {' '.join(cmd)}", ["mobi", cmd[0], path, *cmd[1:]])
             sw.check(label + " quantize", ["mobi", "quantize", path, w("q.mobi"), "--to", "int8"], [w("q.mobi")])
+        # ONNX: the tiny CNN fixture through `mobi convert` (no partial output on error).
+        data = open(f("onnx", "tiny_cnn_opset13.onnx"), "rb").read()
+        for mname, bad in mutations(data, rng, a.flips):
+            path = w("in.onnx")
+            open(path, "wb").write(bad)
+            sw.check(f"onnx {mname} mobi convert", ["mobi", "convert", path, w("c.mobi"), "--weights", "int8"],
+                     [w("c.mobi")])
         # CGEB: a packed batch; damage the data file and the index in turn.
         subprocess.run([sw.tv, "-q", "cgeb", "pack", f("cvc", "c_tiny_10x3_f32.npy"), w("b"),
                         "--alignment", "64"], check=True)

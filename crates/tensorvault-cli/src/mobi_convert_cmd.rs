@@ -25,8 +25,8 @@ pub enum Weights {
     Fp16,
     /// Conv / fully-connected / MatMul weights as int16; biases and small vectors f32.
     Int16,
-    /// Conv / fully-connected / MatMul weights as int8 (per tensor until MOBI v2 adds
-    /// per-channel scales); biases and small vectors f32.
+    /// Conv / fully-connected / MatMul weights as int8, symmetric, one scale per output
+    /// channel; biases and small vectors f32.
     Int8,
 }
 
@@ -61,8 +61,9 @@ pub struct ConvertArgs {
     /// Gzip every tensor payload.
     #[arg(long)]
     pub gzip: bool,
-    /// Pin every symbolic input dimension (e.g. a batch `N`) to this size: MOBI v1 has
-    /// fixed dimensions only, so models with symbolic inputs need it.
+    /// Pin every symbolic input dimension (e.g. a batch `N`) to this size. Without it,
+    /// symbolic dimensions stay symbolic in the MOBI file (a graph whose constants
+    /// depend on them is refused with a message asking for this option).
     #[arg(long, value_name = "N")]
     pub batch: Option<u64>,
     /// Refuse ONNX files larger than this many bytes.

@@ -46,6 +46,11 @@ fn convert_reports_folds_and_sizes_and_the_file_validates() {
     assert_eq!(v["tensors_quantized"], 2);
     assert_eq!(v["mobi_bytes"], std::fs::metadata(&out).unwrap().len());
     ok(&tv(&["mobi", "validate", s(&out)]));
+    // Without --batch the batch stays symbolic.
+    ok(&tv(&["mobi", "convert", s(&src), s(&out)]));
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&tv(&["mobi", "inspect", s(&out), "--json"]))).unwrap();
+    assert_eq!(v["inputs"][0]["shape"][0], "N", "{v}");
     let text = ok(&tv(&[
         "mobi",
         "convert",
@@ -63,15 +68,21 @@ fn convert_reports_folds_and_sizes_and_the_file_validates() {
 fn convert_errors_are_one_line_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cnn.mobi");
-    let r = tv(&[
-        "mobi",
-        "convert",
-        s(&fixture("tiny_cnn_opset13.onnx")),
-        s(&out),
-    ]);
+    let lstm = dir.path().join("lstm.onnx");
+    // A ModelProto (opset 13) whose graph has one LSTM node "l0": field 8 opset_import
+    // {version 13}, field 7 graph {node {output "y", name "l0", op_type "LSTM"}}.
+    let node = b"\x12\x01y\x1a\x02l0\x22\x04LSTM".to_vec();
+    let graph = [&[0x0a, node.len() as u8][..], &node].concat();
+    let model = [
+        &[0x42, 0x02, 0x10, 0x0d, 0x3a, graph.len() as u8][..],
+        &graph,
+    ]
+    .concat();
+    std::fs::write(&lstm, model).unwrap();
+    let r = tv(&["mobi", "convert", s(&lstm), s(&out)]);
     assert_eq!(r.status.code(), Some(2));
     let err = String::from_utf8_lossy(&r.stderr);
-    assert!(err.contains("symbolic") && err.contains("--batch"), "{err}");
+    assert!(err.contains("LSTM") && err.contains("\"l0\""), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(!out.exists());
     let garbage = dir.path().join("garbage.onnx");

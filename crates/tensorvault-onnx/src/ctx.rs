@@ -67,8 +67,18 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Define a name.
+    /// Define a name; a run-time value also gets it in the file's value-names table
+    /// (the last ONNX name of a value wins), so a per-layer diff can find it.
     pub fn set(&mut self, name: &str, v: Val) {
+        if let Val::Dyn(d) = &v {
+            self.b.name_value(d.v, name);
+        }
+        self.vals.insert(name.to_string(), v);
+    }
+
+    /// Define a name without naming the value in the file (graph inputs, which their
+    /// specs name).
+    pub fn set_unnamed(&mut self, name: &str, v: Val) {
         self.vals.insert(name.to_string(), v);
     }
 
@@ -172,6 +182,26 @@ impl<'a> Ctx<'a> {
         let v = self.emit_tmp(op, inputs, params, shape);
         self.set(out, Val::Dyn(v.clone()));
         v
+    }
+
+    /// Add an operator with one output per shape (names set by the caller).
+    pub fn emit_n(
+        &mut self,
+        op: OperatorType,
+        inputs: &[Value],
+        params: Vec<(String, ParamValue)>,
+        shapes: Vec<Vec<u64>>,
+    ) -> Vec<Dyn> {
+        let vs = self.b.op_n(op, inputs, shapes.len(), params);
+        self.stats.ops_out += 1;
+        vs.into_iter()
+            .zip(shapes)
+            .map(|(v, shape)| Dyn {
+                v,
+                shape,
+                dtype: DataType::F32,
+            })
+            .collect()
     }
 
     /// Add an operator whose output has no ONNX name (an intermediate of a lowering).

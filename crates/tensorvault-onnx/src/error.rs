@@ -115,8 +115,8 @@ pub enum OnnxError {
         /// Its name.
         name: String,
     },
-    /// A graph input has a symbolic or unknown dimension and no pin was given.
-    #[error("onnx: graph input {input:?} dimension {index} is symbolic ({symbol:?}); MOBI v1 has only fixed dimensions: pin it with ImportOptions::pin_symbolic_dims (CLI --batch N)")]
+    /// A graph input has a symbolic or unknown dimension where one is not allowed.
+    #[error("onnx: graph input {input:?} dimension {index} is symbolic ({symbol:?}); pin it with ImportOptions::pin_symbolic_dims (CLI --batch N)")]
     SymbolicDim {
         /// The graph input.
         input: String,
@@ -124,6 +124,18 @@ pub enum OnnxError {
         index: usize,
         /// The `dim_param` (empty when the dimension is simply unknown).
         symbol: String,
+    },
+    /// With symbolic input dimensions kept, something other than an I/O dim or one
+    /// Reshape entry depends on them (a constant computed from the batch size, a second
+    /// symbolic Reshape entry, ...).
+    #[error("onnx: {op} {index}: its {what} depends on a symbolic input dimension in a way MOBI cannot express; pin the dimensions with ImportOptions::pin_symbolic_dims (CLI --batch N)")]
+    SymbolicShape {
+        /// Index of the operator (or tensor / I/O spec).
+        index: usize,
+        /// The MOBI operator type or structure.
+        op: &'static str,
+        /// What depends on the symbolic dimension.
+        what: &'static str,
     },
     /// A name is defined twice (two initializers, two node outputs, an input and an
     /// output, ...): ONNX graphs are single-assignment.

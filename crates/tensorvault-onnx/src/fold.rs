@@ -13,6 +13,7 @@ use crate::ops_tensor::{
     axes_arg, flatten_shape, perm, reshape_spec, squeeze_shape, unsqueeze_shape,
 };
 use crate::shape::{axis, broadcast, product};
+use crate::slicing::{self, SlicePlan};
 use crate::tensor::{check_elements, is_float, is_int, Const, Data};
 
 /// Ops this module can evaluate.
@@ -261,50 +262,8 @@ fn concat(n: &Node, parts: &[Rc<Const>]) -> Result<Const, OnnxError> {
 
 fn slice(ctx: &Ctx, n: &Node, c: &Const) -> Result<Const, OnnxError> {
     let r = c.shape.len();
-    let (starts, ends, axes, steps) = if ctx.opset < 10 {
-        let s = n.ints("starts")?.ok_or_else(|| n.missing("starts"))?;
-        let e = n.ints("ends")?.ok_or_else(|| n.missing("ends"))?;
-        (s, e, n.ints("axes")?, None)
-    } else {
-        let opt = |i| ctx.const_in(n, i).map(|v| v.to_i64());
-        (
-            ctx.need_const(n, 1)?.to_i64(),
-            ctx.need_const(n, 2)?.to_i64(),
-            opt(3),
-            opt(4),
-        )
-    };
-    let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
-    let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
-    if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
-        return Err(n.shape_err("starts, ends, axes and steps differ in length".into()));
-    }
-    let mut begin = vec![0i64; r];
-    let mut step = vec![1i64; r];
-    let mut shape = c.shape.clone();
-    for k in 0..starts.len() {
-        let a = axis(n, "axes", axes[k], r)?;
-        let dim = c.shape[a] as i64;
-        let st = steps[k];
-        if st == 0 {
-            return Err(n.unsupported("steps", 0, "a step of 0"));
-        }
-        let norm = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
-        let (s, e) = if st > 0 {
-            (norm(starts[k]).clamp(0, dim), norm(ends[k]).clamp(0, dim))
-        } else {
-            (
-                norm(starts[k]).clamp(0, dim - 1),
-                norm(ends[k]).clamp(-1, dim - 1),
-            )
-        };
-        let span = i128::from(if st > 0 { e - s } else { s - e }).max(0);
-        let mag = i128::from(st).abs();
-        let count = (span + mag - 1) / mag;
-        begin[a] = s;
-        step[a] = st;
-        shape[a] = count as u64;
-    }
+    let a = slicing::args(ctx, n)?;
+    let SlicePlan { begin, step, shape } = slicing::plan(n, &c.shape, &a)?;
     let (si, so) = (strides(&c.shape), strides(&shape));
     let total = product(&shape) as usize;
     let out = gather_by(&c.data, total, |o| {

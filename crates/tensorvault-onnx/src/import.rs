@@ -21,7 +21,7 @@ use crate::proto::{ModelProto, ValueInfoProto};
 use crate::stats::ImportStats;
 use crate::tensor::{dtype_name, Const};
 use crate::weights::WeightsMode;
-use crate::{fold, tensor};
+use crate::{fold, symbolic, tensor};
 
 /// Import options.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,7 +174,25 @@ pub fn import_with_report(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(Model, ImportStats), OnnxError> {
     let model = decode(bytes, opts.max_model_bytes)?;
-    let opset = default_opset(&model)?;
+    let g = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
+    if opts.pin_symbolic_dims.is_some() || !symbolic::has_symbolic_inputs(g) {
+        return build(&model, opts, opts.pin_symbolic_dims, progress);
+    }
+    // Symbolic input dimensions: walk the graph with them pinned to two sizes; what
+    // differs between the two models depends on them (see symbolic.rs).
+    let (a, stats) = build(&model, opts, Some(symbolic::PIN_A), progress)?;
+    let (b, _) = build(&model, opts, Some(symbolic::PIN_B), &mut |_, _| {})?;
+    Ok((symbolic::reconcile(g, a, b)?, stats))
+}
+
+/// One walk over the graph with symbolic input dimensions pinned to `pin`.
+fn build(
+    model: &ModelProto,
+    opts: &ImportOptions,
+    pin: Option<u64>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(Model, ImportStats), OnnxError> {
+    let opset = default_opset(model)?;
     let g = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
     if let Some(s) = g.sparse_initializer.first() {
         let name = s
@@ -224,7 +242,7 @@ pub fn import_with_report(
         let dtype = mobi_io_dtype(code, "graph input", name)?;
         let mut shape = Vec::with_capacity(dims.len());
         for (index, d) in dims.iter().enumerate() {
-            shape.push(match (d, opts.pin_symbolic_dims) {
+            shape.push(match (d, pin) {
                 (Some(x), _) => *x,
                 (None, Some(p)) => p,
                 (None, None) => {
@@ -260,7 +278,7 @@ pub fn import_with_report(
     let mut ctx = Ctx::new(b, opset, opts.weights, &plan);
     let input_values: HashSet<_> = inputs.iter().map(|(_, d)| d.v).collect();
     for (name, d) in inputs {
-        ctx.set(name, Val::Dyn(d));
+        ctx.set_unnamed(name, Val::Dyn(d));
     }
     for (name, c) in consts {
         ctx.set(name, Val::Const(Rc::new(c)));

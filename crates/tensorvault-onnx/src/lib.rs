@@ -27,8 +27,10 @@ mod import;
 pub mod limits;
 mod mapping;
 mod node;
+mod ops_ext;
 mod ops_linear;
 mod ops_nn;
+mod ops_shape;
 mod ops_tensor;
 mod params;
 #[allow(
@@ -38,7 +40,9 @@ mod params;
 )]
 pub mod proto;
 mod shape;
+mod slicing;
 mod stats;
+mod symbolic;
 mod tensor;
 mod weights;
 

@@ -5,8 +5,10 @@
 use crate::ctx::Ctx;
 use crate::error::OnnxError;
 use crate::node::Node;
+use crate::ops_ext as ext;
 use crate::ops_linear as lin;
 use crate::ops_nn as nn;
+use crate::ops_shape as sh;
 use crate::ops_tensor as t;
 
 /// A lowering: reads the node's inputs from the context and defines its outputs.
@@ -20,38 +22,57 @@ const TABLE: &[(&str, Lowering)] = &[
     ("MatMul", lin::matmul),
     ("MaxPool", nn::max_pool),
     ("AveragePool", nn::avg_pool),
-    ("GlobalAveragePool", nn::global_avg_pool),
-    ("GlobalMaxPool", nn::global_max_pool),
-    ("ReduceMean", nn::reduce_mean),
-    ("Relu", t::unary),
-    ("Sigmoid", t::unary),
-    ("Tanh", t::unary),
+    ("GlobalAveragePool", nn::global_pool),
+    ("GlobalMaxPool", nn::global_pool),
+    ("LayerNormalization", ext::layer_norm),
     ("Softmax", t::softmax),
+    ("LogSoftmax", t::softmax),
     ("Add", t::binary),
     ("Sub", t::binary),
     ("Mul", t::binary),
     ("Div", t::binary),
-    ("Sum", t::sum),
+    ("Pow", ext::pow_prelu),
+    ("PRelu", ext::pow_prelu),
+    ("Sum", ext::variadic),
+    ("Mean", ext::variadic),
+    ("Max", ext::variadic),
+    ("Min", ext::variadic),
+    ("Clip", ext::clip),
     ("Concat", t::concat),
     ("Reshape", t::reshape),
     ("Flatten", t::flatten),
     ("Transpose", t::transpose),
     ("Squeeze", t::squeeze),
     ("Unsqueeze", t::unsqueeze),
+    ("Pad", sh::pad),
+    ("Slice", sh::slice),
+    ("Split", sh::split),
+    ("Gather", sh::gather),
+    ("Expand", sh::expand),
+    ("Tile", sh::tile),
     ("Identity", t::identity),
     ("Dropout", t::dropout),
     ("Cast", t::cast),
     ("Constant", t::constant),
     ("Shape", t::shape),
-    ("Clip", t::clip),
 ];
 
 /// The lowering of an op type, if there is one.
 pub(crate) fn lowering(op: &str) -> Option<Lowering> {
+    if ext::UNARY.contains(&op) {
+        return Some(ext::unary);
+    }
+    if ext::reduce_ops().any(|r| r == op) {
+        return Some(ext::reduce);
+    }
     TABLE.iter().find(|(name, _)| *name == op).map(|(_, f)| *f)
 }
 
 /// Every ONNX op type the importer lowers (for docs and `--help`).
 pub fn supported_ops() -> Vec<&'static str> {
-    TABLE.iter().map(|(name, _)| *name).collect()
+    let mut v: Vec<&'static str> = TABLE.iter().map(|(name, _)| *name).collect();
+    v.extend(ext::UNARY);
+    v.extend(ext::reduce_ops());
+    v.sort_unstable();
+    v
 }

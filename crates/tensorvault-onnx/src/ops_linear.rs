@@ -62,12 +62,12 @@ fn fully_connected(
 ) -> Result<Dyn, OnnxError> {
     let wv = ctx.constant(&Const::floats(vec![n, k], w), Role::FcWeight)?;
     let bv = ctx.constant(&Const::floats(vec![n], bias), Role::Other)?;
-    Ok(ctx.emit_tmp(
-        Op::FullyConnected,
-        &[x.v, wv, bv],
-        vec![],
-        vec![x.shape[0], n],
-    ))
+    // FullyConnected keeps every axis of X but the last: [..., K] -> [..., N].
+    let mut shape = x.shape.clone();
+    if let Some(last) = shape.last_mut() {
+        *last = n;
+    }
+    Ok(ctx.emit_tmp(Op::FullyConnected, &[x.v, wv, bv], vec![], shape))
 }
 
 /// Gemm: `Y = alpha * A' B' + beta * C` -> FullyConnected when B is constant (transB,
@@ -194,18 +194,18 @@ fn matmul_shape(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
     Some(out)
 }
 
-/// MatMul -> FullyConnected when A is 2-D and B a constant matrix (a following Add of a
-/// per-column constant folded in as the bias), else MatMul.
+/// MatMul -> FullyConnected when A has rank >= 2 and B is a constant matrix (a following
+/// Add of a per-column constant folded in as the bias), else MatMul.
 pub(crate) fn matmul(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     n.arity(2, 2, "2")?;
     let a = ctx.dyn_in(n, 0)?;
     let out = n.output(0).unwrap_or_default();
     if let Some(b) = ctx
         .const_in(n, 1)
-        .filter(|b| b.shape.len() == 2 && a.shape.len() == 2)
+        .filter(|b| b.shape.len() == 2 && a.shape.len() >= 2)
     {
         let (k, cols) = (b.shape[0], b.shape[1]);
-        if a.shape[1] != k {
+        if a.shape.last() != Some(&k) {
             return Err(n.shape_err(format!(
                 "A {:?} x B {:?}: inner dimensions differ",
                 a.shape, b.shape

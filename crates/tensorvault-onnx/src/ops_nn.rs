@@ -3,11 +3,11 @@
 
 use tensorvault_formats::mobi::OperatorType as Op;
 
-use crate::ctx::{Ctx, Dyn, Val};
+use crate::ctx::Ctx;
 use crate::error::OnnxError;
 use crate::node::Node;
 use crate::params::{float, int, ints, keys, string};
-use crate::shape::{axis, pads_2d, pair, window_out};
+use crate::shape::{pads_2d, pair, window_out};
 use crate::tensor::Const;
 use crate::weights::Role;
 
@@ -90,12 +90,8 @@ pub(crate) fn conv(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
         Op::Conv2D
     } else if group > 1 && group as u64 == c && cg == 1 && m % c == 0 {
         Op::DepthwiseConv2D
-    } else if group >= 1 && cg * group as u64 == c {
-        return Err(n.unsupported(
-            "group",
-            group,
-            "grouped convolution other than depthwise has no MOBI operator",
-        ));
+    } else if group > 1 && cg * group as u64 == c && m % group as u64 == 0 {
+        Op::Conv2D
     } else {
         return Err(n.shape_err(format!(
             "weight {:?} with group {group} does not match {c} input channels",
@@ -147,12 +143,15 @@ pub(crate) fn conv(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     }
     let wv = ctx.constant(&Const::floats(w.shape.clone(), weights), Role::ConvWeight)?;
     let bv = ctx.constant(&Const::floats(vec![m], bias), Role::Other)?;
-    let params = vec![
+    let mut params = vec![
         ints(keys::STRIDE, &strides),
         ints(keys::PADDING, &pads),
         ints(keys::DILATION, &dil),
         string(keys::LAYOUT, "NCHW"),
     ];
+    if op == Op::Conv2D && group > 1 {
+        params.push(int(keys::GROUP, group));
+    }
     ctx.emit(op, &[x.v, wv, bv], params, out_name, vec![batch, m, oh, ow]);
     Ok(())
 }
@@ -219,19 +218,13 @@ fn pool(ctx: &mut Ctx, n: &Node, op: Op) -> Result<(), OnnxError> {
         None => return Err(n.missing("kernel_shape")),
     };
     let dil = pair(n, "dilations", 1)?;
-    if dil != [1, 1] {
-        return Err(n.unsupported(
-            "dilations",
-            format!("{dil:?}"),
-            "dilated pooling has no MOBI parameter",
-        ));
-    }
     let strides = pair(n, "strides", 1)?;
     let pads = pads_2d(n, [h, w], kernel, strides, dil)?;
+    let eff = [(kernel[0] - 1) * dil[0] + 1, (kernel[1] - 1) * dil[1] + 1];
     let ceil = n.int_or("ceil_mode", 0)? != 0;
     let (Some(oh), Some(ow)) = (
-        window_out(h, pads[0], pads[2], kernel[0], strides[0], ceil),
-        window_out(w, pads[1], pads[3], kernel[1], strides[1], ceil),
+        window_out(h, pads[0], pads[2], eff[0], strides[0], ceil),
+        window_out(w, pads[1], pads[3], eff[1], strides[1], ceil),
     ) else {
         return Err(n.shape_err(format!(
             "kernel {kernel:?} larger than the padded input {:?}",
@@ -244,6 +237,9 @@ fn pool(ctx: &mut Ctx, n: &Node, op: Op) -> Result<(), OnnxError> {
         ints(keys::PADDING, &pads),
         int(keys::CEIL_MODE, i64::from(ceil)),
     ];
+    if dil != [1, 1] {
+        params.push(ints(keys::DILATION, &dil));
+    }
     if op == Op::AvgPool2D {
         params.push(int(
             keys::COUNT_INCLUDE_PAD,
@@ -265,82 +261,27 @@ pub(crate) fn avg_pool(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     pool(ctx, n, Op::AvgPool2D)
 }
 
-/// A pooling window over the whole H x W plane: `[N, C, 1, 1]` (no ONNX name yet).
-fn global(ctx: &mut Ctx, n: &Node, op: Op) -> Result<Dyn, OnnxError> {
+/// GlobalAveragePool / GlobalMaxPool: every axis after the first two becomes 1.
+pub(crate) fn global_pool(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
+    n.arity(1, 1, "1")?;
     let x = ctx.dyn_in(n, 0)?;
-    let [b, c, h, w] = rank4(n, &x.shape)?;
-    let mut params = vec![
-        ints(keys::KERNEL, &[h, w]),
-        ints(keys::STRIDE, &[1, 1]),
-        ints(keys::PADDING, &[0, 0, 0, 0]),
-        int(keys::CEIL_MODE, 0),
-    ];
-    if op == Op::AvgPool2D {
-        params.push(int(keys::COUNT_INCLUDE_PAD, 0));
+    if x.shape.len() < 3 {
+        return Err(n.shape_err(format!(
+            "input shape {:?}: needs [N, C, spatial...]",
+            x.shape
+        )));
     }
-    Ok(ctx.emit_tmp(op, &[x.v], params, vec![b, c, 1, 1]))
-}
-
-/// GlobalAveragePool -> AvgPool2D with the whole plane as window.
-pub(crate) fn global_avg_pool(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
-    n.arity(1, 1, "1")?;
-    let d = global(ctx, n, Op::AvgPool2D)?;
-    ctx.set(n.output(0).unwrap_or_default(), Val::Dyn(d));
-    Ok(())
-}
-
-/// GlobalMaxPool -> MaxPool2D with the whole plane as window.
-pub(crate) fn global_max_pool(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
-    n.arity(1, 1, "1")?;
-    let d = global(ctx, n, Op::MaxPool2D)?;
-    ctx.set(n.output(0).unwrap_or_default(), Val::Dyn(d));
-    Ok(())
-}
-
-/// ReduceMean over the spatial axes `[2, 3]` of an NCHW tensor (the global average pool
-/// exporters write) -> AvgPool2D (+ Reshape when `keepdims = 0`). Other axes need the
-/// MOBI reduce ops.
-pub(crate) fn reduce_mean(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
-    n.arity(1, 2, "1..=2")?;
-    let rank = match ctx.val(n.input(0).unwrap_or_default()) {
-        Some(Val::Dyn(d)) => d.shape.len(),
-        Some(Val::Const(c)) => c.shape.len(),
-        None => 0,
-    };
-    let raw = if ctx.opset >= 18 {
-        if ctx.has_input(n, 1) {
-            Some(ctx.need_const(n, 1)?.to_i64())
-        } else {
-            None
-        }
+    let op = if n.op() == "GlobalMaxPool" {
+        Op::GlobalMaxPool
     } else {
-        n.ints("axes")?
+        Op::GlobalAveragePool
     };
-    let mut axes = Vec::new();
-    for a in raw.clone().unwrap_or_default() {
-        axes.push(axis(n, "axes", a, rank)?);
-    }
-    axes.sort_unstable();
-    if rank != 4 || axes != [2, 3] {
-        return Err(n.unsupported(
-            "axes",
-            format!("{raw:?}"),
-            "only the spatial mean of an NCHW tensor (axes [2, 3]) maps to MOBI (AvgPool2D)",
-        ));
-    }
-    let out = n.output(0).unwrap_or_default();
-    let pooled = global(ctx, n, Op::AvgPool2D)?;
-    if n.int_or("keepdims", 1)? != 0 {
-        ctx.set(out, Val::Dyn(pooled));
-    } else {
-        let flat = pooled.shape[..2].to_vec();
-        ctx.emit(
-            Op::Reshape,
-            &[pooled.v],
-            vec![ints(keys::SHAPE, &flat)],
-            out,
-            flat,
-        );
-    }
+    let shape: Vec<u64> = x
+        .shape
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| if i < 2 { d } else { 1 })
+        .collect();
+    ctx.emit(op, &[x.v], vec![], n.output(0).unwrap_or_default(), shape);
     Ok(())
 }

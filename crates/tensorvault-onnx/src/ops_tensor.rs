@@ -19,19 +19,6 @@ fn out<'a>(n: &Node<'a>) -> &'a str {
     n.output(0).unwrap_or_default()
 }
 
-/// Relu / Sigmoid / Tanh: the same MOBI op, same shape.
-pub(crate) fn unary(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
-    n.arity(1, 1, "1")?;
-    let op = match n.op() {
-        "Relu" => Op::Relu,
-        "Sigmoid" => Op::Sigmoid,
-        _ => Op::Tanh,
-    };
-    let x = ctx.dyn_in(n, 0)?;
-    ctx.emit(op, &[x.v], vec![], out(n), x.shape);
-    Ok(())
-}
-
 /// Add / Sub / Mul / Div with numpy broadcasting.
 pub(crate) fn binary(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     n.arity(2, 2, "2")?;
@@ -50,45 +37,23 @@ pub(crate) fn binary(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     Ok(())
 }
 
-/// Sum of n inputs -> a chain of Add.
-pub(crate) fn sum(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
-    n.arity(1, usize::MAX, "1 or more")?;
-    let mut acc = ctx.dyn_in(n, 0)?;
-    let count = n.proto.input.len();
-    if count == 1 {
-        ctx.set(out(n), Val::Dyn(acc));
-        ctx.stats.removed += 1;
-        return Ok(());
-    }
-    for i in 1..count {
-        let b = ctx.dyn_in(n, i)?;
-        let Some(shape) = broadcast(&acc.shape, &b.shape) else {
-            return Err(n.shape_err(format!(
-                "{:?} and {:?} do not broadcast",
-                acc.shape, b.shape
-            )));
-        };
-        acc = if i + 1 == count {
-            ctx.emit(Op::Add, &[acc.v, b.v], vec![], out(n), shape)
-        } else {
-            ctx.emit_tmp(Op::Add, &[acc.v, b.v], vec![], shape)
-        };
-    }
-    Ok(())
-}
-
-/// Softmax. Opset >= 13: along `axis` (default -1). Before 13: the input is coerced to
-/// 2-D `[prod(d[..axis]), prod(d[axis..])]` (default axis 1) and normalized along the
-/// second dimension: lowered to Reshape + Softmax + Reshape unless `axis` is the last
-/// axis, where the two are the same.
+/// Softmax / LogSoftmax. Opset >= 13: along `axis` (default -1). Before 13: the input is
+/// coerced to 2-D `[prod(d[..axis]), prod(d[axis..])]` (default axis 1) and normalized
+/// along the second dimension: lowered to Reshape + op + Reshape unless `axis` is the
+/// last axis, where the two are the same.
 pub(crate) fn softmax(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     n.arity(1, 1, "1")?;
     let x = ctx.dyn_in(n, 0)?;
     let rank = x.shape.len();
-    let params = |a: i64| vec![int(keys::AXIS, a), float(keys::BETA, 1.0)];
+    let log = n.op() == "LogSoftmax";
+    let op = if log { Op::LogSoftmax } else { Op::Softmax };
+    let params = |a: i64| match log {
+        true => vec![int(keys::AXIS, a)],
+        false => vec![int(keys::AXIS, a), float(keys::BETA, 1.0)],
+    };
     if ctx.opset >= 13 {
         let a = axis(n, "axis", n.int_or("axis", -1)?, rank)?;
-        ctx.emit(Op::Softmax, &[x.v], params(a as i64), out(n), x.shape);
+        ctx.emit(op, &[x.v], params(a as i64), out(n), x.shape);
         return Ok(());
     }
     let a = if rank == 0 {
@@ -98,7 +63,7 @@ pub(crate) fn softmax(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     };
     if a + 1 >= rank {
         ctx.emit(
-            Op::Softmax,
+            op,
             &[x.v],
             params(rank.saturating_sub(1) as i64),
             out(n),
@@ -113,7 +78,7 @@ pub(crate) fn softmax(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
         vec![ints(keys::SHAPE, &flat)],
         flat.clone(),
     );
-    let s = ctx.emit_tmp(Op::Softmax, &[r.v], params(1), flat);
+    let s = ctx.emit_tmp(op, &[r.v], params(1), flat);
     ctx.stats.coerced_softmax += 1;
     ctx.emit(
         Op::Reshape,
@@ -507,33 +472,5 @@ pub(crate) fn shape(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
         Val::Const(Rc::new(Const::ints(vec![v.len() as u64], v))),
     );
     ctx.stats.folded_shape += 1;
-    Ok(())
-}
-
-/// Clip: with min 0 and no max, Relu. Bounds are attributes before opset 11, optional
-/// constant inputs after.
-pub(crate) fn clip(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
-    n.arity(1, 3, "1..=3")?;
-    let (min, max) = if ctx.opset < 11 {
-        (n.float("min")?, n.float("max")?)
-    } else {
-        let get = |i| -> Result<Option<f32>, OnnxError> {
-            if !ctx.has_input(n, i) {
-                return Ok(None);
-            }
-            Ok(ctx.need_const(n, i)?.to_f32().first().copied())
-        };
-        (get(1)?, get(2)?)
-    };
-    let no_max = max.is_none_or(|m| m == f32::INFINITY);
-    if min != Some(0.0) || !no_max {
-        return Err(n.unsupported(
-            "min/max",
-            format!("{min:?}/{max:?}"),
-            "only Clip(min=0, no max) maps to MOBI (Relu); bounded Clip needs the Clip operator",
-        ));
-    }
-    let x = ctx.dyn_in(n, 0)?;
-    ctx.emit(Op::Relu, &[x.v], vec![], out(n), x.shape);
     Ok(())
 }

@@ -9,7 +9,9 @@ pub(crate) mod keys {
     pub const STRIDE: &str = "stride";
     /// Explicit pads `[top, left, bottom, right]`.
     pub const PADDING: &str = "padding";
-    /// Convolution dilations `[h, w]`.
+    /// Conv2D groups (C and M divisible by it).
+    pub const GROUP: &str = "group";
+    /// Convolution / pooling dilations `[h, w]`.
     pub const DILATION: &str = "dilation";
     /// Tensor layout (`"NCHW"`).
     pub const LAYOUT: &str = "layout";
@@ -37,6 +39,11 @@ pub(crate) fn ints(key: &str, v: &[u64]) -> (String, ParamValue) {
         key.to_string(),
         ParamValue::Ints(v.iter().map(|&x| x as i64).collect()),
     )
+}
+
+/// `key = Ints(v)` from signed values.
+pub(crate) fn ints_i64(key: &str, v: &[i64]) -> (String, ParamValue) {
+    (key.to_string(), ParamValue::Ints(v.to_vec()))
 }
 
 /// `key = Int(v)`.

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use common::conv2d;
 use tensorvault_formats::mobi::{Model, OperatorType as Op, ParamValue};
+use tensorvault_mobi_runtime::{Data, Session, Tensor};
 use tensorvault_onnx::{import_with_report, read_model, ImportOptions, WeightsMode};
 
 fn fixture(name: &str) -> PathBuf {
@@ -38,9 +39,10 @@ fn run(m: &Model, x: Vec<f32>) -> Vec<f32> {
     let mut vals: std::collections::HashMap<u32, (Vec<f32>, Vec<usize>)> =
         std::collections::HashMap::new();
     let shape: Vec<usize> = m.inputs[0]
-        .shape
+        .fixed_shape()
+        .unwrap()
         .iter()
-        .map(|d| d.fixed().unwrap_or(1) as usize)
+        .map(|&d| d as usize)
         .collect();
     vals.insert(0, (x, shape));
     for t in &m.tensors {
@@ -160,7 +162,7 @@ fn both_opsets_import_to_the_folded_graph_and_match_the_reference() {
         );
         assert_eq!(stats.folded_batchnorm, 1, "{name}");
         assert_eq!(stats.folded_gemm + stats.folded_matmul_add, 1, "{name}");
-        assert_eq!(m.inputs[0].shape, vec![2, 1, 8, 8]);
+        assert_eq!(m.inputs[0].fixed_shape(), Some(vec![2, 1, 8, 8]));
         assert_eq!(m.outputs[0].name, "probs");
         let got = run(&m, x.clone());
         let err = got
@@ -176,16 +178,15 @@ fn both_opsets_import_to_the_folded_graph_and_match_the_reference() {
 fn quantized_fixtures_stay_close_to_the_reference() {
     let x = npy_f32("tiny_cnn.input.npy");
     let want = npy_f32("tiny_cnn.output.npy");
-    for (mode, tol) in [
-        (WeightsMode::Fp16, 1e-3),
-        (WeightsMode::Int16, 1e-3),
-        (WeightsMode::Int8, 5e-2),
+    // fp16 halves the biases too (4 tensors); the integer modes only the conv and fc
+    // weights.
+    for (mode, tol, quantized) in [
+        (WeightsMode::Fp16, 1e-3, 4),
+        (WeightsMode::Int16, 1e-3, 2),
+        (WeightsMode::Int8, 5e-2, 2),
     ] {
         let (m, stats) = import_fixture("tiny_cnn_opset13.onnx", mode);
-        assert_eq!(
-            stats.tensors_quantized, 2,
-            "{mode:?}: the conv and fc weights"
-        );
+        assert_eq!(stats.tensors_quantized, quantized, "{mode:?}");
         let got = run(&m, x.clone());
         let err = got
             .iter()
@@ -194,4 +195,73 @@ fn quantized_fixtures_stay_close_to_the_reference() {
             .fold(0f32, f32::max);
         assert!(err < tol, "{mode:?}: max |diff| {err}");
     }
+}
+
+/// Run the model with the reference runtime (tensorvault-mobi-runtime) on a batch of 2.
+fn runtime(m: &Model, x: Vec<f32>) -> Vec<f32> {
+    let session = Session::new(m).unwrap();
+    let out = session
+        .run(&[("x", Tensor::f32(vec![2, 1, 8, 8], x).unwrap())])
+        .unwrap();
+    assert_eq!(out[0].0, "probs");
+    assert_eq!(out[0].1.shape, vec![2, 10]);
+    match &out[0].1.data {
+        Data::F32(v) => v.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_reference_runtime_reproduces_the_onnx_output_with_the_symbolic_batch_kept() {
+    let x = npy_f32("tiny_cnn.input.npy");
+    let want = npy_f32("tiny_cnn.output.npy");
+    for name in ["tiny_cnn_opset11.onnx", "tiny_cnn_opset13.onnx"] {
+        for (mode, tol) in [
+            (WeightsMode::F32, 1e-5),
+            (WeightsMode::Fp16, 1e-3),
+            (WeightsMode::Int8, 5e-2),
+        ] {
+            let bytes = read_model(&fixture(name), 1 << 20).unwrap();
+            let opts = ImportOptions {
+                weights: mode,
+                ..ImportOptions::default()
+            };
+            let m = tensorvault_onnx::import(&bytes, &opts).unwrap();
+            let back = Model::from_bytes(&m.to_bytes().unwrap()).unwrap();
+            let got = runtime(&back, x.clone());
+            let err = got
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(err < tol, "{name} {mode:?}: max |diff| {err}");
+        }
+    }
+}
+
+#[test]
+fn the_symbolic_batch_stays_symbolic_and_the_reshape_infers_it() {
+    let bytes = read_model(&fixture("tiny_cnn_opset13.onnx"), 1 << 20).unwrap();
+    let m = tensorvault_onnx::import(&bytes, &ImportOptions::default()).unwrap();
+    assert_eq!(
+        m.inputs[0].shape[0],
+        tensorvault_formats::mobi::Dim::Symbolic("N".into())
+    );
+    assert_eq!(
+        m.outputs[0].shape[0],
+        tensorvault_formats::mobi::Dim::Symbolic("N".into())
+    );
+    let reshape = m.operators.iter().find(|o| o.op == Op::Reshape).unwrap();
+    assert_eq!(
+        reshape.param("shape"),
+        Some(&ParamValue::Ints(vec![-1, 64]))
+    );
+    // Intermediate values keep their ONNX names.
+    assert!(
+        m.value_names.values().any(|n| n == "logits"),
+        "{:?}",
+        m.value_names
+    );
+    let back = Model::from_bytes(&m.to_bytes().unwrap()).unwrap();
+    assert_eq!(back, m);
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use tensorvault_formats::mobi::{DataType, OperatorType as Op, ParamValue};
+use tensorvault_formats::mobi::{DataType, Dim, OperatorType as Op, ParamValue, Quantization};
 use tensorvault_onnx::{import, ImportOptions, OnnxError, WeightsMode};
 
 fn unary_model(
@@ -157,15 +157,25 @@ fn clip_takes_attributes_before_11_and_inputs_after() {
         vec![vi("y", FLOAT, &[4])],
         vec![tf32("lo", &[], &[0.0]), tf32("hi", &[], &[6.0])],
     );
-    let e = import(&bytes, &ImportOptions::default()).unwrap_err();
-    assert!(
-        matches!(e, OnnxError::UnsupportedAttribute { ref node, .. } if node == "relu6"),
-        "{e}"
+    let m = imp(&bytes);
+    assert_eq!(ops(&m), vec![Op::Clip]);
+    assert_eq!(m.operators[0].param("min"), Some(&ParamValue::Float(0.0)));
+    assert_eq!(m.operators[0].param("max"), Some(&ParamValue::Float(6.0)));
+    let m = imp(&unary_model(
+        10,
+        "Clip",
+        vec![attr_f("max", 1.0)],
+        &[4],
+        &[4],
+    ));
+    assert_eq!(
+        m.operators[0].param("min"),
+        Some(&ParamValue::Float(f64::NEG_INFINITY))
     );
 }
 
 #[test]
-fn reduce_mean_axes_are_an_attribute_before_18_and_an_input_after() {
+fn reduce_axes_are_an_attribute_before_18_and_an_input_after() {
     let m = imp(&unary_model(
         13,
         "ReduceMean",
@@ -173,11 +183,12 @@ fn reduce_mean_axes_are_an_attribute_before_18_and_an_input_after() {
         &[1, 8, 5, 5],
         &[1, 8],
     ));
-    assert_eq!(ops(&m), vec![Op::AvgPool2D, Op::Reshape]);
+    assert_eq!(ops(&m), vec![Op::ReduceMean]);
     assert_eq!(
-        m.operators[0].param("kernel"),
-        Some(&ParamValue::Ints(vec![5, 5]))
+        m.operators[0].param("axes"),
+        Some(&ParamValue::Ints(vec![2, 3]))
     );
+    assert_eq!(m.operators[0].param("keepdims"), Some(&ParamValue::Int(0)));
     let bytes = model(
         18,
         vec![node("ReduceMean", "rm", &["x", "axes"], &["y"], vec![])],
@@ -185,12 +196,24 @@ fn reduce_mean_axes_are_an_attribute_before_18_and_an_input_after() {
         vec![vi("y", FLOAT, &[1, 8, 1, 1])],
         vec![ti64("axes", &[2], &[-1, -2])],
     );
-    assert_eq!(ops(&imp(&bytes)), vec![Op::AvgPool2D]);
+    assert_eq!(ops(&imp(&bytes)), vec![Op::ReduceMean]);
+    // Opset 18 with an axes attribute instead of the input: reduces every axis.
+    let m = imp(&unary_model(
+        18,
+        "ReduceMean",
+        vec![attr_i("keepdims", 0)],
+        &[1, 8, 5, 5],
+        &[],
+    ));
+    assert_eq!(
+        m.operators[0].param("axes"),
+        Some(&ParamValue::Ints(vec![0, 1, 2, 3]))
+    );
     let e = import(
         &unary_model(
             13,
             "ReduceMean",
-            vec![attr_ints("axes", &[1])],
+            vec![attr_ints("axes", &[1, -3])],
             &[1, 8, 5, 5],
             &[1, 1, 5, 5],
         ),
@@ -282,7 +305,7 @@ fn auto_pad_resolves_to_explicit_pads() {
 }
 
 #[test]
-fn depthwise_conv_maps_and_other_groups_are_refused() {
+fn depthwise_and_grouped_convs_map_and_bad_groups_are_refused() {
     let dw = |group: i64, wshape: &[i64]| {
         let n: i64 = wshape.iter().product();
         model(
@@ -300,17 +323,11 @@ fn depthwise_conv_maps_and_other_groups_are_refused() {
         )
     };
     assert_eq!(ops(&imp(&dw(4, &[4, 1, 3, 3]))), vec![Op::DepthwiseConv2D]);
-    let e = import(&dw(2, &[4, 2, 3, 3]), &ImportOptions::default()).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            OnnxError::UnsupportedAttribute {
-                attribute: "group",
-                ..
-            }
-        ),
-        "{e}"
-    );
+    let m = imp(&dw(2, &[4, 2, 3, 3]));
+    assert_eq!(ops(&m), vec![Op::Conv2D]);
+    assert_eq!(m.operators[0].param("group"), Some(&ParamValue::Int(2)));
+    let e = import(&dw(3, &[3, 1, 3, 3]), &ImportOptions::default()).unwrap_err();
+    assert!(matches!(e, OnnxError::Shape { .. }), "{e}");
 }
 
 #[test]
@@ -329,7 +346,7 @@ fn pools_carry_kernel_stride_pads_and_ceil_mode() {
     let p = &m.operators[0];
     assert_eq!(p.op, Op::MaxPool2D);
     assert_eq!(p.param("ceil_mode"), Some(&ParamValue::Int(1)));
-    assert_eq!(m.outputs[0].shape, vec![1, 1, 3, 3]);
+    assert_eq!(m.outputs[0].fixed_shape(), Some(vec![1, 1, 3, 3]));
     let m = imp(&unary_model(
         11,
         "AveragePool",
@@ -352,14 +369,12 @@ fn pools_carry_kernel_stride_pads_and_ceil_mode() {
         &[1, 2, 4, 4],
         &[1, 2, 1, 1],
     ));
-    assert_eq!(
-        m.operators[0].param("kernel"),
-        Some(&ParamValue::Ints(vec![4, 4]))
-    );
+    assert_eq!(ops(&m), vec![Op::GlobalAveragePool]);
+    assert_eq!(m.outputs[0].fixed_shape(), Some(vec![1, 2, 1, 1]));
 }
 
 #[test]
-fn elementwise_ops_broadcast_and_sum_chains_adds() {
+fn elementwise_ops_broadcast_and_sum_is_one_op() {
     for (onnx, mobi) in [
         ("Add", Op::Add),
         ("Sub", Op::Subtract),
@@ -388,7 +403,7 @@ fn elementwise_ops_broadcast_and_sum_chains_adds() {
         vec![vi("y", FLOAT, &[2])],
         vec![],
     );
-    assert_eq!(ops(&imp(&bytes)), vec![Op::Add, Op::Add]);
+    assert_eq!(ops(&imp(&bytes)), vec![Op::Sum]);
 }
 
 #[test]
@@ -423,24 +438,73 @@ fn concat_flatten_and_transpose_map_with_normalized_axes() {
 }
 
 #[test]
-fn symbolic_batch_is_refused_unless_pinned() {
+fn symbolic_batch_is_kept_or_pinned() {
     let bytes = unary_model(13, "Relu", vec![], &[-1, 3], &[-1, 3]);
-    let e = import(&bytes, &ImportOptions::default()).unwrap_err();
-    assert!(
-        matches!(e, OnnxError::SymbolicDim { index: 0, ref symbol, .. } if symbol == "N"),
-        "{e}"
+    let m = import(&bytes, &ImportOptions::default()).unwrap();
+    assert_eq!(
+        m.inputs[0].shape,
+        vec![Dim::Symbolic("N".into()), Dim::Fixed(3)]
+    );
+    assert_eq!(
+        m.outputs[0].shape,
+        vec![Dim::Symbolic("N".into()), Dim::Fixed(3)]
     );
     let opts = ImportOptions {
         pin_symbolic_dims: Some(4),
         ..ImportOptions::default()
     };
     let m = import(&bytes, &opts).unwrap();
-    assert_eq!(m.inputs[0].shape, vec![4, 3]);
-    assert_eq!(m.outputs[0].shape, vec![4, 3]);
+    assert_eq!(m.inputs[0].fixed_shape(), Some(vec![4, 3]));
+    assert_eq!(m.outputs[0].fixed_shape(), Some(vec![4, 3]));
 }
 
 #[test]
-fn weights_modes_store_conv_weights_and_keep_biases_f32() {
+fn a_reshape_of_the_symbolic_batch_infers_it() {
+    // Softmax before 13 over axis 1 of [N, 3, 4]: Reshape [N, 12] + Softmax + Reshape.
+    let m = imp(&unary_model(
+        11,
+        "Softmax",
+        vec![],
+        &[-1, 3, 4],
+        &[-1, 3, 4],
+    ));
+    assert_eq!(
+        m.operators[0].param("shape"),
+        Some(&ParamValue::Ints(vec![-1, 12]))
+    );
+    assert_eq!(
+        m.operators[2].param("shape"),
+        Some(&ParamValue::Ints(vec![-1, 3, 4]))
+    );
+}
+
+#[test]
+fn a_constant_computed_from_the_symbolic_batch_needs_a_pin() {
+    // y = x * float(shape(x)[0]): the constant is the batch size.
+    let bytes = model(
+        13,
+        vec![
+            node("Shape", "s", &["x"], &["s"], vec![]),
+            node("Gather", "g", &["s", "zero"], &["n"], vec![]),
+            node("Cast", "c", &["n"], &["nf"], vec![attr_i("to", 1)]),
+            node("Mul", "m", &["x", "nf"], &["y"], vec![]),
+        ],
+        vec![vi("x", FLOAT, &[-1, 2])],
+        vec![vi("y", FLOAT, &[-1, 2])],
+        vec![ti64("zero", &[], &[0])],
+    );
+    let e = import(&bytes, &ImportOptions::default()).unwrap_err();
+    assert!(matches!(e, OnnxError::SymbolicShape { .. }), "{e}");
+    let opts = ImportOptions {
+        pin_symbolic_dims: Some(5),
+        ..ImportOptions::default()
+    };
+    let m = import(&bytes, &opts).unwrap();
+    assert_eq!(const_input(&m, &m.operators[0], 1), vec![5.0]);
+}
+
+#[test]
+fn weights_modes_store_conv_weights_per_channel_and_keep_int_mode_biases_f32() {
     let bytes = model(
         13,
         vec![node("Conv", "c", &["x", "w", "b"], &["y"], vec![])],
@@ -467,11 +531,19 @@ fn weights_modes_store_conv_weights_and_keep_biases_f32() {
         .unwrap();
         let conv = &m.operators[0];
         assert_eq!(m.tensor(conv.inputs[1]).unwrap().dtype, want, "{mode:?}");
-        assert_eq!(
-            m.tensor(conv.inputs[2]).unwrap().dtype,
-            DataType::F32,
-            "{mode:?}"
-        );
+        let bias = if mode == WeightsMode::Fp16 {
+            DataType::F16
+        } else {
+            DataType::F32
+        };
+        assert_eq!(m.tensor(conv.inputs[2]).unwrap().dtype, bias, "{mode:?}");
+        if mode == WeightsMode::Int8 {
+            let q = m.tensor(conv.inputs[1]).unwrap().quant.clone();
+            assert!(
+                matches!(q, Some(Quantization::PerAxis { axis: 0, ref scales, .. }) if scales.len() == 32),
+                "{q:?}"
+            );
+        }
         let back = const_input(&m, conv, 1);
         let orig = values(32 * 16 * 9, 3);
         let tol = match mode {

@@ -24,7 +24,8 @@ fn onnx_kind(e: &OnnxError) -> Kind {
         | OnnxError::ExternalData { .. }
         | OnnxError::NotConstant { .. }
         | OnnxError::OutputNotComputed { .. }
-        | OnnxError::SymbolicDim { .. } => Kind::UnsupportedFormat,
+        | OnnxError::SymbolicDim { .. }
+        | OnnxError::SymbolicShape { .. } => Kind::UnsupportedFormat,
         OnnxError::Mobi(_) => Kind::InvalidArgument,
         _ => Kind::InvalidFormat,
     }

@@ -75,16 +75,22 @@ def test_weight_modes(tmp_path, weights, dtype, atol):
     m = tv.convert_onnx(fixture("tiny_cnn_opset13.onnx"), tmp_path / "q.mobi", weights=weights, gzip=True, batch=2)
     conv = m.operators[0]
     assert m.tensor(conv.inputs[1]).dtype == dtype
-    assert m.tensor(conv.inputs[2]).dtype == "f32"
+    # fp16 halves biases too; the integer modes keep them f32.
+    assert m.tensor(conv.inputs[2]).dtype == ("fp16" if weights == "fp16" else "f32")
     assert all(t.gzip for t in m.tensors)
     x = np.load(fixture("tiny_cnn.input.npy"))
     np.testing.assert_allclose(run(m, x), np.load(fixture("tiny_cnn.output.npy")), atol=atol)
 
 
+def test_symbolic_batch_is_kept_without_batch(tmp_path):
+    m = tv.convert_onnx(fixture("tiny_cnn_opset13.onnx"), tmp_path / "n.mobi")
+    assert m.inputs[0].shape[0] == "N" and m.outputs[0].shape[0] == "N"
+    reshape = next(o for o in m.operators if o.op == "Reshape")
+    assert reshape.params["shape"] == [-1, 64]
+
+
 def test_errors_name_the_problem_and_write_nothing(tmp_path):
     dst = tmp_path / "out.mobi"
-    with pytest.raises(tv.UnsupportedFormatError, match="symbolic"):
-        tv.convert_onnx(fixture("tiny_cnn_opset13.onnx"), dst)
     garbage = tmp_path / "garbage.onnx"
     garbage.write_bytes(b"\xff\xff\xff not protobuf")
     with pytest.raises(tv.InvalidFormatError, match="protobuf"):
@@ -95,3 +101,37 @@ def test_errors_name_the_problem_and_write_nothing(tmp_path):
         tv.convert_onnx(fixture("tiny_cnn_opset13.onnx"), dst, weights="int4", batch=1)
     assert not dst.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["garbage.onnx"]
+
+
+# The real digits models of tests/mobi_models (trained on scikit-learn's load_digits,
+# exported with onnx) and onnxruntime's outputs on the held-out digits, committed there.
+DIGITS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "mobi_models", "fixtures")
+
+
+def _lenet_input(images):
+    x = images.astype(np.float32) / 16.0
+    return np.ascontiguousarray(np.kron(x, np.ones((4, 4), np.float32))[:, None])
+
+
+def _cifar_input(images):
+    x = _lenet_input(images)[:, 0]
+    return np.ascontiguousarray(x[:, None] * np.array([1.0, 0.75, 0.5], np.float32)[None, :, None, None] - 0.25)
+
+
+def _mlp_input(images):
+    return np.ascontiguousarray(images.reshape(len(images), 64).astype(np.float32) / 16.0)
+
+
+@pytest.mark.parametrize("name,fname,to_input", [
+    ("lenet5", "lenet5_digits.onnx", _lenet_input),
+    ("cifar", "cifar_digits.onnx", _cifar_input),
+    ("mlp", "mlp_digits.onnx", _mlp_input),
+])
+@pytest.mark.parametrize("weights,tol", [("f32", 1e-5), ("fp16", 5e-3), ("int16", 1e-3), ("int8", 1e-1)])
+def test_real_digits_models_match_onnxruntime(tmp_path, name, fname, to_input, weights, tol):
+    digits = np.load(os.path.join(DIGITS, "digits_test.npz"))
+    ref = np.load(os.path.join(DIGITS, f"{name}_reference.npy"))
+    m = tv.convert_onnx(os.path.join(DIGITS, fname), tmp_path / "m.mobi", weights=weights)
+    y = run(m, to_input(digits["images"]))
+    assert np.abs(y - ref).max() <= tol * max(1.0, np.abs(ref).max())
+    assert np.mean(y.argmax(1) == ref.argmax(1)) >= 0.99
