@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use tensorvault_formats::mobi::ops::{check_operators, InputKind};
-use tensorvault_formats::mobi::{ConstantTensor, DataType, Model, Operator};
+use tensorvault_formats::mobi::{ConstantTensor, DataType, Dim, Model, Operator};
 
 use crate::error::RuntimeError;
 use crate::ops::{self, Ctx, OpError};
@@ -29,7 +29,7 @@ impl Default for Limits {
 /// A model ready to run.
 #[derive(Debug, Clone)]
 pub struct Session {
-    inputs: Vec<(String, DataType, Vec<u64>)>,
+    inputs: Vec<(String, DataType, Vec<Dim>)>,
     outputs: Vec<(String, u32)>,
     operators: Vec<Operator>,
     constants: HashMap<u32, Tensor>,
@@ -173,7 +173,7 @@ impl Session {
                 .iter()
                 .zip(shape)
                 .enumerate()
-                .all(|(i, (&a, &b))| i == 0 || a as u64 == b);
+                .all(|(i, (&a, b))| i == 0 || b.fixed().is_none_or(|b| a as u64 == b));
         let fits = t
             .shape
             .iter()
@@ -182,7 +182,8 @@ impl Session {
         if !same || !fits || numel(&t.shape) != Some(t.len()) {
             return Err(RuntimeError::InputShape {
                 name: name.to_string(),
-                expected: shape.clone(),
+                // Symbolic dimensions show as 0.
+                expected: shape.iter().map(|d| d.fixed().unwrap_or(0)).collect(),
                 found: t.shape.clone(),
             });
         }

@@ -37,7 +37,11 @@ fn ints(o: &tensorvault_formats::mobi::Operator, k: &str) -> Vec<usize> {
 fn run(m: &Model, x: Vec<f32>) -> Vec<f32> {
     let mut vals: std::collections::HashMap<u32, (Vec<f32>, Vec<usize>)> =
         std::collections::HashMap::new();
-    let shape: Vec<usize> = m.inputs[0].shape.iter().map(|&d| d as usize).collect();
+    let shape: Vec<usize> = m.inputs[0]
+        .shape
+        .iter()
+        .map(|d| d.fixed().unwrap_or(1) as usize)
+        .collect();
     vals.insert(0, (x, shape));
     for t in &m.tensors {
         vals.insert(

@@ -210,6 +210,14 @@ impl Dim {
     }
 }
 
+/// A dimension equals a size when it is that fixed size (so `spec.shape == vec![1, 3]`
+/// reads naturally).
+impl PartialEq<u64> for Dim {
+    fn eq(&self, n: &u64) -> bool {
+        self.fixed() == Some(*n)
+    }
+}
+
 impl From<u64> for Dim {
     fn from(n: u64) -> Self {
         Dim::Fixed(n)
