@@ -1,7 +1,7 @@
 //! How each constant is stored in the MOBI file. [`storage`] is the one place that
 //! decides; everything else asks it.
 
-use tensorvault_formats::mobi::{quantize_tensor, ConstantTensor, DataType, QuantTarget};
+use tensorvault_formats::mobi::{quantize_tensor_always, ConstantTensor, DataType, QuantTarget};
 
 use crate::error::OnnxError;
 use crate::limits::SMALL_TENSOR_ELEMENTS;
@@ -118,7 +118,7 @@ pub(crate) fn to_mobi(
         Storage::F32 => Ok(ConstantTensor::from_f32(0, &c.shape, &c.to_f32())?),
         Storage::Quantized(q) => {
             let t = ConstantTensor::from_f32(0, &c.shape, &c.to_f32())?;
-            Ok(quantize_tensor(&t, q)?)
+            Ok(quantize_tensor_always(&t, q)?)
         }
     }
 }
