@@ -24,11 +24,22 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut feeds = Vec::new();
     for spec in &model.inputs {
-        let shape: Vec<usize> = spec.shape.iter().map(|&d| d.min(64) as usize).collect();
-        let n: u64 = shape.iter().map(|&d| d as u64).product();
-        if n > MAX_ELEMENTS || shape.iter().zip(&spec.shape).skip(1).any(|(&a, &b)| a as u64 != b) {
+        // Fixed dimensions as declared (the batch axis capped at 64), symbolic ones 2.
+        let shape: Vec<usize> = spec
+            .shape
+            .iter()
+            .enumerate()
+            .map(|(i, d)| match d.fixed() {
+                Some(n) if i == 0 => n.min(64) as usize,
+                Some(n) => n.min(MAX_ELEMENTS + 1) as usize,
+                None => 2,
+            })
+            .collect();
+        let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64));
+        if n.is_none_or(|n| n > MAX_ELEMENTS) {
             return; // the declared shape is too big for a tiny run
         }
+        let n = n.unwrap_or(0);
         let t = match spec.dtype {
             DataType::I64 | DataType::I32 => Tensor::i64(shape, (0..n as i64).map(|i| i % 3 - 1).collect()),
             _ => Tensor::f32(shape, (0..n).map(|i| (i % 7) as f32 - 3.0).collect()),
