@@ -25,6 +25,9 @@ pub enum CliError {
     /// A temporal tensor store error.
     #[error("{0}")]
     Store(#[from] tensorvault_store::StoreErr),
+    /// The MOBI runtime refused a model or its inputs (`mobi run`).
+    #[error("{0}")]
+    MobiRun(#[from] tensorvault_mobi_runtime::RuntimeError),
     /// A `.npy` file that cannot be used.
     #[error("{path}: {reason}")]
     Npy {

@@ -12,6 +12,7 @@ mod demo_store;
 mod error;
 mod mobi_cmd;
 mod mobi_convert_cmd;
+mod mobi_run_cmd;
 mod npy;
 mod npy_header;
 mod quant_cmd;

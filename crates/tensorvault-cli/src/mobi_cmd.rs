@@ -34,6 +34,8 @@ pub enum MobiCmd {
     /// Convert an ONNX model (.onnx) to MOBI: ops mapped per opset, BatchNorm/Gemm/
     /// constants folded, weights as f32, fp16, int16 or int8.
     Convert(crate::mobi_convert_cmd::ConvertArgs),
+    /// Run a model on .npy inputs with the reference runtime; one .npy per output.
+    Run(crate::mobi_run_cmd::RunArgs),
 }
 
 /// A MOBI file argument.
@@ -123,6 +125,7 @@ pub fn run(cmd: MobiCmd) -> Result<i32, CliError> {
         MobiCmd::Graph(a) => graph(&a).map(|()| 0),
         MobiCmd::Example(a) => example(&a).map(|()| 0),
         MobiCmd::Convert(a) => crate::mobi_convert_cmd::run(&a),
+        MobiCmd::Run(a) => crate::mobi_run_cmd::run(&a).map(|()| 0),
     }
 }
 

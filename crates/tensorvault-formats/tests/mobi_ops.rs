@@ -18,7 +18,8 @@ fn reseal(b: &mut [u8]) {
 }
 
 fn first_op(b: &[u8]) -> usize {
-    Header::parse(b).unwrap().graph_offset as usize + 4
+    // v2: the operator count is a varint (one byte for < 128 operators).
+    Header::parse(b).unwrap().graph_offset as usize + 1
 }
 
 /// x[1,4] -> FC(w[2,4], b[2]) -> FC(w2[3,2], b2[3]) -> Softmax{axis} -> y.
@@ -40,14 +41,25 @@ fn two_layers() -> Model {
     b.build().unwrap()
 }
 
-/// Offsets of the three operators (FC: 8 + 12 + 4 bytes, no parameters).
+/// Offsets of the three operators in the v2 graph section: the operator count (one
+/// varint byte), then per operator varints (ids < 128 take one byte each): FC is code,
+/// 3, three ids, 1, one id, 0 params (8 bytes); Softmax is code, 1, id, 1, id, 1 param,
+/// then key length, "axis", tag, zigzag -1.
 fn op_offsets(b: &[u8]) -> [usize; 3] {
     let o = first_op(b);
-    [o, o + 24, o + 48]
+    let offs = [o, o + 8, o + 16];
+    assert_eq!(
+        [b[offs[0]], b[offs[1]], b[offs[2]]],
+        [2, 2, 9],
+        "graph layout changed: FullyConnected, FullyConnected, Softmax codes expected"
+    );
+    offs
 }
 
-fn put_u32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+/// Overwrite a one-byte varint id.
+fn put_id(b: &mut [u8], at: usize, v: u32) {
+    assert!(v < 128 && b[at] < 128);
+    b[at] = v as u8;
 }
 
 #[test]
@@ -101,7 +113,7 @@ fn required_version_follows_the_parameters_set() {
 }
 
 #[test]
-fn unknown_keys_strict_for_producers_ignored_in_v1_files() {
+fn unknown_keys_strict_for_producers_ignored_in_v1_v2_files() {
     let mut m = two_layers();
     m.operators[2]
         .params
@@ -110,16 +122,27 @@ fn unknown_keys_strict_for_producers_ignored_in_v1_files() {
     assert!(
         matches!(e, MobiError::UnknownParam { index: 2, op: "Softmax", ref key, .. } if key == "note")
     );
-    // A v1 file's free annotation still reads (golden_v1 carries some).
+    // Files of format versions 1 and 2 keep free annotations (both golden fixtures
+    // carry some); the writer's read-back follows the file's version.
     let b = m.to_bytes().unwrap();
     assert_eq!(Model::from_bytes(&b).unwrap(), m);
+    let ops_only = |v| {
+        let mut p = Vec::new();
+        ops::check_operators(&m, &[], v, &mut p);
+        p
+    };
+    assert!(ops_only(2).is_empty());
+    assert!(matches!(
+        ops_only(ops::STRICT_KEYS_FROM_VERSION).as_slice(),
+        [MobiError::UnknownParam { index: 2, .. }]
+    ));
 }
 
 #[test]
 fn crafted_arity() {
     let mut b = two_layers().to_bytes().unwrap();
     let o = op_offsets(&b)[2];
-    b[o..o + 2].copy_from_slice(&OperatorType::Add.code().to_le_bytes());
+    b[o] = OperatorType::Add.code() as u8;
     reseal(&mut b);
     let e = Model::from_bytes(&b).unwrap_err();
     assert!(
@@ -130,16 +153,16 @@ fn crafted_arity() {
 
 #[test]
 fn crafted_param_type_and_value() {
-    let good = two_layers().to_bytes().unwrap();
-    let n = good.len();
-    let tag_at = n - 4 - 8 - 1;
-    let mut b = good.clone();
-    b[tag_at] = 2; // f64 tag: axis must be an int
+    let mut b = two_layers().to_bytes().unwrap();
+    let o = op_offsets(&b)[2];
+    // Softmax's key "axis" (an int) renamed to "beta" (a float parameter).
+    let key_at = o + 7; // code, 1, x, 1, y, 1 param, key length
+    assert_eq!(&b[key_at..key_at + 4], b"axis");
+    b[key_at..key_at + 4].copy_from_slice(b"beta");
     reseal(&mut b);
     let e = Model::from_bytes(&b).unwrap_err();
-    let o = op_offsets(&b)[2] as u64;
     assert!(
-        matches!(e, MobiError::ParamType { index: 2, key: "axis", expected: "int", found: "float", offset, .. } if offset == o),
+        matches!(e, MobiError::ParamType { index: 2, key: "beta", expected: "float", found: "int", offset, .. } if offset == o as u64),
         "{e:?}"
     );
     // Gelu's `approximate` must be "none" or "tanh".
@@ -175,7 +198,7 @@ fn crafted_param_type_and_value() {
 fn crafted_non_constant_weights() {
     let mut b = two_layers().to_bytes().unwrap();
     let o = op_offsets(&b)[0];
-    put_u32(&mut b, o + 8 + 4, 0); // W := the graph input
+    put_id(&mut b, o + 3, 0); // W := the graph input
     reseal(&mut b);
     let e = Model::from_bytes(&b).unwrap_err();
     assert!(
@@ -193,8 +216,8 @@ fn crafted_weight_rank_and_bias_length() {
     let o = op_offsets(&good)[0];
     // Swap W and B of the first layer: W has rank 1.
     let mut b = good.clone();
-    put_u32(&mut b, o + 12, bias);
-    put_u32(&mut b, o + 16, w);
+    put_id(&mut b, o + 3, bias);
+    put_id(&mut b, o + 4, w);
     reseal(&mut b);
     let e = Model::from_bytes(&b).unwrap_err();
     assert!(
@@ -203,7 +226,7 @@ fn crafted_weight_rank_and_bias_length() {
     );
     // The second layer's bias (3) on the first layer (2 outputs).
     let mut b = good;
-    put_u32(&mut b, o + 16, bias2);
+    put_id(&mut b, o + 4, bias2);
     reseal(&mut b);
     let e = Model::from_bytes(&b).unwrap_err();
     assert!(

@@ -205,30 +205,33 @@ impl Session {
     /// [`RuntimeError::DType`], [`RuntimeError::Param`] or [`RuntimeError::TooLarge`]
     /// naming the operator index and value id when a shape inside the graph does not fit.
     pub fn run(&self, inputs: &[(&str, Tensor)]) -> Result<Vec<(String, Tensor)>, RuntimeError> {
-        let mut values: HashMap<u32, Tensor> = HashMap::new();
+        let mut feeds: HashMap<u32, &Tensor> = HashMap::new();
         for (name, t) in inputs {
             let pos = self.check_input(name, t)? as u32;
-            if values.insert(pos, t.clone()).is_some() {
+            if feeds.insert(pos, t).is_some() {
                 return Err(RuntimeError::DuplicateInput {
                     name: name.to_string(),
                 });
             }
         }
         for (i, (name, _, _)) in self.inputs.iter().enumerate() {
-            if !values.contains_key(&(i as u32)) {
+            if !feeds.contains_key(&(i as u32)) {
                 return Err(RuntimeError::MissingInput { name: name.clone() });
             }
         }
+        let mut values: HashMap<u32, Tensor> = HashMap::new();
         for (index, op) in self.operators.iter().enumerate() {
             let mut args = Vec::with_capacity(op.inputs.len());
             for &id in &op.inputs {
-                let t = values.get(&id).or_else(|| self.constants.get(&id)).ok_or(
-                    RuntimeError::UndefinedValue {
+                let t = values
+                    .get(&id)
+                    .or_else(|| feeds.get(&id).copied())
+                    .or_else(|| self.constants.get(&id))
+                    .ok_or(RuntimeError::UndefinedValue {
                         index: index as u32,
                         op: op.op.name(),
                         value: id,
-                    },
-                )?;
+                    })?;
                 args.push(t);
             }
             let cx = Ctx {

@@ -14,6 +14,7 @@ mod json;
 mod kv;
 mod mobi;
 mod onnx;
+mod mobi_run;
 mod registry;
 mod store;
 
@@ -48,5 +49,6 @@ fn _tensorvault(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mobi::mobi_write, m)?)?;
     m.add_function(wrap_pyfunction!(mobi::mobi_to_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(onnx::onnx_convert, m)?)?;
+    m.add_class::<mobi_run::MobiSession>()?;
     Ok(())
 }

@@ -231,7 +231,7 @@ fn param_value(v: &Bound<'_, PyAny>) -> PyResult<ParamValue> {
     )))
 }
 
-fn model_from(d: &Bound<'_, PyDict>) -> PyResult<Model> {
+pub(crate) fn model_from(d: &Bound<'_, PyDict>) -> PyResult<Model> {
     let mut tensors = Vec::new();
     for t in get::<Vec<Bound<'_, PyDict>>>(d, "tensors")? {
         let id: u32 = get(&t, "id")?;

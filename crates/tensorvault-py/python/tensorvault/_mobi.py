@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
 
+from . import _errors
 from . import _tensorvault as _native
 from ._common import PathLike, fspath
 
@@ -108,6 +109,68 @@ class MobiModel:
     def to_bytes(self, quantize: Optional[str] = None, gzip: bool = False) -> bytes:
         """Encode the model as ``.mobi`` bytes (options as :meth:`save`)."""
         return _native.mobi_to_bytes(self._to_dict(), quantize, bool(gzip))
+
+    def session(self) -> "_native.MobiSession":
+        """Prepare the model for the reference runtime (weights as float32, every
+        operator checked against the op table) and return the reusable session; its
+        ``run(dict)`` takes C-contiguous float32/int64 arrays. The session is a snapshot:
+        later edits to this model do not reach it.
+
+        Raises:
+            InvalidArgumentError: an operator the op table refuses.
+        """
+        ints = {
+            t.id: np.ascontiguousarray(t.values, dtype=np.int64)
+            for t in self.tensors
+            if t.dtype in ("i64", "i32")
+        }
+        return _native.MobiSession(self._to_dict(), ints)
+
+    def _cache_key(self) -> tuple:
+        return (
+            tuple((t.id, id(t.values), t.values.shape, t.dtype) for t in self.tensors),
+            repr(self.operators),
+            repr(self.inputs),
+            repr(self.outputs),
+        )
+
+    def run(self, inputs: Union[np.ndarray, Dict[str, np.ndarray]]) -> Dict[str, np.ndarray]:
+        """Run the model with the reference runtime and return ``{output name: array}``
+        for every graph output, in graph order.
+
+        ``inputs`` is a dict ``{input name: array}``, or one array for a one-input model.
+        Float arrays are computed as float32, integer arrays as int64; the first axis
+        (batch) may differ from the declared input shape. NaN inputs propagate.
+
+        The model is prepared (weights dequantized) at the first call and reused while
+        its tensors, operators and I/O specs are the same objects; after editing a
+        tensor's array in place, use :meth:`session` for a fresh snapshot.
+
+        Raises:
+            InvalidArgumentError: a missing or unknown input name, a wrong dtype or
+                shape, or a shape mismatch inside the graph (naming the operator index
+                and value id).
+        """
+        if not isinstance(inputs, dict):
+            if len(self.inputs) != 1:
+                raise _errors.InvalidArgumentError(
+                    f"the model has {len(self.inputs)} inputs "
+                    f"{[s.name for s in self.inputs]}: pass a dict name -> array"
+                )
+            inputs = {self.inputs[0].name: inputs}
+        feeds = {}
+        for name, a in inputs.items():
+            a = np.asarray(a)
+            if a.dtype.kind in "iub":
+                feeds[name] = np.ascontiguousarray(a, dtype=np.int64)
+            else:
+                feeds[name] = np.ascontiguousarray(a, dtype=np.float32)
+        key = self._cache_key()
+        cached = self.__dict__.get("_run_session")
+        if cached is None or cached[0] != key:
+            cached = (key, self.session())
+            self.__dict__["_run_session"] = cached
+        return cached[1].run(feeds)
 
 
 def _model(d: Dict[str, Any]) -> MobiModel:
