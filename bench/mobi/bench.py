@@ -3,14 +3,14 @@
 Per model (LeNet-5, CIFAR-shaped CNN and MLP on digits; EfficientNet-Lite0):
 1. file size per weights mode (MOBI f32/fp16/int16/int8, int8+gzip) vs the ONNX file and
    vs onnxruntime's own ``quantize_dynamic`` (QInt8 weights) output;
-2. load until ready to run: ``tensorvault.load_mobi_runtime`` (the Python API that
-   ``MobiModel.run`` uses, see ``mobi_load``) vs ``onnxruntime.InferenceSession``, one
+2. load until ready to run: ``tensorvault.read_mobi(path).session()`` (what
+   ``MobiModel.run`` prepares once, see ``mobi_load``) vs ``onnxruntime.InferenceSession``, one
    load per fresh process, warm page cache and cold (the file evicted first with
    ``posix_fadvise(POSIX_FADV_DONTNEED)`` after fsync; ``fincore`` confirms where
    present), with the peak RSS growth while loading (VmHWM reset through
    ``/proc/self/clear_refs`` after the imports, then VmHWM - VmRSS before the load);
 3. batch-1 and batch-64 latency, one thread each (onnxruntime intra/inter-op 1; MOBI's
-   runtime with ``RAYON_NUM_THREADS=1`` and ``TV_THREADS=1``), median of N runs after warm-up.
+   reference runtime is single-threaded), median of N runs after warm-up (2 untimed runs).
 Prints markdown tables with MOBI / onnxruntime ratios (< 1 means MOBI is smaller/faster).
 
     python bench.py [--reps N] [--loads N] [--models lenet5,cifar,mlp,efficientnet_lite0]
@@ -42,14 +42,16 @@ MODES = ("f32", "fp16", "int16", "int8")
 
 
 def mobi_load(path: str):
-    """Load a .mobi file until it is ready to run; returns the runnable model."""
+    """Load a .mobi file until it is ready to run: ``read_mobi`` (whole file validated,
+    CRCs included) then ``session()`` (weights as float32, every operator checked, the
+    native runtime session built); returns the session."""
     import tensorvault
 
-    return tensorvault.read_mobi(path)
+    return tensorvault.read_mobi(path).session()
 
 
-def mobi_run(model, name: str, x: np.ndarray):
-    return model.run({name: x})
+def mobi_run(session, name: str, x: np.ndarray):
+    return session.run({name: x})
 
 
 # ------------------------------------------------------------------ one load per process
@@ -75,10 +77,7 @@ def evict(path: str) -> None:
 def child_load(kind: str, path: str, cold: bool) -> None:
     """In a fresh process: import both runtimes, optionally evict, time one load."""
     import onnxruntime  # noqa: F401  (imports are not part of the load)
-    try:
-        import tensorvault  # noqa: F401
-    except ImportError:
-        pass
+    import tensorvault  # noqa: F401
 
     if cold:
         evict(path)

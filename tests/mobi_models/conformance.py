@@ -12,8 +12,9 @@ Cases (all from the onnx wheel, nothing downloaded):
 MOBI keeps weights as constants, so each case is pre-processed in Python first: the
 first graph input stays a runtime input; every other input becomes an initializer
 holding its test-data value (one converted model per data set), and inputs that already
-have an initializer are dropped from the input list. A case passes when every data set
-passes.
+have an initializer are dropped from the input list; models older than opset 7 (the
+pytorch-converted cases are opset 6) are first upgraded to opset 7 with onnx's
+``version_converter``. A case passes when every data set passes.
 
 Usage:
   python conformance.py               check: every case in conformance_passing.txt
@@ -131,11 +132,29 @@ def all_cases(name_filter: str = "") -> Iterator[Case]:
     yield from data_cases(name_filter)
 
 
+MIN_OPSET = 7
+
+
+def upgraded(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Models older than opset 7 (the 2017 pytorch-converted cases are opset 6) upgraded
+    to opset 7 by onnx's own version converter; others unchanged. A model the converter
+    cannot upgrade is returned as it is (the importer then refuses its opset)."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), MIN_OPSET)
+    if opset >= MIN_OPSET:
+        return model
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(model, MIN_OPSET)
+    except Exception:
+        return model
+
+
 def constant_weights(model: onnx.ModelProto, inputs: List[np.ndarray]) -> Tuple[onnx.ModelProto, Dict[str, np.ndarray]]:
-    """The model with every graph input but the first turned into an initializer (its
-    test value), and the runtime feed for the first."""
+    """The model (opset >= 7, see ``upgraded``) with every graph input but the first
+    turned into an initializer (its test value), and the runtime feed for the first."""
     m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m.CopyFrom(upgraded(model))
     g = m.graph
     have_init = {t.name for t in g.initializer}
     runtime = [i for i in g.input if i.name not in have_init]
