@@ -17,6 +17,8 @@ mod npy;
 mod npy_header;
 mod quant_cmd;
 mod registry_cmd;
+mod registry_open;
+mod registry_save_cmd;
 mod report;
 mod signals;
 mod store_args;

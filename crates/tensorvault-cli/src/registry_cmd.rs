@@ -1,26 +1,23 @@
 //! `tensorvault registry`: create and manage a weight registry directory (seed 003).
 //!
-//! Errors are printed here as one line on stderr with exit code 2, like every other
-//! subcommand.
+//! Every subcommand takes ROOT first, then VERSION where it names one. Errors are printed
+//! here as one line on stderr with exit code 2, like every other subcommand.
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
-use tensorvault_registry::checkpoint::{
-    load_checkpoint_dir, read_metadata, verify_checkpoint, LoadOptions, METADATA_FILE, WEIGHTS_FILE,
-};
-use tensorvault_registry::model::{
-    checkpoint_format, read_model_metadata, resolve_source, MODEL_FORMAT_NAME,
-};
+use tensorvault_registry::checkpoint::{read_metadata, METADATA_FILE};
+use tensorvault_registry::model::{checkpoint_format, resolve_source, MODEL_FORMAT_NAME};
 use tensorvault_registry::model_tensor::{load_model_dir, open_source};
-use tensorvault_registry::registry::MANIFEST_FILE;
 use tensorvault_registry::{
-    Device, FusionConfig, InitializationConfig, InitializationStrategy, KaimingMode, Nonlinearity,
-    RegistryError, TrainingMetrics, WeightInitializer, WeightRegistry,
+    FusionConfig, InitializationStrategy, KaimingMode, Nonlinearity, RegistryError,
+    WeightInitializer, WeightRegistry,
 };
-use tensorvault_registry::{LoadedModel, ModelRegistry, Preset, SaveOptions, Verify};
+use tensorvault_registry::{LoadedModel, ModelRegistry, Preset, Verify};
 
+use crate::registry_open::{existing, open};
+use crate::registry_save_cmd::{save, SaveArgs};
 use crate::report::Table;
 
 /// Weight registry commands.
@@ -44,24 +41,40 @@ pub enum RegistryCmd {
         /// Version string.
         version: String,
     },
-    /// Save a new version: the weights of a checkpoint directory (`--from`, verified
-    /// first) or the registry's active weights. Does not change the current version.
+    /// Save a new version (ROOT [VERSION] --from PATH): a FuseMoE checkpoint directory or
+    /// any safetensors model (`--from`), or the registry's active weights. VERSION is used
+    /// as given (taken or invalid: an error). Never changes the current version: see
+    /// `registry activate`.
     Save(SaveArgs),
-    /// Make an existing version the current one (loaded and validated first).
+    /// Make an existing version the current one, newer or older than the current (loaded
+    /// and verified first; a process serving the registry through the library swaps it in
+    /// atomically with its own `activate`). The only command besides `rollback` that moves
+    /// the current pointer.
+    Activate {
+        /// Registry root.
+        root: PathBuf,
+        /// Version string.
+        version: String,
+    },
+    /// Make an existing version the current one (the same as `activate`, under the name
+    /// used for going back).
     Rollback {
         /// Registry root.
         root: PathBuf,
         /// Version string.
         version: String,
     },
-    /// Tensors of a registry version directory, a .safetensors file, an index JSON or a
-    /// Hugging Face model directory: dtype, shape, mean/std/min/max (float dtypes). A
-    /// version directory's files are first checked against the SHA-256 digests in its
-    /// metadata.json (a mismatch is an error); a bare checkpoint has no checksum to check,
-    /// which is said on stderr.
+    /// Tensors of a registry version (ROOT VERSION, or its directory), a .safetensors
+    /// file, an index JSON or a Hugging Face model directory: dtype, shape,
+    /// mean/std/min/max (float dtypes). A version's files are first checked against the
+    /// SHA-256 digests in its metadata.json (a mismatch is an error); a bare checkpoint has
+    /// no checksum to check, which is said on stderr.
     Inspect {
-        /// Version directory, .safetensors file, index JSON or model directory.
+        /// Registry root (with VERSION), version directory, .safetensors file, index JSON
+        /// or model directory.
         ckpt: PathBuf,
+        /// A version of the registry at the first argument.
+        version: Option<String>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -97,108 +110,15 @@ pub struct InitArgs {
     /// Strategy for weight matrices (biases are zero, the temperature one).
     #[arg(long, value_enum, default_value = "kaiming-uniform")]
     pub strategy: StrategyArg,
-    /// Version string of the first version.
-    #[arg(long, default_value = "0.0.0-init")]
-    pub version: String,
+    /// Version string of the first version (default `0.0.0-init`).
+    #[arg(value_name = "VERSION")]
+    pub version: Option<String>,
+    /// The same as VERSION, as an option.
+    #[arg(long = "version", value_name = "VERSION", conflicts_with = "version")]
+    pub version_opt: Option<String>,
     /// Use a tiny FusionConfig (a few KB) instead of the full ~312 MB shapes.
     #[arg(long)]
     pub tiny: bool,
-}
-
-/// What a `--from-safetensors` checkpoint must hold.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum PresetArg {
-    /// Any tensors of any dtype.
-    Any,
-    /// The FuseMoE layout (names, shapes; F32/F16/BF16).
-    Fusemoe,
-}
-
-/// Arguments of `registry save`.
-#[derive(Debug, Args)]
-pub struct SaveArgs {
-    /// Registry root (must exist).
-    pub root: PathBuf,
-    /// Version string of the new version (default: highest existing version, patch + 1).
-    #[arg(long)]
-    pub version: Option<String>,
-    /// Metric `KEY=VALUE` stored in the version's metadata; VALUE is parsed as JSON, else
-    /// kept as a string. `epoch`, `loss`, `validation_loss` and `learning_rate` fill the
-    /// typed fields (0 when not given); other keys are stored as they are. Repeatable.
-    #[arg(long = "metric", value_name = "KEY=VALUE", value_parser = parse_metric)]
-    pub metrics: Vec<(String, serde_json::Value)>,
-    /// Checkpoint directory to save (verified and loaded strictly). Without it, the
-    /// registry's active weights (the current version, through the load fallback chain).
-    #[arg(
-        long = "from",
-        value_name = "CKPT_DIR",
-        conflicts_with = "from_safetensors"
-    )]
-    pub from: Option<PathBuf>,
-    /// Any safetensors checkpoint to save as the new version, copied byte for byte with
-    /// its SHA-256 and per-chunk digests: a `.safetensors` file, a sharded checkpoint's
-    /// `*.index.json`, or a Hugging Face model directory (`model.safetensors.index.json`,
-    /// else `model.safetensors`). ROOT is created if it is not a registry yet.
-    #[arg(long = "from-safetensors", value_name = "PATH")]
-    pub from_safetensors: Option<PathBuf>,
-    /// With `--from-safetensors`: what the tensors must be (`fusemoe`: the FuseMoE layout
-    /// of the registry's newest FuseMoE version, else the default shapes).
-    #[arg(long, value_enum, default_value = "any", requires = "from_safetensors")]
-    pub preset: PresetArg,
-    /// With `--from-safetensors`: the version's source id (default: PATH).
-    #[arg(long, requires = "from_safetensors")]
-    pub source_id: Option<String>,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-}
-
-fn parse_metric(s: &str) -> Result<(String, serde_json::Value), String> {
-    let (k, v) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))?;
-    let k = k.trim();
-    if k.is_empty() {
-        return Err(format!("empty metric name in {s:?}"));
-    }
-    let v = serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_owned()));
-    let ok = match k {
-        "epoch" => v.as_u64().is_some(),
-        "loss" | "learning_rate" => v.is_number(),
-        "validation_loss" => v.is_number() || v.is_null(),
-        _ => true,
-    };
-    if ok {
-        Ok((k.to_owned(), v))
-    } else {
-        Err(format!("metric {k} has the wrong type: {v}"))
-    }
-}
-
-fn training_metrics(pairs: &[(String, serde_json::Value)]) -> Option<TrainingMetrics> {
-    if pairs.is_empty() {
-        return None;
-    }
-    let mut m = TrainingMetrics {
-        epoch: 0,
-        loss: 0.0,
-        validation_loss: None,
-        learning_rate: 0.0,
-        extra: std::collections::BTreeMap::new(),
-    };
-    // Types were checked by `parse_metric`.
-    for (k, v) in pairs {
-        match k.as_str() {
-            "epoch" => m.epoch = v.as_u64().map_or(0, |e| e as usize),
-            "loss" => m.loss = v.as_f64().unwrap_or_default(),
-            "learning_rate" => m.learning_rate = v.as_f64().unwrap_or_default(),
-            "validation_loss" => m.validation_loss = v.as_f64(),
-            _ => {
-                m.extra.insert(k.clone(), v.clone());
-            }
-        }
-    }
-    Some(m)
 }
 
 impl StrategyArg {
@@ -225,12 +145,19 @@ pub fn run(cmd: RegistryCmd) -> Result<i32, crate::error::CliError> {
         RegistryCmd::Ls { root, json } => ls(&root, json),
         RegistryCmd::Verify { root, version } => verify(&root, &version),
         RegistryCmd::Save(a) => save(&a),
-        RegistryCmd::Rollback { root, version } => rollback(&root, &version),
+        RegistryCmd::Activate { root, version } => activate(&root, &version, false),
+        RegistryCmd::Rollback { root, version } => activate(&root, &version, true),
         RegistryCmd::Inspect {
             ckpt,
+            version,
             json,
             no_verify,
-        } => inspect(&ckpt, json, no_verify),
+        } => match version {
+            Some(v) => existing(&ckpt)
+                .and_then(|reg| listed_dir(&reg, &v))
+                .and_then(|dir| inspect(&dir, json, no_verify)),
+            None => inspect(&ckpt, json, no_verify),
+        },
     };
     Ok(match r {
         Ok(()) => 0,
@@ -251,21 +178,18 @@ pub fn run(cmd: RegistryCmd) -> Result<i32, crate::error::CliError> {
     })
 }
 
-fn open(root: &Path, fusion: FusionConfig, seed: u64) -> Result<WeightRegistry, RegistryError> {
-    let init = InitializationConfig {
-        seed,
-        ..InitializationConfig::default()
-    };
-    WeightRegistry::with_config(root, Device::Cpu, init, fusion)
-}
-
 fn init(a: &InitArgs) -> Result<(), RegistryError> {
     let fusion = if a.tiny {
         FusionConfig::tiny()
     } else {
         FusionConfig::default()
     };
-    tensorvault_registry::validate_version(&a.version)?;
+    let version = a
+        .version
+        .clone()
+        .or_else(|| a.version_opt.clone())
+        .unwrap_or_else(|| "0.0.0-init".into());
+    tensorvault_registry::validate_version(&version)?;
     let reg = open(&a.root, fusion.clone(), a.seed)?;
     if let Some(v) = reg.list_versions().first() {
         return Err(RegistryError::VersionExists {
@@ -276,7 +200,7 @@ fn init(a: &InitArgs) -> Result<(), RegistryError> {
     let mut w =
         WeightInitializer::with_strategy(a.seed, a.strategy.strategy()).init_all(&fusion, true)?;
     let init_s = t.elapsed().as_secs_f64();
-    w.version.version.clone_from(&a.version);
+    w.version.version = version;
     let t = std::time::Instant::now();
     let v = reg.save_checkpoint(&w, None)?;
     let save_s = t.elapsed().as_secs_f64();
@@ -289,18 +213,6 @@ fn init(a: &InitArgs) -> Result<(), RegistryError> {
         v.checksum
     );
     Ok(())
-}
-
-/// Opens an existing registry (never creates one for a mistyped path).
-fn existing(root: &Path) -> Result<WeightRegistry, RegistryError> {
-    let manifest = root.join(tensorvault_registry::registry::MANIFEST_FILE);
-    if !manifest.is_file() {
-        return Err(RegistryError::Io {
-            path: manifest,
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a registry root"),
-        });
-    }
-    open(root, FusionConfig::default(), 42)
 }
 
 fn ls(root: &Path, as_json: bool) -> Result<(), RegistryError> {
@@ -346,13 +258,7 @@ fn ls(root: &Path, as_json: bool) -> Result<(), RegistryError> {
 /// Whether `version` of the registry at `root` is a model version (any safetensors
 /// checkpoint) rather than a native FuseMoE checkpoint.
 fn is_model_version(reg: &WeightRegistry, version: &str) -> Result<bool, RegistryError> {
-    let dir = reg.version_dir(version)?;
-    if !reg.list_versions().iter().any(|v| v.version == version) {
-        return Err(RegistryError::VersionNotFound {
-            version: version.to_owned(),
-        });
-    }
-    Ok(checkpoint_format(&dir)? == MODEL_FORMAT_NAME)
+    Ok(checkpoint_format(&listed_dir(reg, version)?)? == MODEL_FORMAT_NAME)
 }
 
 fn verify(root: &Path, version: &str) -> Result<(), RegistryError> {
@@ -378,176 +284,17 @@ fn verify(root: &Path, version: &str) -> Result<(), RegistryError> {
     Ok(())
 }
 
-/// The shapes of the registry's current (else newest) FuseMoE version.
-fn registry_config(probe: &WeightRegistry) -> Result<FusionConfig, RegistryError> {
-    let current = probe.current_pointer().and_then(|v| {
-        match read_model_metadata(&probe.version_dir(&v).ok()?)
-            .ok()?
-            .preset
-        {
-            Preset::FuseMoe(c) => Some(c),
-            Preset::Any => None,
-        }
-    });
-    current
-        .or_else(|| newest_fusemoe_config(probe))
-        .ok_or_else(|| RegistryError::VersionNotFound {
-            version: "<any FuseMoE version>".into(),
-        })
-}
-
-fn save(a: &SaveArgs) -> Result<(), RegistryError> {
-    if let Some(src) = &a.from_safetensors {
-        return save_safetensors(a, src);
-    }
-    let probe = existing(&a.root)?;
-    let config = registry_config(&probe)?;
-    if let Some(v) = &a.version {
-        tensorvault_registry::validate_version(v)?;
-        if probe.list_versions().iter().any(|x| &x.version == v) {
-            return Err(RegistryError::VersionExists { version: v.clone() });
-        }
-    }
-    let current = probe.current_pointer();
-    drop(probe);
-    let (mut weights, source) = if let Some(dir) = &a.from {
-        verify_checkpoint(dir)?;
-        let w = load_checkpoint_dir(
-            dir,
-            &config,
-            LoadOptions {
-                strict: true,
-                verify_checksum: true,
-                fallback: None,
-            },
-        )?;
-        (w, dir.display().to_string())
-    } else {
-        // The active weights as `load_weights` returns them, with the current version as
-        // the primary source and no random-initialization fallback.
-        let cur = current.ok_or_else(|| RegistryError::VersionNotFound {
-            version: "<current>".into(),
-        })?;
-        let ckpt = InitializationStrategy::Checkpoint {
-            path: PathBuf::from(tensorvault_registry::registry::VERSIONS_DIR).join(&cur),
-            strict: true,
-        };
-        let init = InitializationConfig {
-            primary: ckpt.clone(),
-            fallback: ckpt,
-            ..InitializationConfig::default()
-        };
-        let reg = WeightRegistry::with_config(&a.root, Device::Cpu, init, config.clone())?;
-        let w = reg.load_weights()?;
-        let src = reg
-            .last_load_attempts()
-            .into_iter()
-            .find(|t| t.error.is_none())
-            .map_or_else(|| format!("version:{cur}"), |t| t.source);
-        ((*w).clone(), src)
-    };
-    weights.version.version = a.version.clone().unwrap_or_default();
-    let reg = open(&a.root, config, 42)?;
-    let v = reg.save_checkpoint(&weights, training_metrics(&a.metrics))?;
-    let file = reg.version_dir(&v.version)?.join(WEIGHTS_FILE);
-    let bytes = std::fs::metadata(&file)
-        .map_err(|source| RegistryError::Io {
-            path: file.clone(),
-            source,
-        })?
-        .len();
-    if a.json {
-        let out = json!({ "version": v.version, "checksum": v.checksum, "bytes": bytes,
-            "source": source, "source_id": v.source_id, "metrics": v.metrics,
-            "current": reg.current_pointer() });
-        println!("{out:#}");
-        return Ok(());
-    }
-    let mut t = Table::new(&["version", "checksum", "size", "from"]);
-    t.row(vec![
-        v.version.clone(),
-        v.checksum.clone(),
-        crate::report::size(bytes),
-        source,
-    ]);
-    print!("{}", t.render());
-    Ok(())
-}
-
-/// `registry save --from-safetensors`: any checkpoint, copied verbatim.
-fn save_safetensors(a: &SaveArgs, src: &Path) -> Result<(), RegistryError> {
-    if let Some(v) = &a.version {
-        tensorvault_registry::validate_version(v)?;
-    }
-    let preset = match a.preset {
-        PresetArg::Any => Preset::Any,
-        PresetArg::Fusemoe => {
-            let cfg = if a.root.join(MANIFEST_FILE).is_file() {
-                newest_fusemoe_config(&existing(&a.root)?)
-            } else {
-                None
-            };
-            Preset::FuseMoe(cfg.unwrap_or_default())
-        }
-    };
-    let reg = ModelRegistry::open(&a.root, preset)?;
-    if let Some(v) = &a.version {
-        if reg.list_versions().iter().any(|x| &x.version == v) {
-            return Err(RegistryError::VersionExists { version: v.clone() });
-        }
-    }
-    let t = std::time::Instant::now();
-    let v = reg.save_from_path(
-        src,
-        SaveOptions {
-            version: a.version.clone(),
-            source_id: a.source_id.clone(),
-            metrics: training_metrics(&a.metrics),
-        },
-    )?;
-    let secs = t.elapsed().as_secs_f64();
-    let meta = reg.metadata(&v.version)?;
-    let bytes: u64 = meta.files.iter().map(|f| f.bytes).sum();
-    if a.json {
-        let files: Vec<_> = meta
-            .files
-            .iter()
-            .map(|f| json!({ "path": f.path, "bytes": f.bytes, "sha256": f.sha256, "chunks": f.chunks.as_ref().map_or(0, |c| c.blake3.len()) }))
-            .collect();
-        let out = json!({ "version": v.version, "checksum": v.checksum, "bytes": bytes,
-            "source": src.display().to_string(), "source_id": v.source_id, "metrics": v.metrics,
-            "files": files, "index": meta.index, "current": reg.current_pointer(), "seconds": secs });
-        println!("{out:#}");
-        return Ok(());
-    }
-    let mut t = Table::new(&["version", "checksum", "files", "size", "from"]);
-    t.row(vec![
-        v.version.clone(),
-        v.checksum.clone(),
-        meta.files.len().to_string(),
-        crate::report::size(bytes),
-        src.display().to_string(),
-    ]);
-    print!("{}", t.render());
-    Ok(())
-}
-
-/// The FuseMoE shapes of the newest version that has them.
-fn newest_fusemoe_config(reg: &WeightRegistry) -> Option<FusionConfig> {
-    reg.list_versions().iter().rev().find_map(|v| {
-        let meta = read_model_metadata(&reg.version_dir(&v.version).ok()?).ok()?;
-        match meta.preset {
-            Preset::FuseMoe(c) => Some(c),
-            Preset::Any => None,
-        }
-    })
-}
-
-fn rollback(root: &Path, version: &str) -> Result<(), RegistryError> {
+/// `registry activate` and `registry rollback`: make `version` current.
+fn activate(root: &Path, version: &str, rollback: bool) -> Result<(), RegistryError> {
     let probe = existing(root)?;
     if is_model_version(&probe, version)? {
         drop(probe);
-        let m = ModelRegistry::open(root, Preset::Any)?.rollback(version)?;
+        let reg = ModelRegistry::open(root, Preset::Any)?;
+        let m = if rollback {
+            reg.rollback(version)?
+        } else {
+            reg.activate(version)?
+        };
         println!(
             "current version is now {} ({} tensors, {} verified)",
             m.version.version,
@@ -559,9 +306,24 @@ fn rollback(root: &Path, version: &str) -> Result<(), RegistryError> {
     let config = read_metadata(&probe.version_dir(version)?)?.config;
     drop(probe);
     let reg = open(root, config, 42)?;
-    let w = reg.rollback(version)?;
+    let w = if rollback {
+        reg.rollback(version)?
+    } else {
+        reg.activate(version)?
+    };
     println!("current version is now {}", w.version.version);
     Ok(())
+}
+
+/// The directory of `version`, which `reg` must list.
+fn listed_dir(reg: &WeightRegistry, version: &str) -> Result<PathBuf, RegistryError> {
+    let dir = reg.version_dir(version)?;
+    if !reg.list_versions().iter().any(|v| v.version == version) {
+        return Err(RegistryError::VersionNotFound {
+            version: version.to_owned(),
+        });
+    }
+    Ok(dir)
 }
 
 fn inspect(ckpt: &Path, as_json: bool, no_verify: bool) -> Result<(), RegistryError> {

@@ -75,7 +75,7 @@ fn registry(root: &Path) {
     let r = root.to_str().unwrap();
     assert_eq!(tv(&["registry", "init", r, "--tiny"]).0, 0);
     for v in ["0.0.1", "0.0.2"] {
-        let (code, _, err) = tv(&["registry", "save", r, "--version", v]);
+        let (code, _, err) = tv(&["registry", "save", r, v]);
         assert_eq!(code, 0, "{err}");
     }
 }
@@ -85,12 +85,14 @@ fn registry(root: &Path) {
 fn every_command_refuses(root: &Path, sealed: &[u8], needle: &str) {
     let r = root.to_str().unwrap();
     let before = version_dirs(root);
-    let cmds: [&[&str]; 5] = [
+    let cmds: [&[&str]; 7] = [
         &["registry", "ls", r],
         &["registry", "verify", r, "0.0.1"],
         &["registry", "save", r],
-        &["registry", "save", r, "--version", "9.0.0"],
+        &["registry", "save", r, "9.0.0"],
         &["registry", "rollback", r, "0.0.1"],
+        &["registry", "activate", r, "0.0.2"],
+        &["registry", "inspect", r, "0.0.2"],
     ];
     for args in cmds {
         let (code, _, err) = tv(args);

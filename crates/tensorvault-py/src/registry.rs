@@ -323,6 +323,19 @@ impl Registry {
         weights_dict(py, w)
     }
 
+    /// Make `version` current, forward or back (load, swap in, record); returns
+    /// `(tensors, version dict)`.
+    fn activate<'py>(
+        &self,
+        py: Python<'py>,
+        version: &str,
+    ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+        let w = py
+            .detach(|| self.inner.activate(version))
+            .map_err(registry_err)?;
+        weights_dict(py, w)
+    }
+
     /// Roll back to `version` (load it and make it current).
     fn rollback<'py>(
         &self,
@@ -584,6 +597,14 @@ impl PyModelRegistry {
     fn load<'py>(&self, py: Python<'py>, version: &str) -> PyResult<ModelTuple<'py>> {
         let m = py
             .detach(|| self.inner.load_version(version))
+            .map_err(registry_err)?;
+        model_tuple(py, m)
+    }
+
+    /// Make `version` current, forward or back (load, swap in, record).
+    fn activate<'py>(&self, py: Python<'py>, version: &str) -> PyResult<ModelTuple<'py>> {
+        let m = py
+            .detach(|| self.inner.activate(version))
             .map_err(registry_err)?;
         model_tuple(py, m)
     }

@@ -136,11 +136,23 @@ impl Manifest {
         self.versions.iter().any(|v| v.version == version)
     }
 
-    /// `wanted` when it is a valid, new version string; otherwise the highest listed
-    /// semantic version with its patch number bumped.
-    pub(crate) fn pick_version(&self, wanted: &str) -> String {
-        if validate_version(wanted).is_ok() && !self.contains(wanted) {
-            return wanted.to_owned();
+    /// The version string a new version gets: `wanted` itself when given (it must be a
+    /// valid version string that is not listed yet), otherwise the highest listed semantic
+    /// version with its patch number bumped. The one place both registries (and so the CLI
+    /// and Python) decide a new version's name.
+    ///
+    /// # Errors
+    /// [`RegistryError::InvalidVersion`] for an invalid `wanted`,
+    /// [`RegistryError::VersionExists`] for a listed one.
+    pub(crate) fn claim_version(&self, wanted: Option<&str>) -> Result<String> {
+        if let Some(wanted) = wanted {
+            validate_version(wanted)?;
+            if self.contains(wanted) {
+                return Err(RegistryError::VersionExists {
+                    version: wanted.to_owned(),
+                });
+            }
+            return Ok(wanted.to_owned());
         }
         let mut max = semver::Version::new(0, 0, 0);
         for v in &self.versions {
@@ -148,7 +160,12 @@ impl Manifest {
                 max = max.max(p);
             }
         }
-        semver::Version::new(max.major, max.minor, max.patch + 1).to_string()
+        let mut next = semver::Version::new(max.major, max.minor, max.patch + 1);
+        // The maximum's successor is never listed; the loop only makes that explicit.
+        while self.contains(&next.to_string()) {
+            next.patch += 1;
+        }
+        Ok(next.to_string())
     }
 
     /// Golden, then the current pointer, then every version newest first, without repeats:

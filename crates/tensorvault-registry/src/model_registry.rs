@@ -21,8 +21,9 @@ use crate::version::{now_rfc3339, TrainingMetrics, WeightVersion};
 /// What to record for a new version.
 #[derive(Debug, Clone, Default)]
 pub struct SaveOptions {
-    /// Version string (default: the highest existing version with its patch bumped; an
-    /// invalid or taken string is replaced the same way).
+    /// Version string. `Some` is used as given: an invalid string is
+    /// [`RegistryError::InvalidVersion`], a listed one [`RegistryError::VersionExists`].
+    /// `None` picks the highest listed version with its patch number bumped.
     pub version: Option<String>,
     /// Where the weights came from (default: the source path, or `in-memory`).
     pub source_id: Option<String>,
@@ -99,7 +100,7 @@ impl ModelRegistry {
         write: impl FnOnce(&Path, WeightVersion) -> Result<ModelMetadata>,
     ) -> Result<WeightVersion> {
         let mut m = self.store.lock();
-        let version = m.pick_version(opts.version.as_deref().unwrap_or(""));
+        let version = m.claim_version(opts.version.as_deref())?;
         let v = WeightVersion {
             version: version.clone(),
             source_id: opts.source_id.unwrap_or(default_source),
@@ -124,9 +125,10 @@ impl ModelRegistry {
     /// Applies retention afterwards. Does not change the current version.
     ///
     /// # Errors
-    /// [`RegistryError::NotACheckpoint`], [`RegistryError::UnsafeFileName`] (an index
-    /// naming a shard outside its directory), safetensors, preset and I/O errors; nothing is
-    /// listed unless everything is durable.
+    /// [`RegistryError::InvalidVersion`], [`RegistryError::VersionExists`] (see
+    /// [`SaveOptions::version`]), [`RegistryError::NotACheckpoint`],
+    /// [`RegistryError::UnsafeFileName`] (an index naming a shard outside its directory),
+    /// safetensors, preset and I/O errors; nothing is listed unless everything is durable.
     pub fn save_from_path(&self, src: &Path, opts: SaveOptions) -> Result<WeightVersion> {
         let source = resolve_source(src)?;
         self.save_with(opts, src.display().to_string(), |dir, v| {
@@ -134,10 +136,12 @@ impl ModelRegistry {
         })
     }
 
-    /// Saves in-memory `model` as a new version (one `model.safetensors`).
+    /// Saves in-memory `model` as a new version (one `model.safetensors`). Does not change
+    /// the current version.
     ///
     /// # Errors
-    /// Preset, safetensors and I/O errors.
+    /// [`RegistryError::InvalidVersion`], [`RegistryError::VersionExists`] (see
+    /// [`SaveOptions::version`]), preset, safetensors and I/O errors.
     pub fn save_model(&self, model: &LoadedModel, opts: SaveOptions) -> Result<WeightVersion> {
         let bytes = model.to_safetensors()?;
         self.save_with(opts, "in-memory".into(), |dir, v| {
@@ -160,7 +164,7 @@ impl ModelRegistry {
         load_model_dir(&dir, self.verify)
     }
 
-    fn activate(&self, model: Arc<LoadedModel>) -> Result<()> {
+    fn install(&self, model: Arc<LoadedModel>) -> Result<()> {
         let v = model.version.version.clone();
         let old = self.current.swap(Some(model));
         info!(
@@ -177,12 +181,25 @@ impl ModelRegistry {
     /// See [`Self::read_version`].
     pub fn load_version(&self, version: &str) -> Result<Arc<LoadedModel>> {
         let m = Arc::new(self.read_version(version)?);
-        self.activate(m.clone())?;
+        self.install(m.clone())?;
         Ok(m)
     }
 
-    /// Rolls back to an existing `version` (same as [`Self::load_version`]; the layout may
-    /// differ from the active one: choosing the version is explicit).
+    /// Makes an existing `version` the current one, forward or back: loads and verifies it,
+    /// swaps it in atomically for this process's readers of [`Self::current`] (they see the
+    /// old model or the new one, never a mix) and records it as current on disk. The layout
+    /// may differ from the active model's: naming the version is the explicit choice (use
+    /// [`Self::hot_swap_version`] to require the same layout). Saving never does this.
+    ///
+    /// # Errors
+    /// See [`Self::read_version`]; nothing changes on error.
+    pub fn activate(&self, version: &str) -> Result<Arc<LoadedModel>> {
+        info!(version, "activation requested");
+        self.load_version(version)
+    }
+
+    /// Rolls back to an existing `version` ([`Self::activate`] under the name operators use
+    /// for going back).
     ///
     /// # Errors
     /// See [`Self::read_version`].
@@ -203,7 +220,7 @@ impl ModelRegistry {
         if let Some(active) = self.current.load_full() {
             active.check_same_layout(&model)?;
         }
-        self.activate(Arc::new(model))
+        self.install(Arc::new(model))
     }
 
     /// Loads `version` and hot-swaps it in ([`Self::hot_swap`]'s checks).
@@ -235,7 +252,7 @@ impl ModelRegistry {
             match self.read_version(v) {
                 Ok(m) => {
                     let m = Arc::new(m);
-                    self.activate(m.clone())?;
+                    self.install(m.clone())?;
                     return Ok(m);
                 }
                 Err(e) => {

@@ -287,11 +287,11 @@ impl WeightRegistry {
     pub fn load_checkpoint(&self, version: &str) -> Result<Arc<LoadedWeights>> {
         let dir = self.store.listed_dir(version)?;
         let w = Arc::new(self.load_dir(&dir, true)?);
-        self.activate(w.clone())?;
+        self.install(w.clone())?;
         Ok(w)
     }
 
-    fn activate(&self, w: Arc<LoadedWeights>) -> Result<()> {
+    fn install(&self, w: Arc<LoadedWeights>) -> Result<()> {
         let v = w.version.version.clone();
         let old = self.current.swap(Some(w));
         info!(
@@ -300,6 +300,17 @@ impl WeightRegistry {
             "weights swapped"
         );
         self.store.set_current(&v)
+    }
+
+    /// Makes an existing `version` the current one, forward or back: loads and verifies it,
+    /// swaps it in atomically for this process's readers of [`Self::current`] and records it
+    /// as current on disk (same as [`Self::load_checkpoint`]). Saving never does this.
+    ///
+    /// # Errors
+    /// See [`Self::load_checkpoint`]; nothing changes on error.
+    pub fn activate(&self, version: &str) -> Result<Arc<LoadedWeights>> {
+        info!(version, "activation requested");
+        self.load_checkpoint(version)
     }
 
     /// Rolls back to an existing `version` (same as [`Self::load_checkpoint`]).
@@ -319,7 +330,7 @@ impl WeightRegistry {
     /// Shape/name validation errors; the active set is unchanged then.
     pub fn hot_swap(&self, new: LoadedWeights) -> Result<()> {
         new.validate(&self.fusion)?;
-        self.activate(Arc::new(new))
+        self.install(Arc::new(new))
     }
 
     /// The active weights, if any (lock-free; for readers on the hot path).
@@ -393,18 +404,22 @@ impl WeightRegistry {
     }
 
     /// Saves `weights` as a new version. The version string is `weights.version.version`
-    /// when that is valid and new, otherwise the highest existing version with its patch
-    /// number bumped. Applies retention afterwards.
+    /// as given; an empty string (no version asked for) picks the highest listed version
+    /// with its patch number bumped. Applies retention afterwards. Does not change the
+    /// current version.
     ///
     /// # Errors
-    /// Validation, I/O and JSON errors; nothing is listed unless everything is durable.
+    /// [`RegistryError::InvalidVersion`] (an invalid version string),
+    /// [`RegistryError::VersionExists`] (a listed one), both before anything is written;
+    /// validation, I/O and JSON errors; nothing is listed unless everything is durable.
     pub fn save_checkpoint(
         &self,
         weights: &LoadedWeights,
         metrics: Option<TrainingMetrics>,
     ) -> Result<WeightVersion> {
         let mut m = self.store.lock();
-        let version = m.pick_version(&weights.version.version);
+        let wanted = Some(weights.version.version.as_str()).filter(|v| !v.is_empty());
+        let version = m.claim_version(wanted)?;
         let mut w = weights.clone();
         w.version = WeightVersion {
             version: version.clone(),

@@ -49,10 +49,14 @@ fn versions_persist_across_restarts() {
     let reg = open(tmp.path());
     let a = reg.save_checkpoint(&init(1, "0.0.0-init"), None).unwrap();
     assert_eq!(a.version, "0.0.0-init");
-    let b = reg
-        .save_checkpoint(&init(2, "0.0.0-init"), metrics(1))
-        .unwrap();
-    assert_eq!(b.version, "0.0.1", "duplicate version string is bumped");
+    // A version that is taken is refused (never silently renamed); no version picks the
+    // next patch number.
+    assert!(matches!(
+        reg.save_checkpoint(&init(2, "0.0.0-init"), metrics(1)),
+        Err(RegistryError::VersionExists { version }) if version == "0.0.0-init"
+    ));
+    let b = reg.save_checkpoint(&init(2, ""), metrics(1)).unwrap();
+    assert_eq!(b.version, "0.0.1", "no version: the next patch number");
     let c = reg.save_checkpoint(&init(3, "1.2.0"), metrics(2)).unwrap();
     reg.load_checkpoint("0.0.1").unwrap();
     reg.set_golden("0.0.0-init").unwrap();
@@ -95,10 +99,14 @@ fn path_tricks_are_rejected() {
             Err(RegistryError::InvalidVersion { .. })
         ));
     }
-    // An invalid version in the weights is replaced by a bumped valid one, never used as a path.
-    let v = reg.save_checkpoint(&init(1, "../../etc"), None).unwrap();
-    assert_eq!(v.version, "0.0.1");
+    // An invalid version in the weights is refused before anything is written, never used
+    // as a path and never replaced by another name.
+    assert!(matches!(
+        reg.save_checkpoint(&init(1, "../../etc"), None),
+        Err(RegistryError::InvalidVersion { version, .. }) if version == "../../etc"
+    ));
     assert!(!tmp.path().join("etc").exists());
+    assert!(reg.list_versions().is_empty());
 }
 
 #[test]

@@ -128,8 +128,19 @@ class Registry(_Versioned):
         """
         return _weights(self._r.load_checkpoint(version), copy)
 
+    def activate(self, version: str, copy: bool = False) -> Weights:
+        """Make ``version`` the current one, newer or older than the current: load and
+        verify it, swap it in atomically for this process (readers holding the previous
+        weights keep them) and record it as current on disk. Saving never does this.
+
+        Raises:
+            NotFoundError: no such version. InvalidArgumentError: a malformed version
+            string. CorruptionError: checksum mismatch (nothing changes then).
+        """
+        return _weights(self._r.activate(version), copy)
+
     def rollback(self, version: str, copy: bool = False) -> Weights:
-        """Roll back to an earlier ``version`` (load it and make it current)."""
+        """Roll back to an earlier ``version`` (the same as :meth:`activate`)."""
         return _weights(self._r.rollback(version), copy)
 
     def save_checkpoint(
@@ -140,12 +151,15 @@ class Registry(_Versioned):
         metrics: Optional[Mapping[str, Any]] = None,
     ) -> Dict[str, Any]:
         """Save ``{name: array}`` (every tensor of the layout, exact shapes) as a new
-        version, atomically. ``version`` defaults to the newest one with its patch
-        number bumped. ``metrics`` needs ``epoch``, ``loss``, ``learning_rate``; other
-        keys are kept. Returns the saved version's metadata (with its checksum).
+        version, atomically. ``version`` is used as given; ``None`` picks the newest one
+        with its patch number bumped. ``metrics`` needs ``epoch``, ``loss``,
+        ``learning_rate``; other keys are kept. Returns the saved version's metadata (with
+        its checksum). Does not make the version current (:meth:`activate` does).
 
         Raises:
-            InvalidArgumentError: missing/extra tensors, wrong shapes, bad metrics.
+            InvalidArgumentError: missing/extra tensors, wrong shapes, bad metrics; a
+                ``version`` that already exists or is not a valid version string (semver,
+                no path characters); nothing is written then.
         """
         arrays = {}
         for name, a in weights.items():
@@ -255,11 +269,15 @@ class ModelRegistry(_Versioned):
         """Save the checkpoint at ``path`` as a new version: a ``.safetensors`` file, a
         sharded checkpoint's ``*.index.json``, or a Hugging Face model directory
         (``model.safetensors.index.json``, else ``model.safetensors``). Files are
-        validated and copied byte for byte. Returns the version's metadata.
+        validated and copied byte for byte. ``version`` is used as given; ``None`` picks
+        the newest one with its patch number bumped. Returns the version's metadata.
+        Does not make the version current (:meth:`activate` does).
 
         Raises:
             InvalidFormatError: not a checkpoint, bad headers, an index naming a shard
-                outside its directory. InvalidArgumentError: preset mismatch.
+                outside its directory. InvalidArgumentError: preset mismatch; a
+                ``version`` that already exists or is not a valid version string (nothing
+                is written then).
         """
         return self._r.save(fspath(path), version, source_id,
                             None if metrics is None else dict(metrics))
@@ -268,8 +286,8 @@ class ModelRegistry(_Versioned):
                      source_id: str = "python",
                      metrics: Optional[Mapping[str, Any]] = None,
                      dtypes: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-        """Save ``{name: array}`` as a new version (one ``model.safetensors``). numpy
-        dtypes map to safetensors ones; ``dtypes={name: "BF16"}`` marks ``uint16`` arrays
+        """Save ``{name: array}`` as a new version (one ``model.safetensors``), with
+        ``version`` as in :meth:`save`. numpy dtypes map to safetensors ones; ``dtypes={name: "BF16"}`` marks ``uint16`` arrays
         as BF16 bit patterns (a :class:`Model` passes its own ``.dtypes``)."""
         dtypes = dict(dtypes or getattr(tensors, "dtypes", {}) or {})
         items = []
@@ -287,8 +305,20 @@ class ModelRegistry(_Versioned):
         """Load ``version`` (verified), make it active and current."""
         return _model(self._r.load(version), copy)
 
+    def activate(self, version: str, copy: bool = False) -> Model:
+        """Make ``version`` the current one, newer or older than the current: load and
+        verify it, swap it in atomically for this process (readers holding the previous
+        model keep it; the layout may differ, see :meth:`hot_swap` to require the same)
+        and record it as current on disk. Saving never does this.
+
+        Raises:
+            NotFoundError: no such version. InvalidArgumentError: a malformed version
+            string. CorruptionError: damaged files (nothing changes then).
+        """
+        return _model(self._r.activate(version), copy)
+
     def rollback(self, version: str, copy: bool = False) -> Model:
-        """Roll back to ``version`` (load it and make it current)."""
+        """Roll back to ``version`` (the same as :meth:`activate`)."""
         return _model(self._r.rollback(version), copy)
 
     def hot_swap(self, version: str, copy: bool = False) -> Model:

@@ -171,6 +171,8 @@ class Registry:
         """Verify a version."""
     def load_checkpoint(self, version: str) -> WeightsPair:
         """Load a version and make it current."""
+    def activate(self, version: str) -> WeightsPair:
+        """Make a version current (forward or back)."""
     def rollback(self, version: str) -> WeightsPair:
         """Roll back to a version."""
     def save_checkpoint(
@@ -212,6 +214,7 @@ class ModelRegistry:
     ) -> Dict[str, Any]:
         """Save (name, dtype, shape, uint8 bytes) tensors as a version."""
     def load(self, version: str) -> ModelPair: ...
+    def activate(self, version: str) -> ModelPair: ...
     def rollback(self, version: str) -> ModelPair: ...
     def hot_swap(self, version: str) -> ModelPair: ...
     def load_active(self) -> ModelPair: ...
