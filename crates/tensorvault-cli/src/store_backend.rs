@@ -8,9 +8,10 @@
 
 use std::path::PathBuf;
 
-use tensorvault_store::fs::list_collections;
+use tensorvault_store::fs::{list_collections, SHARED_LOCK_WAIT};
 use tensorvault_store::{
-    BlockIO, DirStore, FileMetaLog, MetaLog, MmapBlockIO, StoreConfig, SystemClock, TensorStore,
+    BlockIO, DirStore, FileMetaLog, MetaLog, MmapBlockIO, StoreConfig, StoreErr, SystemClock,
+    TensorStore,
 };
 
 use crate::error::CliError;
@@ -29,9 +30,13 @@ pub enum Mode {
     /// Reads whose access statistics are kept: `get` (a local store logs them on close;
     /// an object store opened read-only keeps them in memory).
     Read,
-    /// Inspection while other readers may hold the collection too, nothing written:
-    /// `ls`, `stats`, `verify`.
+    /// Inspection while other readers may hold the collection too, nothing written; a
+    /// writer in another process is waited for (saying so on stderr): `verify`, which
+    /// needs blocks that do not move while it reads them.
     Inspect,
+    /// The index as of the open, without any lock (never waits for a writer), nothing
+    /// written: `ls`, `stats`, `maintain --dry-run`.
+    Snapshot,
 }
 
 /// Backend-specific figures of one open collection, shown by `stats`.
@@ -124,7 +129,27 @@ impl Backend for Local {
             }
             Mode::Write | Mode::Read => DirStore::open_path(root, tenant, collection, cfg, false)?,
             // Waits for a writer in another process to finish, never writes.
-            Mode::Inspect => DirStore::open_path_shared(root, tenant, collection, cfg)?,
+            Mode::Inspect => {
+                let now = DirStore::open_dir_shared_waiting(
+                    root,
+                    tenant,
+                    collection,
+                    SystemClock::new(),
+                    cfg.clone(),
+                    std::time::Duration::ZERO,
+                );
+                match now {
+                    Err(StoreErr::Locked { held, .. }) => {
+                        eprintln!(
+                            "waiting up to {} s for {tenant}/{collection}: it is {held}",
+                            SHARED_LOCK_WAIT.as_secs()
+                        );
+                        DirStore::open_path_shared(root, tenant, collection, cfg)?
+                    }
+                    other => other?,
+                }
+            }
+            Mode::Snapshot => DirStore::open_path_snapshot(root, tenant, collection, cfg)?,
         })
     }
 

@@ -92,13 +92,13 @@ pub fn get<B: Backend>(
 /// The store's errors.
 pub fn ls<B: Backend>(b: &B, one: Option<(String, String)>, json: bool) -> Result<i32, CliError> {
     if let Some((tenant, collection)) = one {
-        let s = b.open(&tenant, &collection, StoreConfig::default(), Mode::Inspect)?;
+        let s = b.open(&tenant, &collection, StoreConfig::default(), Mode::Snapshot)?;
         print_tensors(&s.tensors()?, json);
         return Ok(0);
     }
     let mut rows = Vec::new();
     for (tenant, collection) in b.collections()? {
-        let s = b.open(&tenant, &collection, StoreConfig::default(), Mode::Inspect)?;
+        let s = b.open(&tenant, &collection, StoreConfig::default(), Mode::Snapshot)?;
         let st = s.stats()?;
         rows.push((tenant, collection, st));
     }
@@ -114,7 +114,7 @@ pub fn stats<B: Backend>(b: &B, json: bool) -> Result<i32, CliError> {
     let mut per = Vec::new();
     let mut total = StoreStats::default();
     for (tenant, collection) in b.collections()? {
-        let s = b.open(&tenant, &collection, StoreConfig::default(), Mode::Inspect)?;
+        let s = b.open(&tenant, &collection, StoreConfig::default(), Mode::Snapshot)?;
         let st = s.stats()?;
         total.tensors += st.tensors;
         total.log_records += st.log_records;

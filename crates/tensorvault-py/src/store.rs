@@ -295,7 +295,9 @@ impl Store {
 impl Store {
     /// Open (or, with `create`, create) the collection `<root>/<tenant>/<collection>`.
     #[new]
-    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None))]
+    /// With `read_only`: a lock-free snapshot of an existing collection
+    /// (`DirStore::open_path_snapshot`), never waiting for a writer and never writing.
+    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -308,6 +310,7 @@ impl Store {
         block_elems: Option<u32>,
         kv_head_dim: Option<u32>,
         codec: Option<u8>,
+        read_only: bool,
     ) -> PyResult<Self> {
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
@@ -336,7 +339,13 @@ impl Store {
             Some(c) => return Err(arg_err(format!("codec {c} is not 1 or 2"))),
         }
         let store = py
-            .detach(|| DirStore::open_path(&root, &tenant, &collection, cfg, create))
+            .detach(|| {
+                if read_only {
+                    DirStore::open_path_snapshot(&root, &tenant, &collection, cfg)
+                } else {
+                    DirStore::open_path(&root, &tenant, &collection, cfg, create)
+                }
+            })
             .map_err(|e| store_err(&e))?;
         let geometry = *store.geometry();
         let path = root.join(&tenant).join(&collection);

@@ -345,10 +345,24 @@ def test_reopen_from_a_second_store_after_close(root, rng):
 
 def test_collection_is_locked_while_open(root):
     with tv.Store(root, TENANT, COLL):
-        with pytest.raises(tv.LockedError, match="open for writing in another process"):
+        with pytest.raises(tv.LockedError, match="already open for writing in this process"):
             tv.Store(root, TENANT, COLL)
     with tv.Store(root, TENANT, COLL):  # released by __exit__
         pass
+
+
+def test_read_only_store_opens_while_a_writer_holds_the_collection(root):
+    x = np.arange(5000, dtype=np.float32).reshape(50, 100)
+    with tv.Store(root, TENANT, COLL) as w:
+        w.put_tensor("x", x)
+        with tv.Store(root, TENANT, COLL, read_only=True) as r:
+            assert np.array_equal(r.get_tensor("x"), x)  # tier 0 by default: exact
+            assert r.tensors()[0]["tier_blocks"] == [2, 0, 0, 0]
+            with pytest.raises(tv.TensorvaultError):
+                r.put_tensor("y", x)
+        w.put_tensor("z", x, tier=1)
+    with tv.Store(root, TENANT, COLL, read_only=True) as r:
+        assert sorted(t["name"] for t in r.tensors()) == ["x", "z"]
 
 
 def test_closed_store_refuses_calls(root):

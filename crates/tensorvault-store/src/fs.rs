@@ -138,13 +138,66 @@ fn refuse_links(root: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// What an open directory store holds until it is dropped: its `flock`ed files and, for a
+/// writer, its entry in this process's table of collections open for writing.
+pub struct DirLock {
+    _files: Vec<File>,
+    claim: Option<PathBuf>,
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        if let Some(dir) = self.claim.take() {
+            open_here().remove(&dir);
+        }
+    }
+}
+
+/// Collection directories this process holds open for writing: `flock` cannot tell a
+/// second open in the same process from one in another, so the error would blame
+/// "another process".
+fn open_here() -> std::sync::MutexGuard<'static, std::collections::HashSet<PathBuf>> {
+    static OPEN: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<PathBuf>>> =
+        std::sync::OnceLock::new();
+    OPEN.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Claim `dir` for writing in this process.
+///
+/// # Errors
+/// [`StoreErr::Locked`] if this process already has it open for writing.
+fn claim(dir: &Path) -> Result<PathBuf> {
+    let key = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+    if !open_here().insert(key.clone()) {
+        return Err(StoreErr::Locked {
+            path: dir.to_owned(),
+            held: "already open for writing in this process (close the other store first, or open this one read-only)",
+            waited: String::new(),
+        });
+    }
+    Ok(key)
+}
+
 /// Take the collection's exclusive lock (one process at a time): an advisory `flock` on
 /// the `LOCK` file (what earlier versions take) and on the collection directory itself.
 /// The directory lock cannot be lost: deleting or replacing `LOCK` while a process holds
 /// it used to let a second process in (whose acknowledged writes the first then lost),
 /// but a directory cannot be removed while it holds the store's files, and its lock
 /// lives on the open descriptor.
-fn lock(dir: &Path, wait: std::time::Duration) -> Result<Vec<File>> {
+fn lock(dir: &Path, wait: std::time::Duration) -> Result<DirLock> {
+    let key = claim(dir)?;
+    // Released on every early return below.
+    let mut held = DirLock {
+        _files: Vec::new(),
+        claim: Some(key),
+    };
+    held._files = lock_files(dir, wait)?;
+    Ok(held)
+}
+
+fn lock_files(dir: &Path, wait: std::time::Duration) -> Result<Vec<File>> {
     let path = dir.join(LOCK_FILE);
     let f = OpenOptions::new()
         .read(true)
@@ -179,7 +232,14 @@ pub const SHARED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs
 /// Take the collection's shared lock (any number of readers, no writer): `flock(LOCK_SH)`
 /// on the collection directory, waiting up to [`SHARED_LOCK_WAIT`] for a writer (a put or
 /// a compaction in another process) to finish instead of failing at once.
-fn lock_shared(dir: &Path) -> Result<Vec<File>> {
+fn lock_shared(dir: &Path, wait: std::time::Duration) -> Result<DirLock> {
+    Ok(DirLock {
+        _files: lock_shared_files(dir, wait)?,
+        claim: None,
+    })
+}
+
+fn lock_shared_files(dir: &Path, wait: std::time::Duration) -> Result<Vec<File>> {
     let d = File::open(dir).map_err(|e| StoreErr::io("open", dir, e))?;
     #[cfg(unix)]
     {
@@ -195,11 +255,15 @@ fn lock_shared(dir: &Path) -> Result<Vec<File>> {
             if e.kind() != std::io::ErrorKind::WouldBlock {
                 return Err(StoreErr::io("lock", dir, e));
             }
-            if start.elapsed() >= SHARED_LOCK_WAIT {
+            if start.elapsed() >= wait {
                 return Err(StoreErr::Locked {
                     path: dir.to_owned(),
                     held: "open for writing in another process",
-                    waited: format!(" (waited {} s)", SHARED_LOCK_WAIT.as_secs()),
+                    waited: if wait.is_zero() {
+                        String::new()
+                    } else {
+                        format!(" (waited {:.1} s)", wait.as_secs_f64())
+                    },
                 });
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -324,7 +388,24 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
         tenant: &str,
         collection: &str,
         clock: C,
+        cfg: StoreConfig,
+    ) -> Result<Self> {
+        Self::open_dir_shared_waiting(root, tenant, collection, clock, cfg, SHARED_LOCK_WAIT)
+    }
+
+    /// [`TensorStore::open_dir_shared`] waiting at most `wait` for a writer (zero: fail at
+    /// once with [`StoreErr::Locked`], so a caller can say what it waits for before it
+    /// waits).
+    ///
+    /// # Errors
+    /// As [`TensorStore::open_dir_shared`].
+    pub fn open_dir_shared_waiting(
+        root: &Path,
+        tenant: &str,
+        collection: &str,
+        clock: C,
         mut cfg: StoreConfig,
+        wait: std::time::Duration,
     ) -> Result<Self> {
         let dir = collection_dir(root, tenant, collection)?;
         refuse_links(root, &dir)?;
@@ -336,7 +417,7 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
                 std::io::Error::new(std::io::ErrorKind::NotFound, "no such collection"),
             ));
         }
-        let lock = lock_shared(&dir)?;
+        let lock = lock_shared(&dir, wait)?;
         let log = FileMetaLog::open_read_only(&log_path)?;
         let geo = crate::meta_log::MetaLog::collection(&log);
         let io = MmapBlockIO::open(&dir, &geo)?;
@@ -349,7 +430,62 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
     }
 }
 
+impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
+    /// Open a read-only snapshot of an existing collection without taking any lock, so a
+    /// reader never waits for a writer (in this process or another): the MetaLog, append
+    /// only with a CRC per record, is replayed up to its current end (a record torn by a
+    /// concurrent append is skipped as a torn tail; a compaction renames a new log in, and
+    /// this reader keeps the file it opened); tier files are opened read-only and read
+    /// with `pread` ([`MmapBlockIO::open_snapshot`]). Nothing is ever written: no access
+    /// statistics, no compaction, no lineage repair (the lineage side files are not
+    /// opened). The snapshot is the collection as of the open: a block that a writer
+    /// moves or deletes afterwards may read back as [`StoreErr::Corruption`] (its slot's
+    /// checksum no longer matches) or not found; reopen for a newer snapshot. For
+    /// `store ls`, `store stats` and Python `Store(..., read_only=True)`.
+    ///
+    /// # Errors
+    /// As [`TensorStore::open_dir`] without `create`.
+    pub fn open_dir_snapshot(
+        root: &Path,
+        tenant: &str,
+        collection: &str,
+        clock: C,
+        mut cfg: StoreConfig,
+    ) -> Result<Self> {
+        let dir = collection_dir(root, tenant, collection)?;
+        refuse_links(root, &dir)?;
+        let log_path = dir.join(META_LOG);
+        if !log_path.exists() {
+            return Err(StoreErr::io(
+                "open",
+                &log_path,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such collection"),
+            ));
+        }
+        let log = FileMetaLog::open_read_only(&log_path)?;
+        let geo = crate::meta_log::MetaLog::collection(&log);
+        let io = MmapBlockIO::open_snapshot(&dir, &geo)?;
+        let catalog = Catalog::open_read_only(&dir.join(NAMES_LOG))?;
+        cfg.compact_ratio = 0;
+        cfg.access_flush_every = u32::MAX;
+        TensorStore::open(tenant, collection, clock, io, log, catalog, cfg)
+    }
+}
+
 impl DirStore<SystemClock> {
+    /// [`TensorStore::open_dir_snapshot`] with the system clock.
+    ///
+    /// # Errors
+    /// As [`TensorStore::open_dir_snapshot`].
+    pub fn open_path_snapshot(
+        root: &Path,
+        tenant: &str,
+        collection: &str,
+        cfg: StoreConfig,
+    ) -> Result<Self> {
+        Self::open_dir_snapshot(root, tenant, collection, SystemClock::new(), cfg)
+    }
+
     /// [`TensorStore::open_dir_shared`] with the system clock.
     ///
     /// # Errors

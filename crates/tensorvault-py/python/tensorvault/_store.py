@@ -112,8 +112,15 @@ class Store:
             groups laid out by ``kind``) or 1 (the symmetric codec of collections created
             before codec v2, for comparisons). Existing collections keep theirs.
 
+        read_only: Open a snapshot of an existing collection for reading: no lock is
+            taken, so it opens at once while another ``Store`` (in this process or
+            another) writes, and nothing is ever written (puts, deletes and
+            :meth:`maintain` raise). It sees the collection as of the open; reopen to see
+            later writes. ``create`` is ignored.
+
     Use it as a context manager (``with tv.Store(...) as s:``) or call :meth:`close`;
-    the collection stays locked until then.
+    a writable collection stays locked until then (a second writable ``Store`` on it, in
+    this process or another, raises ``LockedError`` saying which).
 
     Raises:
         InvalidArgumentError: a bad name or option, or the collection is open elsewhere.
@@ -133,6 +140,7 @@ class Store:
         block_elems: Optional[int] = None,
         kv_head_dim: Optional[int] = None,
         codec: Optional[int] = None,
+        read_only: bool = False,
     ) -> None:
         if isinstance(durability, int) and not isinstance(durability, bool):
             durability = f"every-{durability}"
@@ -141,7 +149,7 @@ class Store:
         limits = None if max_blocks_per_tier is None else list(max_blocks_per_tier)
         self._s = _native.Store(
             fspath(root), str(tenant), str(collection), bool(create), durability, limits,
-            block_elems, kv_head_dim, codec,
+            block_elems, kv_head_dim, codec, bool(read_only),
         )
 
     @property
