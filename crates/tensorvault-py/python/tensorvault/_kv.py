@@ -18,6 +18,7 @@ import numpy as np
 from . import _tensorvault as _native
 from ._common import PathLike, fspath
 from ._errors import InvalidArgumentError
+from ._reports import MaintainReport, StoreStats
 
 _F16 = np.dtype("<f2")
 
@@ -190,12 +191,15 @@ class KvCache:
     def maintain(self, budget: int = 1024) -> Dict[str, Any]:
         """One tiering step: the age policy (if any) demotes full blocks by age, then the
         store's access-based step makes at most ``budget`` block moves. The report's
-        ``age_moved`` lists the blocks the age policy moved into tiers 0-3."""
-        return self._c.maintain(_index(budget, "budget"))
+        ``age_moved`` lists the blocks the age policy moved into tiers 0-3; ``summary``
+        has every move of the step in one place (age and access moves) and prints as a
+        table."""
+        return MaintainReport(self._c.maintain(_index(budget, "budget")))
 
     def stats(self) -> Dict[str, Any]:
-        """The store's statistics (blocks, payload bytes and file usage per tier, ...)."""
-        return self._c.stats()
+        """The store's statistics (blocks, payload bytes and file usage per tier, ...),
+        printed as a table per tier."""
+        return StoreStats(self._c.stats())
 
     def flush(self) -> None:
         """Make everything appended so far durable."""

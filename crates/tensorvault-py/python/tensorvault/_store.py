@@ -18,6 +18,7 @@ import numpy as np
 from . import _tensorvault as _native
 from ._common import PathLike, fspath
 from ._errors import InvalidArgumentError
+from ._reports import MaintainReport, StoreStats
 
 #: Most dimensions a stored tensor may have.
 MAX_NDIM = 8
@@ -257,22 +258,25 @@ class Store:
         ``raw_bytes`` and ``usage`` (``slot_len``, ``slots``, ``free_slots``,
         ``bytes`` of the tier file); ``log_records``; counters since open (``reads``,
         ``writes``, ``migrations``, ``deletes``, ``checksum_failures``); replay numbers
-        of the open (``replay_nanos``, ``replay_skipped``, ``replay_ignored``)."""
-        return self._s.stats()
+        of the open (``replay_nanos``, ``replay_skipped``, ``replay_ignored``). Prints
+        as a table per tier."""
+        return StoreStats(self._s.stats())
 
     def maintain(self, budget: int = 1024) -> Dict[str, Any]:
         """One tiering step: score every block, then carry out at most ``budget``
         migrations (capacity evictions, cold blocks demoted, hot ones promoted).
 
         Returns:
-            ``{"now", "scored", "moves", "deferred", "over_capacity", "plan_nanos"}``;
-            each move is ``{"tensor", "tensor_id", "block", "from_tier", "to_tier",
-            "score", "reason"}`` with reason ``"capacity"``, ``"cold"`` or ``"hot"``.
+            ``{"now", "scored", "moves", "deferred", "over_capacity", "plan_nanos",
+            "summary", "moved"}``; each move is ``{"tensor", "tensor_id", "block",
+            "from_tier", "to_tier", "score", "reason"}`` with reason ``"capacity"``,
+            ``"cold"`` or ``"hot"``; ``summary`` counts them per (from, to, reason) and
+            prints as a table (:class:`tensorvault.MaintainReport`).
         """
         b = operator.index(budget)
         if b < 0:
             raise InvalidArgumentError(f"budget must be >= 0, got {b}")
-        return self._s.maintain(b)
+        return MaintainReport(self._s.maintain(b))
 
     def verify(self) -> List[Dict[str, Any]]:
         """Read and checksum every block. Returns one dict per corrupt block
