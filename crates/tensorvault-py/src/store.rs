@@ -61,7 +61,9 @@ fn store_kind(e: &StoreErr) -> Kind {
         return Kind::Corruption;
     }
     match e {
-        StoreErr::NotFound { .. } | StoreErr::TensorNotFound { .. } => Kind::NotFound,
+        StoreErr::NotFound { .. }
+        | StoreErr::TensorNotFound { .. }
+        | StoreErr::CollectionNotFound { .. } => Kind::NotFound,
         StoreErr::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             Kind::NotFound
         }

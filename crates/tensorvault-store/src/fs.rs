@@ -10,6 +10,7 @@ use crate::block_io::MmapBlockIO;
 use crate::catalog::Catalog;
 use crate::clock::{Clock, SystemClock};
 use crate::config::StoreConfig;
+use crate::dir_lock::{claim, DirLock};
 use crate::error::{Result, StoreErr};
 use crate::meta_log::FileMetaLog;
 use crate::store::TensorStore;
@@ -138,48 +139,6 @@ fn refuse_links(root: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// What an open directory store holds until it is dropped: its `flock`ed files and, for a
-/// writer, its entry in this process's table of collections open for writing.
-pub struct DirLock {
-    _files: Vec<File>,
-    claim: Option<PathBuf>,
-}
-
-impl Drop for DirLock {
-    fn drop(&mut self) {
-        if let Some(dir) = self.claim.take() {
-            open_here().remove(&dir);
-        }
-    }
-}
-
-/// Collection directories this process holds open for writing: `flock` cannot tell a
-/// second open in the same process from one in another, so the error would blame
-/// "another process".
-fn open_here() -> std::sync::MutexGuard<'static, std::collections::HashSet<PathBuf>> {
-    static OPEN: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<PathBuf>>> =
-        std::sync::OnceLock::new();
-    OPEN.get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Claim `dir` for writing in this process.
-///
-/// # Errors
-/// [`StoreErr::Locked`] if this process already has it open for writing.
-fn claim(dir: &Path) -> Result<PathBuf> {
-    let key = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
-    if !open_here().insert(key.clone()) {
-        return Err(StoreErr::Locked {
-            path: dir.to_owned(),
-            held: "already open for writing in this process (close the other store first, or open this one read-only)",
-            waited: String::new(),
-        });
-    }
-    Ok(key)
-}
-
 /// Take the collection's exclusive lock (one process at a time): an advisory `flock` on
 /// the `LOCK` file (what earlier versions take) and on the collection directory itself.
 /// The directory lock cannot be lost: deleting or replacing `LOCK` while a process holds
@@ -187,14 +146,9 @@ fn claim(dir: &Path) -> Result<PathBuf> {
 /// but a directory cannot be removed while it holds the store's files, and its lock
 /// lives on the open descriptor.
 fn lock(dir: &Path, wait: std::time::Duration) -> Result<DirLock> {
-    let key = claim(dir)?;
-    // Released on every early return below.
-    let mut held = DirLock {
-        _files: Vec::new(),
-        claim: Some(key),
-    };
-    held._files = lock_files(dir, wait)?;
-    Ok(held)
+    // The claim is released on every early return below (DirLock's drop).
+    let claim = claim(dir)?;
+    Ok(DirLock::new(lock_files(dir, wait)?, Some(claim)))
 }
 
 fn lock_files(dir: &Path, wait: std::time::Duration) -> Result<Vec<File>> {
@@ -233,10 +187,7 @@ pub const SHARED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs
 /// on the collection directory, waiting up to [`SHARED_LOCK_WAIT`] for a writer (a put or
 /// a compaction in another process) to finish instead of failing at once.
 fn lock_shared(dir: &Path, wait: std::time::Duration) -> Result<DirLock> {
-    Ok(DirLock {
-        _files: lock_shared_files(dir, wait)?,
-        claim: None,
-    })
+    Ok(DirLock::new(lock_shared_files(dir, wait)?, None))
 }
 
 fn lock_shared_files(dir: &Path, wait: std::time::Duration) -> Result<Vec<File>> {
@@ -321,8 +272,8 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
     /// `cfg.collection` as its geometry) if `create` and it does not exist.
     ///
     /// # Errors
-    /// [`StoreErr::InvalidName`]; [`StoreErr::TensorNotFound`]-free: a missing collection
-    /// without `create` is [`StoreErr::Io`] (not found); the log's and backend's errors;
+    /// [`StoreErr::InvalidName`]; [`StoreErr::CollectionNotFound`] for a missing
+    /// collection without `create`; the log's and backend's errors;
     /// [`StoreErr::InvalidArgument`] if another process holds the collection.
     pub fn open_dir(
         root: &Path,
@@ -338,11 +289,11 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
         let log_path = dir.join(META_LOG);
         if !log_path.exists() {
             if !create {
-                return Err(StoreErr::io(
-                    "open",
-                    &log_path,
-                    std::io::Error::new(std::io::ErrorKind::NotFound, "no such collection"),
-                ));
+                return Err(StoreErr::CollectionNotFound {
+                    tenant: tenant.to_owned(),
+                    collection: collection.to_owned(),
+                    path: log_path,
+                });
             }
             cfg.collection.validate()?;
             std::fs::create_dir_all(&dir).map_err(|e| StoreErr::io("create dir", &dir, e))?;
@@ -411,11 +362,11 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
         refuse_links(root, &dir)?;
         let log_path = dir.join(META_LOG);
         if !log_path.exists() {
-            return Err(StoreErr::io(
-                "open",
-                &log_path,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no such collection"),
-            ));
+            return Err(StoreErr::CollectionNotFound {
+                tenant: tenant.to_owned(),
+                collection: collection.to_owned(),
+                path: log_path,
+            });
         }
         let lock = lock_shared(&dir, wait)?;
         let log = FileMetaLog::open_read_only(&log_path)?;
@@ -456,11 +407,11 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
         refuse_links(root, &dir)?;
         let log_path = dir.join(META_LOG);
         if !log_path.exists() {
-            return Err(StoreErr::io(
-                "open",
-                &log_path,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no such collection"),
-            ));
+            return Err(StoreErr::CollectionNotFound {
+                tenant: tenant.to_owned(),
+                collection: collection.to_owned(),
+                path: log_path,
+            });
         }
         let log = FileMetaLog::open_read_only(&log_path)?;
         let geo = crate::meta_log::MetaLog::collection(&log);

@@ -24,6 +24,8 @@ pub mod catalog;
 pub mod clock;
 mod codec;
 pub mod config;
+#[cfg(feature = "mmap")]
+mod dir_lock;
 mod error;
 #[cfg(feature = "mmap")]
 pub mod fs;

@@ -95,9 +95,15 @@ fn a_snapshot_survives_a_writer_that_cuts_the_tier_files() {
 #[test]
 fn a_missing_collection_is_not_created_by_a_snapshot() {
     let tmp = tempfile::tempdir().unwrap();
+    match DirStore::open_path_snapshot(tmp.path(), "t", "c", cfg()) {
+        Err(e @ StoreErr::CollectionNotFound { .. }) => {
+            assert!(e.to_string().starts_with("no such collection t/c"), "{e}");
+        }
+        other => panic!("expected CollectionNotFound, got {:?}", other.map(|_| ())),
+    }
     assert!(matches!(
-        DirStore::open_path_snapshot(tmp.path(), "t", "c", cfg()),
-        Err(StoreErr::Io { .. })
+        DirStore::open_path(tmp.path(), "t", "c", cfg(), false),
+        Err(StoreErr::CollectionNotFound { .. })
     ));
     assert!(!tmp.path().join("t").exists());
 }

@@ -283,14 +283,11 @@ impl TierMedium for MmapTier {
         let need = slots * self.slot_len;
         if self.pread {
             // A snapshot never grows a file: its log prefix only names slots inside it.
-            return Err(StoreErr::io(
-                "grow",
-                &self.path,
-                std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    "the collection is open as a read-only snapshot",
-                ),
-            ));
+            return Err(StoreErr::NotWritable {
+                op: "grow",
+                path: self.path.clone(),
+                poisoned: false,
+            });
         }
         let file_len = self
             .file

@@ -151,7 +151,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     pub(crate) fn attach_directory(
         mut self,
         lineage: crate::lineage::LineageStore,
-        lock: crate::fs::DirLock,
+        lock: crate::dir_lock::DirLock,
         compact_ratio: u32,
     ) -> Result<Self> {
         self.lineage = lineage;
