@@ -107,3 +107,27 @@ fn a_missing_collection_is_not_created_by_a_snapshot() {
     ));
     assert!(!tmp.path().join("t").exists());
 }
+
+#[test]
+fn put_tensor_reports_progress_up_to_the_whole_tensor() {
+    use std::sync::{Arc, Mutex};
+    let tmp = tempfile::tempdir().unwrap();
+    let s = DirStore::open_path(tmp.path(), "t", "p", cfg(), true).unwrap();
+    // 256-value blocks, 512 blocks per batch: 1300 blocks report after 512, 1024, end.
+    let vals: Vec<f32> = (0..256 * 1300).map(|i| i as f32).collect();
+    let data = f32_bytes(&vals);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    let p: tensorvault_core::progress::ProgressFn =
+        Arc::new(move |done, total| sink.lock().unwrap().push((done, total)));
+    let info = tensorvault_store::BlockInfo::new(DType::F32, &[1300, 256]);
+    s.put_tensor_progress("x", &info, &data, Tier::Tier0, Some(&p))
+        .unwrap();
+    let total = data.len() as u64;
+    let block = 256 * 4;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(512 * block, total), (1024 * block, total), (total, total)]
+    );
+    s.close().unwrap();
+}
