@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use tensorvault_store::fs::{list_collections, SHARED_LOCK_WAIT};
 use tensorvault_store::{
-    BlockIO, DirStore, FileMetaLog, MetaLog, MmapBlockIO, StoreConfig, StoreErr, SystemClock,
-    TensorStore,
+    BlockIO, DirStore, DirStoreBuilder, FileMetaLog, MetaLog, MmapBlockIO, OpenMode, StoreConfig,
+    StoreErr, SystemClock, TensorStore,
 };
 
 use crate::error::CliError;
@@ -121,35 +121,36 @@ impl Backend for Local {
         mode: Mode,
     ) -> Result<DirStore, CliError> {
         let root = &self.root;
+        let open = |mode| {
+            DirStoreBuilder::new(root, tenant, collection)
+                .config(cfg.clone())
+                .mode(mode)
+                .open()
+        };
         Ok(match mode {
             Mode::Create => {
                 std::fs::create_dir_all(root)
                     .map_err(CliError::io("create directory", root.display()))?;
-                DirStore::open_path(root, tenant, collection, cfg, true)?
+                open(OpenMode::Create)?
             }
-            Mode::Write | Mode::Read => DirStore::open_path(root, tenant, collection, cfg, false)?,
-            // Waits for a writer in another process to finish, never writes.
-            Mode::Inspect => {
-                let now = DirStore::open_dir_shared_waiting(
-                    root,
-                    tenant,
-                    collection,
-                    SystemClock::new(),
-                    cfg.clone(),
-                    std::time::Duration::ZERO,
-                );
-                match now {
-                    Err(StoreErr::Locked { held, .. }) => {
-                        eprintln!(
-                            "waiting up to {} s for {tenant}/{collection}: it is {held}",
-                            SHARED_LOCK_WAIT.as_secs()
-                        );
-                        DirStore::open_path_shared(root, tenant, collection, cfg)?
-                    }
-                    other => other?,
+            Mode::Write | Mode::Read => open(OpenMode::Write)?,
+            // Waits for a writer in another process to finish (saying so first), never
+            // writes.
+            Mode::Inspect => match open(OpenMode::Shared {
+                wait: std::time::Duration::ZERO,
+            }) {
+                Err(StoreErr::Locked { held, .. }) => {
+                    eprintln!(
+                        "waiting up to {} s for {tenant}/{collection}: it is {held}",
+                        SHARED_LOCK_WAIT.as_secs()
+                    );
+                    open(OpenMode::Shared {
+                        wait: SHARED_LOCK_WAIT,
+                    })?
                 }
-            }
-            Mode::Snapshot => DirStore::open_path_snapshot(root, tenant, collection, cfg)?,
+                other => other?,
+            },
+            Mode::Snapshot => open(OpenMode::Snapshot)?,
         })
     }
 

@@ -131,3 +131,37 @@ fn put_tensor_reports_progress_up_to_the_whole_tensor() {
     );
     s.close().unwrap();
 }
+
+#[test]
+fn the_directory_builder_opens_every_mode() {
+    use tensorvault_store::{DirStoreBuilder, OpenMode};
+    let tmp = tempfile::tempdir().unwrap();
+    let open = |mode| {
+        DirStoreBuilder::new(tmp.path(), "t", "b")
+            .config(cfg())
+            .mode(mode)
+            .open()
+    };
+    // Nothing there yet: only Create makes it.
+    assert!(matches!(
+        open(OpenMode::Write),
+        Err(StoreErr::CollectionNotFound { .. })
+    ));
+    let w = open(OpenMode::Create).unwrap();
+    w.put_tensor("x", DType::F32, &[1], &f32_bytes(&[2.5]), Tier::Tier0)
+        .unwrap();
+    // A shared reader that will not wait is refused while the writer is open; a
+    // snapshot is not.
+    let wait = std::time::Duration::ZERO;
+    assert!(matches!(
+        open(OpenMode::Shared { wait }),
+        Err(StoreErr::Locked { .. })
+    ));
+    let snap = open(OpenMode::Snapshot).unwrap();
+    assert_eq!(snap.get_tensor("x").unwrap().data, f32_bytes(&[2.5]));
+    w.close().unwrap();
+    let shared = open(OpenMode::Shared { wait }).unwrap();
+    assert_eq!(shared.tensors().unwrap().len(), 1);
+    drop(shared);
+    open(OpenMode::Write).unwrap().close().unwrap();
+}
