@@ -4,6 +4,7 @@
 //! reference `decompressed` 2.1.1 (v1.0) or 0.1.0 (v0).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde_json::Value;
