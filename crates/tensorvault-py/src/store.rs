@@ -262,6 +262,9 @@ pub struct Store {
     tenant: String,
     collection: String,
     geometry: CollectionConfig,
+    /// A lock-free snapshot: closing it only drops it (nothing to flush, nothing may be
+    /// written).
+    read_only: bool,
 }
 
 impl Store {
@@ -357,6 +360,7 @@ impl Store {
             tenant,
             collection,
             geometry,
+            read_only,
         })
     }
 
@@ -503,12 +507,20 @@ impl Store {
 
     /// Flush and release the collection (idempotent).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let read_only = self.read_only;
         let taken = py.detach(|| {
             self.inner
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
                 .take()
-                .map(DirStore::close)
+                .map(|s| {
+                    if read_only {
+                        drop(s);
+                        Ok(())
+                    } else {
+                        s.close()
+                    }
+                })
         });
         match taken {
             Some(Err(e)) => Err(store_err(&e)),

@@ -28,8 +28,9 @@ def test_store_stats_prints_a_table_per_tier(tmp_path):
 
 def test_maintain_reports_moves_in_one_place(tmp_path):
     x = np.ones(4 * 4096, dtype=np.float32)
-    with tv.Store(tmp_path, "t", "c", max_blocks_per_tier=[None, 1, None, None]) as s:
+    with tv.Store(tmp_path, "t", "c") as s:
         s.put_tensor("x", x, tier=1)
+    with tv.Store(tmp_path, "t", "c", max_blocks_per_tier=[None, 1, None, None]) as s:
         r = s.maintain()
     assert isinstance(r, tv.MaintainReport)
     assert r["moved"] == 3 == len(r["moves"])

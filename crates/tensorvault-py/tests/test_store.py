@@ -425,7 +425,8 @@ def test_maintain_reports_moves(root, rng):
     with tv.Store(root, TENANT, COLL, codec=1) as s:
         s.put_tensor("w", x, tier=1)
         r = s.maintain()
-        assert set(r) == {"now", "scored", "moves", "deferred", "over_capacity", "plan_nanos"}
+        assert set(r) == {"now", "scored", "moves", "deferred", "over_capacity", "plan_nanos",
+                          "summary", "moved"}
         assert r["scored"] == 4 and r["moves"] == []  # fresh blocks: nothing to do
     # Reopen with Tier1 capped at 2 blocks: maintain evicts the 2 coldest to Tier2.
     with tv.Store(root, TENANT, COLL, max_blocks_per_tier=[None, 2, None, None]) as s:
