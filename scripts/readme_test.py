@@ -138,6 +138,7 @@ def main() -> None:
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     a = ap.parse_args()
     tv = os.path.abspath(a.tv)
+    py = os.path.abspath(a.python) if os.sep in a.python else a.python
     readme = Path(a.readme)
     found = blocks(readme.read_text())
     if not found:
@@ -147,7 +148,7 @@ def main() -> None:
         for n, (lang, line, body) in enumerate(found):
             where = f"{readme.name}:{line} {lang}"
             if lang == "python":
-                outcome = run_python(where, body, a.python, work, n)
+                outcome = run_python(where, body, py, work, n)
             elif lang == "sh":
                 outcome = run_sh(where, body, tv, work)
             elif lang == "text":
