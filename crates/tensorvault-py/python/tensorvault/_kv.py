@@ -55,9 +55,10 @@ class KvCache:
             a killed process loses nothing already appended, a power cut may lose the
             last seconds of the cache (which the model can recompute from the prompt).
             ``"every-write"`` fsyncs data and log on every append: durable against power
-            loss, at a cost measured on the 2-core VM of ~13x per step (67 decode steps/s
-            against 895 with ``"os"``, issue 26). Also ``"every-N"`` or an int N: one
-            sync every N appends. As for :class:`tensorvault.Store`.
+            loss, at a cost of ~40x per decode step, measured on the 2-core VM with
+            ``bench/python/kv_durability.py`` (4 heads, keys and values per step: 41
+            steps/s against 1,683 with ``"os"``; bench/RESULTS.md). Also ``"every-N"``
+            or an int N: one sync every N appends. As for :class:`tensorvault.Store`.
         max_blocks_per_tier: Four limits (``None`` = unlimited) on live blocks per tier.
         age_tiers: Age-based tiering applied by :meth:`maintain`, as ``(tier0_tokens,
             tier1_tokens, tier2_tokens)``: a full block whose newest token is fewer than
