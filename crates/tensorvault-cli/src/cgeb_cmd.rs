@@ -86,9 +86,9 @@ pub struct GetArgs {
 ///
 /// # Errors
 /// Any [`CliError`]; the caller prints it on one line and exits with code 2.
-pub fn run(cmd: CgebCmd) -> Result<i32, CliError> {
+pub fn run(cmd: CgebCmd, ctx: &report::Ctx) -> Result<i32, CliError> {
     match cmd {
-        CgebCmd::Pack(a) => pack(&a).map(|()| 0),
+        CgebCmd::Pack(a) => pack(&a, ctx).map(|()| 0),
         CgebCmd::Inspect(a) => inspect(&a).map(|()| 0),
         CgebCmd::Get(a) => get(&a).map(|()| 0),
         CgebCmd::Verify(a) => verify(&a),
@@ -112,7 +112,7 @@ pub fn top_k(weights: &[f32], k: usize) -> Vec<u8> {
     idx
 }
 
-fn pack(a: &PackArgs) -> Result<(), CliError> {
+fn pack(a: &PackArgs, ctx: &report::Ctx) -> Result<(), CliError> {
     let input = NpyInput::open(&a.input)?;
     let weights = a.weights.as_deref().map(NpyInput::open).transpose()?;
     let experts = match &weights {
@@ -138,7 +138,11 @@ fn pack(a: &PackArgs) -> Result<(), CliError> {
     let mut enc = BatchBinaryEncoder::new(codec, a.alignment)?;
     let mut rng = ChaCha8Rng::seed_from_u64(a.seed);
     let (mut buf, mut wbuf) = (Vec::new(), Vec::new());
+    let pb = ctx.bar(input.rows, "encoding", report::Unit::Rows, a.json);
     for r in 0..input.rows {
+        if r % 1024 == 0 {
+            pb.set_position(r);
+        }
         let v = input.rows_f32(r, r + 1, &mut buf).to_vec();
         let w = match &weights {
             Some(wf) => wf.rows_f32(r, r + 1, &mut wbuf).to_vec(),
@@ -147,6 +151,8 @@ fn pack(a: &PackArgs) -> Result<(), CliError> {
         let sel = top_k(&w, a.top_k.into());
         enc.push(&FusedEmbedding::new(v, w, sel))?;
     }
+    pb.set_position(input.rows);
+    pb.finish_and_clear();
     let (data, index) = enc.write_gds_file(&a.output)?;
     let bytes = std::fs::metadata(&data).map(|m| m.len()).unwrap_or(0);
     if a.json {

@@ -75,14 +75,16 @@ enum Cmd {
 fn main() {
     signals::watch_termination_signals();
     let cli = Cli::parse();
+    // The one context (progress on or off) every command gets.
+    let ctx = report::Ctx { quiet: cli.quiet };
     let result = match cli.cmd {
-        Cmd::Cgeb(c) => cgeb_cmd::run(c),
-        Cmd::Cvc(c) => cvc_cmd::run(c, cli.quiet),
-        Cmd::Demo(a) => demo::run(&a, cli.quiet).map(|()| 0),
+        Cmd::Cgeb(c) => cgeb_cmd::run(c, &ctx),
+        Cmd::Cvc(c) => cvc_cmd::run(c, ctx.quiet),
+        Cmd::Demo(a) => demo::run(&a, ctx.quiet).map(|()| 0),
         Cmd::Mobi(c) => mobi_cmd::run(c),
-        Cmd::Quant(c) => quant_cmd::run(c),
+        Cmd::Quant(c) => quant_cmd::run(c, &ctx),
         Cmd::Registry(c) => registry_cmd::run(c),
-        Cmd::Store(c) => store_cmd::run_args(c, cli.quiet),
+        Cmd::Store(c) => store_cmd::run_args(c, ctx.quiet),
     };
     match result {
         Ok(code) => std::process::exit(code),

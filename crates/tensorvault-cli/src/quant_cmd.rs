@@ -66,9 +66,9 @@ pub struct EvalArgs {
 ///
 /// # Errors
 /// Any [`CliError`]; the caller prints it on one line and exits with code 2.
-pub fn run(cmd: QuantCmd) -> Result<i32, CliError> {
+pub fn run(cmd: QuantCmd, ctx: &report::Ctx) -> Result<i32, CliError> {
     match cmd {
-        QuantCmd::Eval(a) => eval(&a).map(|()| 0),
+        QuantCmd::Eval(a) => eval(&a, ctx).map(|()| 0),
     }
 }
 
@@ -183,7 +183,7 @@ fn eval_v2(
     })
 }
 
-fn eval(a: &EvalArgs) -> Result<(), CliError> {
+fn eval(a: &EvalArgs, ctx: &report::Ctx) -> Result<(), CliError> {
     let input = NpyInput::open(&a.input)?;
     let mut buf = Vec::new();
     let x = input.rows_f32(0, input.rows, &mut buf);
@@ -200,12 +200,16 @@ fn eval(a: &EvalArgs) -> Result<(), CliError> {
     let f32_bytes = x.len() * 4;
     let width = x.len() / usize::try_from(input.rows.max(1)).unwrap_or(usize::MAX);
     let mut rows = Vec::new();
+    let pb = ctx.bar(a.bits.len() as u64, "settings", report::Unit::Steps, a.json);
     for &bits in &a.bits {
+        pb.set_message(format!("{bits} bits"));
         rows.push(match a.kind {
             None => eval_v1(x, bits, a, levels)?,
             Some(kind) => eval_v2(x, bits, a, kind, width)?,
         });
+        pb.inc(1);
     }
+    pb.finish_and_clear();
     let bpv = |r: &Row| r.bytes as f64 * 8.0 / x.len() as f64;
     let ratio = |r: &Row| f32_bytes as f64 / r.bytes as f64;
     let gbps = |s: f64| f32_bytes as f64 / s / 1e9;

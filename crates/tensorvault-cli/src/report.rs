@@ -63,22 +63,81 @@ pub fn kv(pairs: &[(&str, String)]) -> String {
         .collect()
 }
 
-/// A progress bar over `total` units (rows); hidden when stderr is not a terminal or
-/// `quiet` is set.
-pub fn bar(total: u64, what: &str, quiet: bool) -> ProgressBar {
-    if quiet {
-        return ProgressBar::hidden();
+/// The context every command runs in: whether progress is shown (`-q` hides it; a
+/// command printing `--json` hides its own), and the bars of the workspace's one
+/// progress layer (`tensorvault_core::progress`), with rates for people.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ctx {
+    /// `-q`: no progress bars.
+    pub quiet: bool,
+}
+
+/// What a bar counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Rows (vectors, records): "12,345 rows/s".
+    Rows,
+    /// Bytes: "123.4 MiB/s".
+    Bytes,
+    /// Steps of a computation (settings tried, files): "3/7".
+    Steps,
+}
+
+impl Ctx {
+    /// A bar over `total` `unit`s labelled `what`, hidden when quiet or `json`.
+    #[must_use]
+    pub fn bar(&self, total: u64, what: &str, unit: Unit, json: bool) -> ProgressBar {
+        if self.quiet || json {
+            return ProgressBar::hidden();
+        }
+        let template = match unit {
+            Unit::Rows => "{msg:>12} [{bar:40}] {human_pos}/{human_len} rows ({rate}, eta {eta})",
+            Unit::Bytes => {
+                "{msg:>12} [{bar:40}] {binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, eta {eta})"
+            }
+            Unit::Steps => "{msg:>12} [{bar:40}] {pos}/{len} (eta {eta})",
+        };
+        let style = ProgressStyle::with_template(template)
+            .expect("valid template")
+            .with_key(
+                "rate",
+                |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{} rows/s", count(s.per_sec() as u64));
+                },
+            )
+            .progress_chars("=> ");
+        let pb = ProgressBar::new(total);
+        pb.set_style(style);
+        pb.set_message(what.to_owned());
+        pb
     }
-    let pb = ProgressBar::new(total);
-    pb.set_style(
-        ProgressStyle::with_template(
-            "{msg:>12} [{bar:40}] {pos}/{len} rows ({per_sec}, eta {eta})",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    pb.set_message(what.to_owned());
-    pb
+
+    /// The library callback that moves `pb` (for `tensorvault_core::progress`).
+    #[must_use]
+    pub fn callback(pb: &ProgressBar) -> tensorvault_core::progress::ProgressFn {
+        let pb = pb.clone();
+        std::sync::Arc::new(move |done, _total| pb.set_position(done))
+    }
+}
+
+/// A count with thousands separators ("1,234,567").
+#[must_use]
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A progress bar over `total` rows labelled `what` (hidden when `quiet`), with rates
+/// for people ([`Ctx::bar`]).
+pub fn bar(total: u64, what: &str, quiet: bool) -> ProgressBar {
+    Ctx { quiet }.bar(total, what, Unit::Rows, false)
 }
 
 /// Bytes as a human size (binary units).
@@ -94,5 +153,18 @@ pub fn size(bytes: u64) -> String {
         format!("{bytes} B")
     } else {
         format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_have_thousands_separators() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1000), "1,000");
+        assert_eq!(count(1_234_567), "1,234,567");
     }
 }

@@ -8,9 +8,10 @@
 
 use std::path::PathBuf;
 
-use tensorvault_store::fs::list_collections;
+use tensorvault_store::fs::{list_collections, SHARED_LOCK_WAIT};
 use tensorvault_store::{
-    BlockIO, DirStore, FileMetaLog, MetaLog, MmapBlockIO, StoreConfig, SystemClock, TensorStore,
+    BlockIO, DirStore, DirStoreBuilder, FileMetaLog, MetaLog, MmapBlockIO, OpenMode, StoreConfig,
+    StoreErr, SystemClock, TensorStore,
 };
 
 use crate::error::CliError;
@@ -29,9 +30,13 @@ pub enum Mode {
     /// Reads whose access statistics are kept: `get` (a local store logs them on close;
     /// an object store opened read-only keeps them in memory).
     Read,
-    /// Inspection while other readers may hold the collection too, nothing written:
-    /// `ls`, `stats`, `verify`.
+    /// Inspection while other readers may hold the collection too, nothing written; a
+    /// writer in another process is waited for (saying so on stderr): `verify`, which
+    /// needs blocks that do not move while it reads them.
     Inspect,
+    /// The index as of the open, without any lock (never waits for a writer), nothing
+    /// written: `ls`, `stats`, `maintain --dry-run`.
+    Snapshot,
 }
 
 /// Backend-specific figures of one open collection, shown by `stats`.
@@ -116,15 +121,36 @@ impl Backend for Local {
         mode: Mode,
     ) -> Result<DirStore, CliError> {
         let root = &self.root;
+        let open = |mode| {
+            DirStoreBuilder::new(root, tenant, collection)
+                .config(cfg.clone())
+                .mode(mode)
+                .open()
+        };
         Ok(match mode {
             Mode::Create => {
                 std::fs::create_dir_all(root)
                     .map_err(CliError::io("create directory", root.display()))?;
-                DirStore::open_path(root, tenant, collection, cfg, true)?
+                open(OpenMode::Create)?
             }
-            Mode::Write | Mode::Read => DirStore::open_path(root, tenant, collection, cfg, false)?,
-            // Waits for a writer in another process to finish, never writes.
-            Mode::Inspect => DirStore::open_path_shared(root, tenant, collection, cfg)?,
+            Mode::Write | Mode::Read => open(OpenMode::Write)?,
+            // Waits for a writer in another process to finish (saying so first), never
+            // writes.
+            Mode::Inspect => match open(OpenMode::Shared {
+                wait: std::time::Duration::ZERO,
+            }) {
+                Err(StoreErr::Locked { held, .. }) => {
+                    eprintln!(
+                        "waiting up to {} s for {tenant}/{collection}: it is {held}",
+                        SHARED_LOCK_WAIT.as_secs()
+                    );
+                    open(OpenMode::Shared {
+                        wait: SHARED_LOCK_WAIT,
+                    })?
+                }
+                other => other?,
+            },
+            Mode::Snapshot => open(OpenMode::Snapshot)?,
         })
     }
 

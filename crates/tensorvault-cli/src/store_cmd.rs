@@ -191,7 +191,7 @@ fn local_only<B: Backend>(_: &B, what: &str) -> Result<(), CliError> {
 /// Any [`CliError`]; the caller prints it on one line and exits with code 2.
 pub fn run<B: Backend>(b: &B, cmd: StoreCmd, quiet: bool) -> Result<i32, CliError> {
     match cmd {
-        StoreCmd::Put(a) => store_ops::put(b, &a),
+        StoreCmd::Put(a) => store_ops::put(b, &a, &crate::report::Ctx { quiet }),
         StoreCmd::Get {
             tenant,
             collection,

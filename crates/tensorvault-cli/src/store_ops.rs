@@ -18,7 +18,7 @@ use crate::store_print::{print_collections, print_stats, print_tensors, print_ve
 ///
 /// # Errors
 /// .npy reading errors, a dimension over 2^32-1, the store's errors.
-pub fn put<B: Backend>(b: &B, a: &PutArgs) -> Result<i32, CliError> {
+pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, CliError> {
     let (dtype, shape, data) = npy::read_tensor(&a.input)?;
     let shape32: Vec<u32> = shape
         .iter()
@@ -42,7 +42,10 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs) -> Result<i32, CliError> {
     let s = b.open(&a.tenant, &a.collection, cfg, Mode::Create)?;
     let t = std::time::Instant::now();
     let block = BlockInfo::new(dtype, &shape32).with_kind(a.kind.kind());
-    let info = s.put_tensor_with(&a.name, &block, &data, tier_of(a.tier))?;
+    let pb = ctx.bar(data.len() as u64, "storing", report::Unit::Bytes, false);
+    let progress = report::Ctx::callback(&pb);
+    let info = s.put_tensor_progress(&a.name, &block, &data, tier_of(a.tier), Some(&progress))?;
+    pb.finish_and_clear();
     s.close()?;
     let secs = t.elapsed().as_secs_f64();
     println!(
@@ -92,13 +95,13 @@ pub fn get<B: Backend>(
 /// The store's errors.
 pub fn ls<B: Backend>(b: &B, one: Option<(String, String)>, json: bool) -> Result<i32, CliError> {
     if let Some((tenant, collection)) = one {
-        let s = b.open(&tenant, &collection, StoreConfig::default(), Mode::Inspect)?;
+        let s = b.open(&tenant, &collection, StoreConfig::default(), Mode::Snapshot)?;
         print_tensors(&s.tensors()?, json);
         return Ok(0);
     }
     let mut rows = Vec::new();
     for (tenant, collection) in b.collections()? {
-        let s = b.open(&tenant, &collection, StoreConfig::default(), Mode::Inspect)?;
+        let s = b.open(&tenant, &collection, StoreConfig::default(), Mode::Snapshot)?;
         let st = s.stats()?;
         rows.push((tenant, collection, st));
     }
@@ -114,7 +117,7 @@ pub fn stats<B: Backend>(b: &B, json: bool) -> Result<i32, CliError> {
     let mut per = Vec::new();
     let mut total = StoreStats::default();
     for (tenant, collection) in b.collections()? {
-        let s = b.open(&tenant, &collection, StoreConfig::default(), Mode::Inspect)?;
+        let s = b.open(&tenant, &collection, StoreConfig::default(), Mode::Snapshot)?;
         let st = s.stats()?;
         total.tensors += st.tensors;
         total.log_records += st.log_records;

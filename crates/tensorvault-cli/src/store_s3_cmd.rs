@@ -76,7 +76,7 @@ impl Backend for ObjectRoot {
     ) -> Result<ObjectTensorStore, CliError> {
         let opts = ObjectOptions {
             // Readers keep access statistics in memory and never write an object.
-            read_only: matches!(mode, Mode::Read | Mode::Inspect),
+            read_only: matches!(mode, Mode::Read | Mode::Inspect | Mode::Snapshot),
             create: mode == Mode::Create,
             ..self.opts.clone()
         };

@@ -325,3 +325,35 @@ fn put_without_a_tier_is_lossless() {
         "tier 0 is bit-exact"
     );
 }
+
+#[test]
+fn readers_do_not_wait_for_a_writer_and_a_wait_says_why() {
+    use tensorvault_store::{DirStore, StoreConfig};
+    let (_dir, root) = store_with_x(5000);
+    // A writer (another program, here this test process) holds t/c open.
+    let w = DirStore::open_path(&root, "t", "c", StoreConfig::default(), false).unwrap();
+    let t = std::time::Instant::now();
+    let ls = ok(&tv(&["store", "ls", s(&root), "t", "c", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&ls).unwrap();
+    assert_eq!(v[0]["name"], "x", "{v}");
+    let st = ok(&tv(&["store", "stats", s(&root), "--json"]));
+    assert!(st.contains("\"tensors\""), "{st}");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(10),
+        "ls and stats took {:?} with a writer open",
+        t.elapsed()
+    );
+    // verify needs blocks that hold still: it waits, and says for what.
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        drop(w);
+    });
+    let out = tv(&["store", "verify", s(&root), "t", "c"]);
+    release.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("waiting up to 30 s for t/c: it is open for writing in another process"),
+        "{err}"
+    );
+}

@@ -20,6 +20,7 @@ mod tensor;
 pub mod atomic;
 pub mod checksum;
 pub mod fsio;
+pub mod progress;
 
 pub use buffer::{AlignedBuf, ALIGNMENT, HUGE_PAGE_THRESHOLD};
 pub use dtype::{DType, Element};

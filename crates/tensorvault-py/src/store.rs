@@ -61,7 +61,9 @@ fn store_kind(e: &StoreErr) -> Kind {
         return Kind::Corruption;
     }
     match e {
-        StoreErr::NotFound { .. } | StoreErr::TensorNotFound { .. } => Kind::NotFound,
+        StoreErr::NotFound { .. }
+        | StoreErr::TensorNotFound { .. }
+        | StoreErr::CollectionNotFound { .. } => Kind::NotFound,
         StoreErr::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             Kind::NotFound
         }
@@ -260,6 +262,9 @@ pub struct Store {
     tenant: String,
     collection: String,
     geometry: CollectionConfig,
+    /// A lock-free snapshot: closing it only drops it (nothing to flush, nothing may be
+    /// written).
+    read_only: bool,
 }
 
 impl Store {
@@ -295,7 +300,9 @@ impl Store {
 impl Store {
     /// Open (or, with `create`, create) the collection `<root>/<tenant>/<collection>`.
     #[new]
-    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None))]
+    /// With `read_only`: a lock-free snapshot of an existing collection
+    /// (`DirStore::open_path_snapshot`), never waiting for a writer and never writing.
+    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -308,6 +315,7 @@ impl Store {
         block_elems: Option<u32>,
         kv_head_dim: Option<u32>,
         codec: Option<u8>,
+        read_only: bool,
     ) -> PyResult<Self> {
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
@@ -336,7 +344,13 @@ impl Store {
             Some(c) => return Err(arg_err(format!("codec {c} is not 1 or 2"))),
         }
         let store = py
-            .detach(|| DirStore::open_path(&root, &tenant, &collection, cfg, create))
+            .detach(|| {
+                if read_only {
+                    DirStore::open_path_snapshot(&root, &tenant, &collection, cfg)
+                } else {
+                    DirStore::open_path(&root, &tenant, &collection, cfg, create)
+                }
+            })
             .map_err(|e| store_err(&e))?;
         let geometry = *store.geometry();
         let path = root.join(&tenant).join(&collection);
@@ -346,6 +360,7 @@ impl Store {
             tenant,
             collection,
             geometry,
+            read_only,
         })
     }
 
@@ -492,12 +507,20 @@ impl Store {
 
     /// Flush and release the collection (idempotent).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let read_only = self.read_only;
         let taken = py.detach(|| {
             self.inner
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
                 .take()
-                .map(DirStore::close)
+                .map(|s| {
+                    if read_only {
+                        drop(s);
+                        Ok(())
+                    } else {
+                        s.close()
+                    }
+                })
         });
         match taken {
             Some(Err(e)) => Err(store_err(&e)),

@@ -345,10 +345,24 @@ def test_reopen_from_a_second_store_after_close(root, rng):
 
 def test_collection_is_locked_while_open(root):
     with tv.Store(root, TENANT, COLL):
-        with pytest.raises(tv.LockedError, match="open for writing in another process"):
+        with pytest.raises(tv.LockedError, match="already open for writing in this process"):
             tv.Store(root, TENANT, COLL)
     with tv.Store(root, TENANT, COLL):  # released by __exit__
         pass
+
+
+def test_read_only_store_opens_while_a_writer_holds_the_collection(root):
+    x = np.arange(5000, dtype=np.float32).reshape(50, 100)
+    with tv.Store(root, TENANT, COLL) as w:
+        w.put_tensor("x", x)
+        with tv.Store(root, TENANT, COLL, read_only=True) as r:
+            assert np.array_equal(r.get_tensor("x"), x)  # tier 0 by default: exact
+            assert r.tensors()[0]["tier_blocks"] == [2, 0, 0, 0]
+            with pytest.raises(tv.TensorvaultError):
+                r.put_tensor("y", x)
+        w.put_tensor("z", x, tier=1)
+    with tv.Store(root, TENANT, COLL, read_only=True) as r:
+        assert sorted(t["name"] for t in r.tensors()) == ["x", "z"]
 
 
 def test_closed_store_refuses_calls(root):
@@ -411,7 +425,8 @@ def test_maintain_reports_moves(root, rng):
     with tv.Store(root, TENANT, COLL, codec=1) as s:
         s.put_tensor("w", x, tier=1)
         r = s.maintain()
-        assert set(r) == {"now", "scored", "moves", "deferred", "over_capacity", "plan_nanos"}
+        assert set(r) == {"now", "scored", "moves", "deferred", "over_capacity", "plan_nanos",
+                          "summary", "moved"}
         assert r["scored"] == 4 and r["moves"] == []  # fresh blocks: nothing to do
     # Reopen with Tier1 capped at 2 blocks: maintain evicts the 2 coldest to Tier2.
     with tv.Store(root, TENANT, COLL, max_blocks_per_tier=[None, 2, None, None]) as s:

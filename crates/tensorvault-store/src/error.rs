@@ -16,6 +16,28 @@ pub enum StoreErr {
         /// The tier searched, if the lookup was tier-specific.
         tier: Option<Tier>,
     },
+    /// The collection `<root>/<tenant>/<collection>` does not exist (no `meta.log`), and
+    /// the open was not asked to create it.
+    #[error("no such collection {tenant}/{collection} ({} does not exist)", path.display())]
+    CollectionNotFound {
+        /// The tenant name.
+        tenant: String,
+        /// The collection name.
+        collection: String,
+        /// The collection's MetaLog that is missing.
+        path: PathBuf,
+    },
+    /// A write to a store or log opened read-only (a snapshot reader), or after an
+    /// earlier write of this log failed part-way (`poisoned`: reopen to recover).
+    #[error("{op} {}: {}", path.display(), if *poisoned { "an earlier write failed; reopen the log to recover" } else { "opened read-only" })]
+    NotWritable {
+        /// What was attempted (`append`, `fsync`, `grow`).
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Whether an earlier failed write stopped it (else it was opened read-only).
+        poisoned: bool,
+    },
     /// No tensor with this logical name in the collection.
     #[error("tensor {name:?} not found")]
     TensorNotFound {

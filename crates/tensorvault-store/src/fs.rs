@@ -10,6 +10,7 @@ use crate::block_io::MmapBlockIO;
 use crate::catalog::Catalog;
 use crate::clock::{Clock, SystemClock};
 use crate::config::StoreConfig;
+use crate::dir_lock::{claim, DirLock};
 use crate::error::{Result, StoreErr};
 use crate::meta_log::FileMetaLog;
 use crate::store::TensorStore;
@@ -144,7 +145,13 @@ fn refuse_links(root: &Path, dir: &Path) -> Result<()> {
 /// it used to let a second process in (whose acknowledged writes the first then lost),
 /// but a directory cannot be removed while it holds the store's files, and its lock
 /// lives on the open descriptor.
-fn lock(dir: &Path, wait: std::time::Duration) -> Result<Vec<File>> {
+fn lock(dir: &Path, wait: std::time::Duration) -> Result<DirLock> {
+    // The claim is released on every early return below (DirLock's drop).
+    let claim = claim(dir)?;
+    Ok(DirLock::new(lock_files(dir, wait)?, Some(claim)))
+}
+
+fn lock_files(dir: &Path, wait: std::time::Duration) -> Result<Vec<File>> {
     let path = dir.join(LOCK_FILE);
     let f = OpenOptions::new()
         .read(true)
@@ -179,7 +186,11 @@ pub const SHARED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs
 /// Take the collection's shared lock (any number of readers, no writer): `flock(LOCK_SH)`
 /// on the collection directory, waiting up to [`SHARED_LOCK_WAIT`] for a writer (a put or
 /// a compaction in another process) to finish instead of failing at once.
-fn lock_shared(dir: &Path) -> Result<Vec<File>> {
+fn lock_shared(dir: &Path, wait: std::time::Duration) -> Result<DirLock> {
+    Ok(DirLock::new(lock_shared_files(dir, wait)?, None))
+}
+
+fn lock_shared_files(dir: &Path, wait: std::time::Duration) -> Result<Vec<File>> {
     let d = File::open(dir).map_err(|e| StoreErr::io("open", dir, e))?;
     #[cfg(unix)]
     {
@@ -195,11 +206,15 @@ fn lock_shared(dir: &Path) -> Result<Vec<File>> {
             if e.kind() != std::io::ErrorKind::WouldBlock {
                 return Err(StoreErr::io("lock", dir, e));
             }
-            if start.elapsed() >= SHARED_LOCK_WAIT {
+            if start.elapsed() >= wait {
                 return Err(StoreErr::Locked {
                     path: dir.to_owned(),
                     held: "open for writing in another process",
-                    waited: format!(" (waited {} s)", SHARED_LOCK_WAIT.as_secs()),
+                    waited: if wait.is_zero() {
+                        String::new()
+                    } else {
+                        format!(" (waited {:.1} s)", wait.as_secs_f64())
+                    },
                 });
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -257,8 +272,8 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
     /// `cfg.collection` as its geometry) if `create` and it does not exist.
     ///
     /// # Errors
-    /// [`StoreErr::InvalidName`]; [`StoreErr::TensorNotFound`]-free: a missing collection
-    /// without `create` is [`StoreErr::Io`] (not found); the log's and backend's errors;
+    /// [`StoreErr::InvalidName`]; [`StoreErr::CollectionNotFound`] for a missing
+    /// collection without `create`; the log's and backend's errors;
     /// [`StoreErr::InvalidArgument`] if another process holds the collection.
     pub fn open_dir(
         root: &Path,
@@ -274,11 +289,11 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
         let log_path = dir.join(META_LOG);
         if !log_path.exists() {
             if !create {
-                return Err(StoreErr::io(
-                    "open",
-                    &log_path,
-                    std::io::Error::new(std::io::ErrorKind::NotFound, "no such collection"),
-                ));
+                return Err(StoreErr::CollectionNotFound {
+                    tenant: tenant.to_owned(),
+                    collection: collection.to_owned(),
+                    path: log_path,
+                });
             }
             cfg.collection.validate()?;
             std::fs::create_dir_all(&dir).map_err(|e| StoreErr::io("create dir", &dir, e))?;
@@ -324,19 +339,36 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
         tenant: &str,
         collection: &str,
         clock: C,
+        cfg: StoreConfig,
+    ) -> Result<Self> {
+        Self::open_dir_shared_waiting(root, tenant, collection, clock, cfg, SHARED_LOCK_WAIT)
+    }
+
+    /// [`TensorStore::open_dir_shared`] waiting at most `wait` for a writer (zero: fail at
+    /// once with [`StoreErr::Locked`], so a caller can say what it waits for before it
+    /// waits).
+    ///
+    /// # Errors
+    /// As [`TensorStore::open_dir_shared`].
+    pub fn open_dir_shared_waiting(
+        root: &Path,
+        tenant: &str,
+        collection: &str,
+        clock: C,
         mut cfg: StoreConfig,
+        wait: std::time::Duration,
     ) -> Result<Self> {
         let dir = collection_dir(root, tenant, collection)?;
         refuse_links(root, &dir)?;
         let log_path = dir.join(META_LOG);
         if !log_path.exists() {
-            return Err(StoreErr::io(
-                "open",
-                &log_path,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no such collection"),
-            ));
+            return Err(StoreErr::CollectionNotFound {
+                tenant: tenant.to_owned(),
+                collection: collection.to_owned(),
+                path: log_path,
+            });
         }
-        let lock = lock_shared(&dir)?;
+        let lock = lock_shared(&dir, wait)?;
         let log = FileMetaLog::open_read_only(&log_path)?;
         let geo = crate::meta_log::MetaLog::collection(&log);
         let io = MmapBlockIO::open(&dir, &geo)?;
@@ -349,7 +381,62 @@ impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
     }
 }
 
+impl<C: Clock> TensorStore<C, MmapBlockIO, FileMetaLog> {
+    /// Open a read-only snapshot of an existing collection without taking any lock, so a
+    /// reader never waits for a writer (in this process or another): the MetaLog, append
+    /// only with a CRC per record, is replayed up to its current end (a record torn by a
+    /// concurrent append is skipped as a torn tail; a compaction renames a new log in, and
+    /// this reader keeps the file it opened); tier files are opened read-only and read
+    /// with `pread` ([`MmapBlockIO::open_snapshot`]). Nothing is ever written: no access
+    /// statistics, no compaction, no lineage repair (the lineage side files are not
+    /// opened). The snapshot is the collection as of the open: a block that a writer
+    /// moves or deletes afterwards may read back as [`StoreErr::Corruption`] (its slot's
+    /// checksum no longer matches) or not found; reopen for a newer snapshot. For
+    /// `store ls`, `store stats` and Python `Store(..., read_only=True)`.
+    ///
+    /// # Errors
+    /// As [`TensorStore::open_dir`] without `create`.
+    pub fn open_dir_snapshot(
+        root: &Path,
+        tenant: &str,
+        collection: &str,
+        clock: C,
+        mut cfg: StoreConfig,
+    ) -> Result<Self> {
+        let dir = collection_dir(root, tenant, collection)?;
+        refuse_links(root, &dir)?;
+        let log_path = dir.join(META_LOG);
+        if !log_path.exists() {
+            return Err(StoreErr::CollectionNotFound {
+                tenant: tenant.to_owned(),
+                collection: collection.to_owned(),
+                path: log_path,
+            });
+        }
+        let log = FileMetaLog::open_read_only(&log_path)?;
+        let geo = crate::meta_log::MetaLog::collection(&log);
+        let io = MmapBlockIO::open_snapshot(&dir, &geo)?;
+        let catalog = Catalog::open_read_only(&dir.join(NAMES_LOG))?;
+        cfg.compact_ratio = 0;
+        cfg.access_flush_every = u32::MAX;
+        TensorStore::open(tenant, collection, clock, io, log, catalog, cfg)
+    }
+}
+
 impl DirStore<SystemClock> {
+    /// [`TensorStore::open_dir_snapshot`] with the system clock.
+    ///
+    /// # Errors
+    /// As [`TensorStore::open_dir_snapshot`].
+    pub fn open_path_snapshot(
+        root: &Path,
+        tenant: &str,
+        collection: &str,
+        cfg: StoreConfig,
+    ) -> Result<Self> {
+        Self::open_dir_snapshot(root, tenant, collection, SystemClock::new(), cfg)
+    }
+
     /// [`TensorStore::open_dir_shared`] with the system clock.
     ///
     /// # Errors

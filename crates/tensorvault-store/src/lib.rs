@@ -20,10 +20,13 @@
 //! The on-disk format is specified byte by byte in `docs/formats/store.md`.
 
 pub mod block_io;
+mod builder;
 pub mod catalog;
 pub mod clock;
 mod codec;
 pub mod config;
+#[cfg(feature = "mmap")]
+mod dir_lock;
 mod error;
 #[cfg(feature = "mmap")]
 pub mod fs;
@@ -46,6 +49,9 @@ pub mod types;
 #[cfg(feature = "mmap")]
 pub use block_io::MmapBlockIO;
 pub use block_io::{BlockIO, BufferBlockIO};
+pub use builder::StoreBuilder;
+#[cfg(feature = "mmap")]
+pub use builder::{DirStoreBuilder, OpenMode};
 pub use catalog::Catalog;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{CollectionConfig, Durability, RecoveryMode, StoreConfig};

@@ -20,8 +20,9 @@ use crate::cvc::layout::{self, Framing, MAGIC};
 use crate::cvc::sink::{FileSink, MemSink, Sink};
 use crate::FormatError;
 
-/// A progress callback: `(rows done, rows total)`.
-pub type ProgressFn = Arc<dyn Fn(u64, u64) + Send + Sync>;
+/// A progress callback: `(rows done, rows total)` (the workspace's one progress type,
+/// `tensorvault_core::progress`).
+pub use tensorvault_core::progress::ProgressFn;
 
 /// A section of rows with its metadata (the reference's `pack_cvc_sections`).
 #[derive(Debug, Clone, PartialEq)]

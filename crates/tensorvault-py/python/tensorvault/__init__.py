@@ -49,6 +49,7 @@ from ._mobi import IoSpec, MobiModel, Operator, Tensor, example_model, read_mobi
 from ._onnx import convert_onnx
 from ._registry import Model, ModelRegistry, Registry, Weights, bf16_to_f32, load_checkpoint
 from ._store import Store
+from ._reports import MaintainReport, StoreStats
 from ._kv import KvCache
 from ._errors import (
     CapacityError,
@@ -68,6 +69,8 @@ from ._errors import (
 __version__: str = _tensorvault.__version__
 
 __all__ = [
+    "MaintainReport",
+    "StoreStats",
     "pack_cvc",
     "pack_cvc_sections",
     "load_cvc",

@@ -18,6 +18,7 @@ import numpy as np
 from . import _tensorvault as _native
 from ._common import PathLike, fspath
 from ._errors import InvalidArgumentError
+from ._reports import MaintainReport, StoreStats
 
 _F16 = np.dtype("<f2")
 
@@ -54,9 +55,10 @@ class KvCache:
             a killed process loses nothing already appended, a power cut may lose the
             last seconds of the cache (which the model can recompute from the prompt).
             ``"every-write"`` fsyncs data and log on every append: durable against power
-            loss, at a cost measured on the 2-core VM of ~13x per step (67 decode steps/s
-            against 895 with ``"os"``, issue 26). Also ``"every-N"`` or an int N: one
-            sync every N appends. As for :class:`tensorvault.Store`.
+            loss, at a cost of ~40x per decode step, measured on the 2-core VM with
+            ``bench/python/kv_durability.py`` (4 heads, keys and values per step: 41
+            steps/s against 1,683 with ``"os"``; bench/RESULTS.md). Also ``"every-N"``
+            or an int N: one sync every N appends. As for :class:`tensorvault.Store`.
         max_blocks_per_tier: Four limits (``None`` = unlimited) on live blocks per tier.
         age_tiers: Age-based tiering applied by :meth:`maintain`, as ``(tier0_tokens,
             tier1_tokens, tier2_tokens)``: a full block whose newest token is fewer than
@@ -190,12 +192,15 @@ class KvCache:
     def maintain(self, budget: int = 1024) -> Dict[str, Any]:
         """One tiering step: the age policy (if any) demotes full blocks by age, then the
         store's access-based step makes at most ``budget`` block moves. The report's
-        ``age_moved`` lists the blocks the age policy moved into tiers 0-3."""
-        return self._c.maintain(_index(budget, "budget"))
+        ``age_moved`` lists the blocks the age policy moved into tiers 0-3; ``summary``
+        has every move of the step in one place (age and access moves) and prints as a
+        table."""
+        return MaintainReport(self._c.maintain(_index(budget, "budget")))
 
     def stats(self) -> Dict[str, Any]:
-        """The store's statistics (blocks, payload bytes and file usage per tier, ...)."""
-        return self._c.stats()
+        """The store's statistics (blocks, payload bytes and file usage per tier, ...),
+        printed as a table per tier."""
+        return StoreStats(self._c.stats())
 
     def flush(self) -> None:
         """Make everything appended so far durable."""

@@ -18,6 +18,7 @@ import numpy as np
 from . import _tensorvault as _native
 from ._common import PathLike, fspath
 from ._errors import InvalidArgumentError
+from ._reports import MaintainReport, StoreStats
 
 #: Most dimensions a stored tensor may have.
 MAX_NDIM = 8
@@ -112,8 +113,15 @@ class Store:
             groups laid out by ``kind``) or 1 (the symmetric codec of collections created
             before codec v2, for comparisons). Existing collections keep theirs.
 
+        read_only: Open a snapshot of an existing collection for reading: no lock is
+            taken, so it opens at once while another ``Store`` (in this process or
+            another) writes, and nothing is ever written (puts, deletes and
+            :meth:`maintain` raise). It sees the collection as of the open; reopen to see
+            later writes. ``create`` is ignored.
+
     Use it as a context manager (``with tv.Store(...) as s:``) or call :meth:`close`;
-    the collection stays locked until then.
+    a writable collection stays locked until then (a second writable ``Store`` on it, in
+    this process or another, raises ``LockedError`` saying which).
 
     Raises:
         InvalidArgumentError: a bad name or option, or the collection is open elsewhere.
@@ -133,6 +141,7 @@ class Store:
         block_elems: Optional[int] = None,
         kv_head_dim: Optional[int] = None,
         codec: Optional[int] = None,
+        read_only: bool = False,
     ) -> None:
         if isinstance(durability, int) and not isinstance(durability, bool):
             durability = f"every-{durability}"
@@ -141,7 +150,7 @@ class Store:
         limits = None if max_blocks_per_tier is None else list(max_blocks_per_tier)
         self._s = _native.Store(
             fspath(root), str(tenant), str(collection), bool(create), durability, limits,
-            block_elems, kv_head_dim, codec,
+            block_elems, kv_head_dim, codec, bool(read_only),
         )
 
     @property
@@ -249,22 +258,25 @@ class Store:
         ``raw_bytes`` and ``usage`` (``slot_len``, ``slots``, ``free_slots``,
         ``bytes`` of the tier file); ``log_records``; counters since open (``reads``,
         ``writes``, ``migrations``, ``deletes``, ``checksum_failures``); replay numbers
-        of the open (``replay_nanos``, ``replay_skipped``, ``replay_ignored``)."""
-        return self._s.stats()
+        of the open (``replay_nanos``, ``replay_skipped``, ``replay_ignored``). Prints
+        as a table per tier."""
+        return StoreStats(self._s.stats())
 
     def maintain(self, budget: int = 1024) -> Dict[str, Any]:
         """One tiering step: score every block, then carry out at most ``budget``
         migrations (capacity evictions, cold blocks demoted, hot ones promoted).
 
         Returns:
-            ``{"now", "scored", "moves", "deferred", "over_capacity", "plan_nanos"}``;
-            each move is ``{"tensor", "tensor_id", "block", "from_tier", "to_tier",
-            "score", "reason"}`` with reason ``"capacity"``, ``"cold"`` or ``"hot"``.
+            ``{"now", "scored", "moves", "deferred", "over_capacity", "plan_nanos",
+            "summary", "moved"}``; each move is ``{"tensor", "tensor_id", "block",
+            "from_tier", "to_tier", "score", "reason"}`` with reason ``"capacity"``,
+            ``"cold"`` or ``"hot"``; ``summary`` counts them per (from, to, reason) and
+            prints as a table (:class:`tensorvault.MaintainReport`).
         """
         b = operator.index(budget)
         if b < 0:
             raise InvalidArgumentError(f"budget must be >= 0, got {b}")
-        return self._s.maintain(b)
+        return MaintainReport(self._s.maintain(b))
 
     def verify(self) -> List[Dict[str, Any]]:
         """Read and checksum every block. Returns one dict per corrupt block

@@ -245,6 +245,7 @@ class Store:
         block_elems: Optional[int] = None,
         kv_head_dim: Optional[int] = None,
         codec: Optional[int] = None,
+        read_only: bool = False,
     ) -> None: ...
     @property
     def path(self) -> str: ...
@@ -308,7 +309,7 @@ class KvCache:
         collection: str,
         head_dim: int,
         create: bool = True,
-        durability: str = "every-write",
+        durability: str = "os",
         max_blocks_per_tier: Optional[List[Optional[int]]] = None,
         age_tiers: Optional[Tuple[int, int, int]] = None,
         block_tokens: Optional[int] = None,

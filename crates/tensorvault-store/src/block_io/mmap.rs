@@ -17,6 +17,11 @@
 //!
 //! A file whose length is not a multiple of its slot length (growth torn by a crash)
 //! opens fine: only whole slots count.
+//!
+//! [`MmapBlockIO::open_snapshot`] opens the files read-only for a reader that holds no
+//! lock while a writer in another process goes on: it reads slots with `pread` instead
+//! of a mapping (a writer may cut a file, which would fault a mapped read; a read past
+//! the end is just a miss), and never writes, grows or creates a file.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -71,6 +76,8 @@ struct MmapTier {
     view: RwLock<View>,
     /// Written since the last sync.
     dirty: AtomicBool,
+    /// Snapshot reader: read-only file, `pread` instead of the mapping.
+    pread: bool,
 }
 
 impl MmapBlockIO {
@@ -88,7 +95,7 @@ impl MmapBlockIO {
         let mut open = |tier: Tier| -> Result<TierSetup<MmapTier>> {
             let path = dir.join(tier.file_name());
             created |= !path.exists();
-            MmapTier::open(tier, path, geometry.slot_len(tier))
+            MmapTier::open(tier, path, geometry.slot_len(tier), false)
         };
         let setup = [
             open(Tier::Tier0)?,
@@ -99,6 +106,35 @@ impl MmapBlockIO {
         if created {
             sync_dir(dir)?;
         }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            slots: SlotStore::new(setup),
+        })
+    }
+
+    /// Open the four tier files of `dir` read-only for a lock-free snapshot reader (see
+    /// the module docs): slots are read with `pread`; writes fail with
+    /// [`StoreErr::Io`]; nothing is created, grown or cut.
+    ///
+    /// # Errors
+    /// [`StoreErr::InvalidArgument`] if `geometry` does not validate;
+    /// [`StoreErr::Io`] if a tier file is missing or cannot be opened.
+    pub fn open_snapshot(dir: &Path, geometry: &CollectionConfig) -> Result<Self> {
+        geometry.validate()?;
+        let open = |tier: Tier| {
+            MmapTier::open(
+                tier,
+                dir.join(tier.file_name()),
+                geometry.slot_len(tier),
+                true,
+            )
+        };
+        let setup = [
+            open(Tier::Tier0)?,
+            open(Tier::Tier1)?,
+            open(Tier::Tier2)?,
+            open(Tier::Tier3)?,
+        ];
         Ok(Self {
             dir: dir.to_path_buf(),
             slots: SlotStore::new(setup),
@@ -118,18 +154,32 @@ impl MmapBlockIO {
     }
 }
 
+/// `pread` of exactly `buf.len()` bytes at `off` (a short file is an error).
+#[cfg(unix)]
+fn pread_exact(f: &File, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(f, buf, off)
+}
+
+#[cfg(not(unix))]
+fn pread_exact(mut f: &File, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    f.seek(SeekFrom::Start(off))?;
+    f.read_exact(buf)
+}
+
 /// fsync a directory so the entries of files just created in it are durable.
 fn sync_dir(dir: &Path) -> Result<()> {
     fsio::sync_dir(dir).map_err(|e| StoreErr::io("fsync", dir, e))
 }
 
 impl MmapTier {
-    /// Open (or create) the file and map its whole slots.
-    fn open(tier: Tier, path: PathBuf, slot_len: u32) -> Result<TierSetup<Self>> {
+    /// Open (or create) the file and map its whole slots; `snapshot`: open an existing
+    /// file read-only, map nothing (reads use `pread`).
+    fn open(tier: Tier, path: PathBuf, slot_len: u32, snapshot: bool) -> Result<TierSetup<Self>> {
         let file = OpenOptions::new()
             .read(true)
-            .write(true)
-            .create(true)
+            .write(!snapshot)
+            .create(!snapshot)
             .truncate(false)
             .open(&path)
             .map_err(|e| StoreErr::io("open", &path, e))?;
@@ -149,6 +199,7 @@ impl MmapTier {
                 slots: 0,
             }),
             dirty: AtomicBool::new(false),
+            pread: snapshot,
         };
         let view = medium.view_for(slots, None)?;
         *medium
@@ -171,6 +222,9 @@ impl MmapTier {
 
     /// A view publishing `slots` slots, reusing `current`'s mapping if it is long enough.
     fn view_for(&self, slots: u64, current: Option<&View>) -> Result<View> {
+        if self.pread {
+            return Ok(View { map: None, slots });
+        }
         let need = slots * self.slot_len;
         if let Some(cur) = current {
             if cur.map.as_ref().map_or(0, |m| m.len() as u64) >= need {
@@ -227,6 +281,14 @@ impl TierMedium for MmapTier {
 
     fn extend_to(&self, slots: u64) -> Result<()> {
         let need = slots * self.slot_len;
+        if self.pread {
+            // A snapshot never grows a file: its log prefix only names slots inside it.
+            return Err(StoreErr::NotWritable {
+                op: "grow",
+                path: self.path.clone(),
+                poisoned: false,
+            });
+        }
         let file_len = self
             .file
             .metadata()
@@ -258,6 +320,16 @@ impl TierMedium for MmapTier {
         let view = self.read_view();
         if index >= view.slots {
             return false;
+        }
+        if self.pread {
+            // `len` is at most a slot (checked by the slot layer against the geometry),
+            // not a length read from the file.
+            let mut buf = vec![0u8; len];
+            if pread_exact(&self.file, &mut buf, offset).is_err() {
+                return false;
+            }
+            f(&buf);
+            return true;
         }
         // In range by the check above (slots * slot_len fits in the mapping and in usize,
         // since the mapping exists); `get` keeps it so even if that reasoning broke.

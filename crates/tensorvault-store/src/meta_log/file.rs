@@ -262,11 +262,11 @@ impl MetaLog for FileMetaLog {
 
     fn append(&mut self, recs: &[MetaRecord]) -> Result<()> {
         if self.poisoned {
-            return Err(StoreErr::io(
-                "append",
-                &self.path,
-                io::Error::other("an earlier write failed; reopen the log to recover"),
-            ));
+            return Err(StoreErr::NotWritable {
+                op: "append",
+                path: self.path.clone(),
+                poisoned: true,
+            });
         }
         if !self.replayed {
             return Err(StoreErr::InvalidArgument {
@@ -307,11 +307,11 @@ impl MetaLog for FileMetaLog {
 
     fn sync(&mut self) -> Result<()> {
         if self.poisoned {
-            return Err(StoreErr::io(
-                "fsync",
-                &self.path,
-                io::Error::other("an earlier write failed; reopen the log to recover"),
-            ));
+            return Err(StoreErr::NotWritable {
+                op: "fsync",
+                path: self.path.clone(),
+                poisoned: true,
+            });
         }
         fsio::sync_data(&self.file, &self.path).map_err(|e| StoreErr::io("fsync", &self.path, e))
     }

@@ -142,8 +142,10 @@ pub struct TensorStore<C: Clock, B: BlockIO, M: MetaLog> {
     /// Blocks dropped at open because their slot lies beyond the end of their tier file (a
     /// missing, emptied or truncated tier file): reported by `verify`.
     lost_on_open: Vec<BlockMeta>,
-    /// The collection's `LOCK` file, held while open (directory stores only).
-    _lock: Option<Vec<std::fs::File>>,
+    /// The collection's locks (the `LOCK` file, the directory) and its claim in this
+    /// process's table of open collections, held while open and released on drop
+    /// (directory stores only; `crate::fs::DirLock`).
+    _lock: Option<Box<dyn std::any::Any + Send + Sync>>,
     /// Deltas and factors of `Delta` / `Factor` blocks (src/reconstruct.rs).
     lineage: crate::lineage::LineageStore,
 }

@@ -151,11 +151,11 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     pub(crate) fn attach_directory(
         mut self,
         lineage: crate::lineage::LineageStore,
-        lock: Vec<std::fs::File>,
+        lock: crate::dir_lock::DirLock,
         compact_ratio: u32,
     ) -> Result<Self> {
         self.lineage = lineage;
-        self._lock = Some(lock);
+        self._lock = Some(Box::new(lock));
         self.cfg.compact_ratio = compact_ratio;
         self.compact_if_over(compact_ratio)?;
         Ok(self)

@@ -1,6 +1,7 @@
 //! Whole tensors over blocks: split on put, join on get, listing.
 
 use std::collections::BTreeMap;
+use tensorvault_core::progress::{self, ProgressFn};
 
 use crate::block_io::BlockIO;
 use crate::catalog::validate_tensor_name;
@@ -63,6 +64,23 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         data: &[u8],
         tier: Tier,
     ) -> Result<TensorInfo> {
+        self.put_tensor_progress(name, info, data, tier, None)
+    }
+
+    /// [`TensorStore::put_tensor_with`] reporting `(bytes of data encoded and written,
+    /// data.len())` to `progress` after each batch of blocks (the workspace's progress
+    /// layer, `tensorvault_core::progress`).
+    ///
+    /// # Errors
+    /// As [`TensorStore::put_tensor`].
+    pub fn put_tensor_progress(
+        &self,
+        name: &str,
+        info: &BlockInfo<'_>,
+        data: &[u8],
+        tier: Tier,
+        progress: Option<&ProgressFn>,
+    ) -> Result<TensorInfo> {
         validate_tensor_name(name)?;
         if !crate::types::STORE_DTYPES.contains(&info.dtype) {
             return Err(StoreErr::UnsupportedDType { dtype: info.dtype });
@@ -99,13 +117,17 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         }
         let step = self.geo.block_elems as usize * info.dtype.size();
         let mut batch = Vec::with_capacity(PUT_BATCH_BLOCKS);
+        let total = data.len() as u64;
         for (i, chunk) in data.chunks(step).enumerate() {
             batch.push(self.prepare(BlockKey::new(id, i as u32), tier, info, chunk)?);
             if batch.len() == PUT_BATCH_BLOCKS {
                 self.write_prepared(std::mem::take(&mut batch))?;
+                let done = ((i + 1) * step).min(data.len()) as u64;
+                progress::report(progress, done, total);
             }
         }
         self.write_prepared(batch)?;
+        progress::report(progress, total, total);
         if old_blocks > nblocks {
             let stale: Vec<BlockKey> = (nblocks..old_blocks)
                 .map(|i| BlockKey::new(id, i as u32))
