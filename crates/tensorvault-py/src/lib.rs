@@ -14,6 +14,7 @@ mod json;
 mod kv;
 mod mobi;
 mod onnx;
+mod prefix;
 mod registry;
 mod store;
 
@@ -41,6 +42,7 @@ fn _tensorvault(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry::registry_load_checkpoint, m)?)?;
     m.add_class::<store::Store>()?;
     m.add_class::<kv::KvCache>()?;
+    m.add_class::<prefix::PrefixCache>()?;
     m.add_class::<store::StoreBuffer>()?;
     m.add_function(wrap_pyfunction!(mobi::mobi_read, m)?)?;
     m.add_function(wrap_pyfunction!(mobi::mobi_from_bytes, m)?)?;

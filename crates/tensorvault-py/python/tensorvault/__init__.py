@@ -50,6 +50,7 @@ from ._onnx import convert_onnx
 from ._registry import Model, ModelRegistry, Registry, Weights, bf16_to_f32, load_checkpoint
 from ._store import Store
 from ._kv import KvCache
+from ._prefix import PrefixCache
 from ._errors import (
     CapacityError,
     LockedError,
@@ -90,6 +91,7 @@ __all__ = [
     "bf16_to_f32",
     "Store",
     "KvCache",
+    "PrefixCache",
     "MobiModel",
     "IoSpec",
     "Tensor",
