@@ -228,6 +228,19 @@ impl PrefixCache {
         Ok(d)
     }
 
+    /// Check every block of every chunk (not counted as a use); damaged chunks are
+    /// reported as 32-hex-digit ids and, when writable, dropped with their suffixes.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.with(py, |c| c.verify())?;
+        let d = PyDict::new(py);
+        d.set_item("chunks", r.chunks)?;
+        d.set_item("blocks", r.blocks)?;
+        let ids: Vec<String> = r.damaged.iter().map(|id| format!("{id:032x}")).collect();
+        d.set_item("damaged", ids)?;
+        d.set_item("dropped", r.dropped)?;
+        Ok(d)
+    }
+
     /// Demote idle chunks by the age tiers, then evict down to the budget.
     fn maintain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let r = self.with(py, |c| c.maintain())?;

@@ -101,6 +101,11 @@ def test_a_flipped_byte_is_a_miss(tmp_path):
     # of chunk 0), so nothing of the prompt can be loaded.
     data[100] ^= 0x10
     tier0.write_bytes(bytes(data))
+    with tv.PrefixCache(tmp_path, "m", L, H, D, chunk_tokens=16, read_only=True) as r:
+        rep = r.verify()
+        assert rep["chunks"] == 4 and len(rep["damaged"]) == 1 and rep["dropped"] == 0
+        assert len(rep["damaged"][0]) == 32
+        assert r.lookup(tokens) == 64
     with tv.PrefixCache(tmp_path, "m", L, H, D, chunk_tokens=16) as c:
         gk, gv = c.load(tokens, dtype=np.float16)
         n = gk[0].shape[1]

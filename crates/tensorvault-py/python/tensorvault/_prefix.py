@@ -201,6 +201,12 @@ class PrefixCache:
         ``stored_chunks``, ``evicted_chunks``."""
         return self._c.stats()
 
+    def verify(self) -> Dict[str, Any]:
+        """Check every block of every chunk (checksum and decode; not counted as a use).
+        Returns ``{"chunks", "blocks", "damaged": [chunk ids in hex], "dropped"}``; a
+        writable cache drops each damaged chunk and every chunk extending it."""
+        return self._c.verify()
+
     def maintain(self) -> Dict[str, Any]:
         """Demote idle chunks by ``age_tiers``, then evict down to ``budget_bytes``;
         returns ``{"demoted": [chunks into tier 0..3], "evicted": n}``."""
