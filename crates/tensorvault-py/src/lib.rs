@@ -15,6 +15,7 @@ mod kv;
 mod mobi;
 mod onnx;
 mod mobi_run;
+mod prefix;
 mod registry;
 mod store;
 
@@ -42,6 +43,7 @@ fn _tensorvault(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry::registry_load_checkpoint, m)?)?;
     m.add_class::<store::Store>()?;
     m.add_class::<kv::KvCache>()?;
+    m.add_class::<prefix::PrefixCache>()?;
     m.add_class::<store::StoreBuffer>()?;
     m.add_function(wrap_pyfunction!(mobi::mobi_read, m)?)?;
     m.add_function(wrap_pyfunction!(mobi::mobi_from_bytes, m)?)?;

@@ -435,3 +435,77 @@ fn maintain_demotes_idle_chunks_and_loads_stay_close() {
         tensorvault_store::prefix::PrefixMaintainReport::default()
     );
 }
+
+#[test]
+fn verify_reports_damage_without_touching_access_and_drops_it_when_writable() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = toks(32, 21);
+    let ids = tensorvault_store::prefix::chain::chunk_ids("m", 8, &t);
+    let c = open(dir.path(), "m", 8);
+    store(&c, &t);
+    let tid = c
+        .tensor_store()
+        .tensor_id_of(&tensorvault_store::prefix::chain::chunk_name(
+            ids[1].0, ids[1].1,
+        ));
+    let meta = c
+        .tensor_store()
+        .meta(&tensorvault_store::BlockKey::new(tid, 5))
+        .unwrap()
+        .unwrap();
+    let clean = c.verify().unwrap();
+    assert_eq!(
+        (clean.chunks, clean.blocks, clean.dropped),
+        (4, 4 * 2 * u64::from(L * H), 0)
+    );
+    assert!(clean.damaged.is_empty());
+    c.close().unwrap();
+    let coll = tensorvault_store::prefix::collection_name("m");
+    let file = dir
+        .path()
+        .join("prefix")
+        .join(coll)
+        .join(meta.tier.file_name());
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[meta.data_offset as usize] ^= 0x01;
+    std::fs::write(&file, bytes).unwrap();
+
+    let mut pc = cfg(8);
+    pc.read_only = true;
+    let ro = PrefixCache::open(dir.path(), "m", L, H, D, pc).unwrap();
+    let r = ro.verify().unwrap();
+    assert_eq!((r.damaged.clone(), r.dropped), (vec![ids[1].0], 0));
+    assert_eq!(
+        ro.lookup(&t).unwrap(),
+        32,
+        "read-only: reported, not dropped"
+    );
+    let before = ro
+        .tensor_store()
+        .meta(&tensorvault_store::BlockKey::new(tid, 0))
+        .unwrap()
+        .unwrap();
+    ro.verify().unwrap();
+    let after = ro
+        .tensor_store()
+        .meta(&tensorvault_store::BlockKey::new(tid, 0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        before.access_count, after.access_count,
+        "verify is not an access"
+    );
+    drop(ro);
+
+    let c = open(dir.path(), "m", 8);
+    let r = c.verify().unwrap();
+    assert_eq!(
+        (r.damaged.len(), r.dropped),
+        (1, 3),
+        "chunk 1 and the two after it"
+    );
+    assert_eq!(c.lookup(&t).unwrap(), 8);
+    assert_exact(&c.load(&t, None).unwrap(), &t, 8);
+    let s = c.stats().unwrap();
+    assert_eq!((s.damaged_chunks, s.evicted_chunks, s.chunks), (1, 3, 1));
+}

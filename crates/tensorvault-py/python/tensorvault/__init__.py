@@ -51,6 +51,7 @@ from ._registry import Model, ModelRegistry, Registry, Weights, bf16_to_f32, loa
 from ._store import Store
 from ._reports import MaintainReport, StoreStats
 from ._kv import KvCache
+from ._prefix import PrefixCache
 from ._errors import (
     CapacityError,
     LockedError,
@@ -93,6 +94,7 @@ __all__ = [
     "bf16_to_f32",
     "Store",
     "KvCache",
+    "PrefixCache",
     "MobiModel",
     "IoSpec",
     "Tensor",

@@ -346,3 +346,37 @@ class MobiSession:
     def run(self, inputs: Dict[str, Any]) -> Dict[str, Any]:
         """Run on name -> float32/int64 arrays; returns name -> array per output."""
 
+class PrefixCache:
+    """A KV prefix cache of one model (native; GIL released per call)."""
+    def __init__(
+        self,
+        root: str,
+        model: str,
+        layers: int,
+        kv_heads: int,
+        head_dim: int,
+        chunk_tokens: int = 256,
+        age_tiers: Optional[Tuple[int, int, int]] = None,
+        budget_bytes: Optional[int] = None,
+        read_only: bool = False,
+        durability: str = "every-write",
+    ) -> None: ...
+    def store(
+        self,
+        tokens: npt.NDArray[np.uint32],
+        keys: List[npt.NDArray[np.uint8]],
+        values: List[npt.NDArray[np.uint8]],
+        dtype: str,
+    ) -> int: ...
+    def lookup(self, tokens: npt.NDArray[np.uint32]) -> int: ...
+    def load(
+        self, tokens: npt.NDArray[np.uint32], n: Optional[int] = None
+    ) -> Tuple[int, List[npt.NDArray[np.uint8]], List[npt.NDArray[np.uint8]]]: ...
+    def stats(self) -> Dict[str, Any]: ...
+    def verify(self) -> Dict[str, Any]: ...
+    def maintain(self) -> Dict[str, Any]: ...
+    @property
+    def chunk_tokens(self) -> int: ...
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None: ...

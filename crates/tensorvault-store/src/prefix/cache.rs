@@ -18,6 +18,10 @@ use crate::fs::{collection_dir, DirStore};
 use crate::store::BlockInfo;
 use crate::types::{BlockKey, BlockMeta, DType, TensorKind, Tier};
 
+mod verify;
+
+pub use verify::PrefixVerifyReport;
+
 /// Options of a prefix cache.
 #[derive(Clone, Debug)]
 pub struct PrefixConfig {
@@ -536,10 +540,12 @@ impl<C: Clock> PrefixCache<C> {
 
     fn delete_chunks(&self, ids: &[u128]) -> Result<()> {
         let mut keys = Vec::new();
+        let mut removed = 0u64;
         {
             let mut table = self.chunks.write().map_err(poisoned)?;
             for id in ids {
                 if let Some(c) = table.remove(id) {
+                    removed += 1;
                     keys.extend(
                         (0..self.blocks_per_chunk()).map(|b| BlockKey::new(c.tensor_id, b)),
                     );
@@ -547,9 +553,7 @@ impl<C: Clock> PrefixCache<C> {
             }
         }
         self.store.delete_blocks(&keys)?;
-        self.counters
-            .evicted
-            .fetch_add(ids.len() as u64, Ordering::Relaxed);
+        self.counters.evicted.fetch_add(removed, Ordering::Relaxed);
         Ok(())
     }
 

@@ -37,7 +37,7 @@ pub mod kv_io;
 pub mod manifest;
 
 #[cfg(feature = "mmap")]
-pub use cache::{PrefixCache, PrefixConfig, PrefixMaintainReport, PrefixStats};
+pub use cache::{PrefixCache, PrefixConfig, PrefixMaintainReport, PrefixStats, PrefixVerifyReport};
 #[cfg(feature = "mmap")]
 pub use evict::AgeTiers;
 #[cfg(feature = "mmap")]
