@@ -120,7 +120,7 @@ class MobiModel:
             InvalidArgumentError: an operator the op table refuses.
         """
         ints = {
-            t.id: np.ascontiguousarray(t.values, dtype=np.int64)
+            t.id: np.array(t.values, dtype=np.int64, order="C")
             for t in self.tensors
             if t.dtype in ("i64", "i32")
         }
@@ -160,11 +160,10 @@ class MobiModel:
             inputs = {self.inputs[0].name: inputs}
         feeds = {}
         for name, a in inputs.items():
+            # np.asarray keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d).
             a = np.asarray(a)
-            if a.dtype.kind in "iub":
-                feeds[name] = np.ascontiguousarray(a, dtype=np.int64)
-            else:
-                feeds[name] = np.ascontiguousarray(a, dtype=np.float32)
+            dtype = np.int64 if a.dtype.kind in "iub" else np.float32
+            feeds[name] = np.asarray(a, dtype=dtype, order="C")
         key = self._cache_key()
         cached = self.__dict__.get("_run_session")
         if cached is None or cached[0] != key:
