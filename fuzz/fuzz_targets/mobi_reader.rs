@@ -1,4 +1,6 @@
-//! Fuzz the MOBI reader: full validation and the header-only parse must never panic.
+//! Fuzz the MOBI reader (v1 and v2): full validation and the header-only parse must
+//! never panic; a valid file's tensors dequantize (per tensor and per axis) without
+//! panicking, and it re-encodes (as v2) idempotently.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -16,6 +18,11 @@ fuzz_target!(|data: &[u8]| {
     );
     if report.is_ok() {
         let m = Model::from_bytes(data).expect("a valid file loads");
+        for t in &m.tensors {
+            // Parameters were validated: dequantization cannot fail.
+            let v = t.to_f32().expect("a validated tensor dequantizes");
+            assert_eq!(v.len() as u64, t.len());
+        }
         // Valid files re-encode, and re-encoding is idempotent (byte-equal; NaN
         // parameters make model equality the wrong check).
         let again = m.to_bytes().expect("re-encode");

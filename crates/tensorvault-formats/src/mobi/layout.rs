@@ -149,6 +149,11 @@ pub const QKIND_PER_AXIS: u8 = 2;
 /// Alignment of uncompressed tensor payloads the v2 writer uses: 64 bytes (a cache
 /// line; AVX-512 loads), as log2.
 pub const V2_ALIGN_LOG2: u8 = 6;
+/// Uncompressed payloads of at least this many bytes start at a multiple of the
+/// section's alignment; smaller ones (biases, norms) at a multiple of their element size
+/// (capped by the alignment), which keeps zero-copy typed slices valid without paying
+/// up to 63 padding bytes for a 24-byte bias.
+pub const V2_ALIGN_MIN_PAYLOAD: u64 = 1024;
 /// Largest alignment a v2 file may state: 4096 bytes (a page), as log2.
 pub const V2_MAX_ALIGN_LOG2: u8 = 12;
 

@@ -270,6 +270,7 @@ pub(crate) fn tensor(
         (c.take(stored, "tensor data (gzip)")?, payload_at)
     } else {
         let pad_at = c.pos as u64;
+        let align = payload_alignment(align, dtype, expected);
         let pad = (align - c.pos % align) % align;
         let padding = c.take(pad as u64, "alignment padding")?;
         if padding.iter().any(|&b| b != 0) {
@@ -304,6 +305,17 @@ pub(crate) fn tensor(
         gzip,
         data,
     }))
+}
+
+/// Where an uncompressed payload of `bytes` bytes must start: a multiple of the section's
+/// alignment for payloads of at least [`V2_ALIGN_MIN_PAYLOAD`] bytes, else of the element
+/// size (never more than the section's alignment). The writer uses the same function.
+pub(crate) fn payload_alignment(section: usize, dtype: DataType, bytes: u64) -> usize {
+    if bytes >= V2_ALIGN_MIN_PAYLOAD {
+        section
+    } else {
+        section.min(dtype.size() as usize)
+    }
 }
 
 /// The alignment byte at the start of the tensor section, as a byte count.

@@ -10,6 +10,7 @@ use super::header::Header;
 use super::layout::*;
 use super::quantize::{quantize_tensor, WriteOptions};
 use super::read::{read_with, ReadOptions};
+use super::read_v2::payload_alignment;
 use super::types::*;
 use crate::FormatError;
 use flate2::write::GzEncoder;
@@ -169,7 +170,7 @@ fn write_tensor(out: &mut Vec<u8>, t: &ConstantTensor) -> Result<(), MobiError> 
         put_varint(out, gz.len() as u64);
         out.extend_from_slice(&gz);
     } else {
-        let align = 1usize << V2_ALIGN_LOG2;
+        let align = payload_alignment(1 << V2_ALIGN_LOG2, t.dtype, t.data.len() as u64);
         out.resize(out.len().next_multiple_of(align), 0);
         out.extend_from_slice(&t.data);
     }
