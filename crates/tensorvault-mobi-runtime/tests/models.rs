@@ -60,7 +60,8 @@ fn quantized_files_dequantize_once_and_stay_close() {
             })
             .unwrap();
         let stored = Model::from_bytes(&bytes).unwrap();
-        assert!(stored.tensors.iter().all(|t| t.dtype != DataType::F32));
+        // Integer targets keep biases and small tensors f32 (choose_quantization).
+        assert!(stored.tensors.iter().any(|t| t.dtype != DataType::F32));
         let q = probs(&Session::new(&stored).unwrap(), image(2, 1, 28));
         let max = q
             .iter()

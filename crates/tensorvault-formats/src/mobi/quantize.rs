@@ -89,10 +89,36 @@ pub fn choose_quantization(dtype: DataType, shape: &[u64], target: QuantTarget) 
     if shape.len() < 2 || n < SMALL_TENSOR_ELEMENTS {
         return TensorQuant::Keep;
     }
+    integer_plan(shape, target)
+}
+
+fn integer_plan(shape: &[u64], target: QuantTarget) -> TensorQuant {
     match target {
-        QuantTarget::Int8 => TensorQuant::PerChannelInt8 { axis: 0 },
+        QuantTarget::Fp16 => TensorQuant::Fp16,
+        QuantTarget::Int8 if super::tensor::axis_split(shape, 0).is_some() => {
+            TensorQuant::PerChannelInt8 { axis: 0 }
+        }
+        QuantTarget::Int8 => TensorQuant::PerTensor(DataType::I8),
         other => TensorQuant::PerTensor(other.dtype()),
     }
+}
+
+/// Quantize one f32 tensor to `target` without the small-tensor exemption of
+/// [`choose_quantization`], for callers that decide by role themselves (the ONNX
+/// importer quantizes Conv/FC/MatMul weights of any size): `Int8` is per channel along
+/// axis 0 when the tensor has a non-empty axis 0, else per tensor. Tensors that are not
+/// f32 are returned unchanged.
+///
+/// # Errors
+/// As [`quantize_tensor`].
+pub fn quantize_tensor_always(
+    t: &ConstantTensor,
+    target: QuantTarget,
+) -> Result<ConstantTensor, MobiError> {
+    if t.dtype != DataType::F32 {
+        return Ok(t.clone());
+    }
+    apply(t, integer_plan(&t.shape, target))
 }
 
 fn affine<T: AffineCode>(
@@ -127,7 +153,10 @@ pub fn quantize_tensor(
     t: &ConstantTensor,
     target: QuantTarget,
 ) -> Result<ConstantTensor, MobiError> {
-    let plan = choose_quantization(t.dtype, &t.shape, target);
+    apply(t, choose_quantization(t.dtype, &t.shape, target))
+}
+
+fn apply(t: &ConstantTensor, plan: TensorQuant) -> Result<ConstantTensor, MobiError> {
     if plan == TensorQuant::Keep {
         return Ok(t.clone());
     }
@@ -199,6 +228,20 @@ mod tests {
             choose_quantization(DataType::I64, &[120, 400], QuantTarget::Int8),
             Keep
         );
+    }
+
+    #[test]
+    fn always_quantizes_small_weights_too() {
+        let t = ConstantTensor::from_f32(1, &[4, 1, 3, 3], &[0.5; 36]).unwrap();
+        assert_eq!(quantize_tensor(&t, QuantTarget::Int16).unwrap(), t);
+        let q = quantize_tensor_always(&t, QuantTarget::Int16).unwrap();
+        assert_eq!((q.dtype, q.quant_kind()), (DataType::I16, "per-tensor"));
+        let q = quantize_tensor_always(&t, QuantTarget::Int8).unwrap();
+        assert_eq!((q.dtype, q.quant_kind()), (DataType::I8, "per-axis"));
+        assert_eq!(q.to_f32().unwrap(), vec![0.5; 36]);
+        let empty = ConstantTensor::from_f32(2, &[0, 3], &[]).unwrap();
+        let q = quantize_tensor_always(&empty, QuantTarget::Int8).unwrap();
+        assert_eq!(q.quant_kind(), "per-tensor");
     }
 
     #[test]
