@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use tensorvault_formats::mobi::{
-    listing, models, printable, shape_text, to_dot, validate, ConstantTensor, Dim, Header, Model,
-    QuantTarget, Quantization, WriteOptions,
+    listing, models, ops, printable, shape_text, to_dot, validate, ConstantTensor, Dim, Header,
+    Model, QuantTarget, Quantization, WriteOptions,
 };
 use tensorvault_formats::FormatError;
 
@@ -18,7 +18,9 @@ use crate::report::{self, Table};
 pub enum MobiCmd {
     /// Show the header (format version), metadata, I/O specs (symbolic dimensions by
     /// name), tensors (dtype, shape, size, quantization: per tensor, or per axis with the
-    /// axis, channel count and scale range), value names and the graph.
+    /// axis, channel count and scale range), value names, each operator's op version
+    /// (the version its parameters need, and the newest this build supports) and the
+    /// graph.
     Inspect(FileArgs),
     /// Check everything (checksums, offsets, counts, names, ids, references) and list
     /// every problem; exit code 1 if there is any.
@@ -200,7 +202,9 @@ fn inspect(a: &FileArgs) -> Result<(), CliError> {
                 .map(|s| json!({"name": s.name, "dtype": s.dtype.name(), "shape": dims_json(&s.shape)}))
                 .collect()
         };
-        let ops: Vec<_> = m.operators.iter().map(|o| json!({"op": o.op.name(), "inputs": o.inputs, "outputs": o.outputs,
+        let ops: Vec<_> = m.operators.iter().map(|o| json!({"op": o.op.name(),
+            "op_version": ops::required_version(o), "op_version_supported": ops::spec(o.op).version,
+            "inputs": o.inputs, "outputs": o.outputs,
             "params": o.params.iter().map(|(k, v)| (k.clone(), json!(v.to_string()))).collect::<serde_json::Map<_, _>>()})).collect();
         let names: serde_json::Map<_, _> = m
             .value_names
@@ -274,6 +278,16 @@ fn inspect(a: &FileArgs) -> Result<(), CliError> {
         ]);
     }
     println!("{}", t.render());
+    let mut ot = Table::new(&["#", "op", "op version", "supported"]);
+    for (i, o) in m.operators.iter().enumerate() {
+        ot.row(vec![
+            i.to_string(),
+            o.op.name().into(),
+            ops::required_version(o).to_string(),
+            ops::spec(o.op).version.to_string(),
+        ]);
+    }
+    println!("{}", ot.render());
     print!("{}", listing(&m));
     Ok(())
 }

@@ -33,6 +33,9 @@ fn example_inspect_quantize_validate_graph() {
     assert!(text.contains("MOBI v2") && text.contains("Softmax"));
     assert_eq!(v["format_version"], 2);
     assert_eq!(v["tensors"][0]["quantization"]["kind"], "none");
+    assert_eq!(v["operators"][0]["op_version"], 1);
+    assert!(v["operators"][0]["op_version_supported"].as_u64().unwrap() >= 1);
+    assert!(text.contains("op version"), "{text}");
 
     let q = json(&tv(&[
         "mobi",
