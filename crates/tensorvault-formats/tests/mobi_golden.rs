@@ -125,7 +125,7 @@ fn golden_v1_model() -> Model {
 
 /// The model behind `tests/fixtures/mobi/golden_v2.mobi`: the v1 golden model plus
 /// per-axis int8 (zero points omitted) and per-axis uint8 (zero points stored) tensors,
-/// a symbolic batch dimension and an unnamed dynamic one, negative parameters and
+/// a symbolic batch dimension and an unnamed dynamic one, operator-table parameters and
 /// value names.
 fn golden_v2_model() -> Model {
     let mut m = golden_v1_model();
@@ -157,10 +157,26 @@ fn golden_v2_model() -> Model {
         gzip: true,
         data: vec![128, 3, 255, 0],
     });
-    m.operators[2].params.push((
-        "pads".into(),
-        ParamValue::Ints(vec![-1, 0, i64::MIN, i64::MAX]),
-    ));
+    // v2 files are checked against the operator table: v1's free annotations go, and
+    // the parameters are real ones (an int, a negative int, a float, an int array).
+    for op in &mut m.operators {
+        op.params.clear();
+    }
+    m.operators.push(Operator {
+        op: OperatorType::Softmax,
+        inputs: vec![3],
+        outputs: vec![15],
+        params: vec![
+            ("axis".into(), ParamValue::Int(-1)),
+            ("beta".into(), ParamValue::Float(0.5)),
+        ],
+    });
+    m.operators.push(Operator {
+        op: OperatorType::Transpose,
+        inputs: vec![0],
+        outputs: vec![16],
+        params: vec![("perm".into(), ParamValue::Ints(vec![1, 0]))],
+    });
     m.value_names = BTreeMap::from([(12, "block1/add:0".into()), (13, "conv.weight".into())]);
     m
 }
@@ -189,10 +205,14 @@ fn golden_v1_file_still_decodes() {
     let h = Header::parse(&bytes).unwrap();
     assert_eq!((h.version, h.flags), (1, 0b111));
     assert_eq!(Model::from_bytes(&bytes).unwrap(), golden_v1_model());
-    // Re-encoded, a v1 model becomes a valid v2 file with the same content.
-    let v2 = golden_v1_model().to_bytes().unwrap();
+    // v1 parameters were free annotations; v2 checks them against the operator table,
+    // so the v1 model re-encodes once they are dropped.
+    let mut m = golden_v1_model();
+    assert!(m.to_bytes().is_err());
+    m.operators.iter_mut().for_each(|op| op.params.clear());
+    let v2 = m.to_bytes().unwrap();
     assert_eq!(Header::parse(&v2).unwrap().version, 2);
-    assert_eq!(Model::from_bytes(&v2).unwrap(), golden_v1_model());
+    assert_eq!(Model::from_bytes(&v2).unwrap(), m);
 }
 
 #[test]

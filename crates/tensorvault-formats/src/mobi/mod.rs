@@ -1,10 +1,13 @@
 //! MOBI: the compact mobile model file (`.mobi`), little-endian, versioned, checksummed.
 //!
 //! A file is a 32-byte header (magic `"MOBI"`, version, header CRC32, flags, total size,
-//! section offsets), the metadata with the graph's input/output specs, the constant
-//! tensors (f32, or fp16 / per-tensor affine int8, uint8, int16, optionally gzip), the
-//! operator graph with typed parameters, and a CRC32 footer over everything before it.
-//! The byte-level specification is `docs/formats/mobi.md`.
+//! section offsets), the metadata with the graph's input/output specs (v2: symbolic
+//! dimensions such as batch `"N"`), the constant tensors (f32, or fp16 / affine int8,
+//! uint8, int16 per tensor or, in v2, per axis; optionally gzip; v2 payloads of >= 1 KiB
+//! 64-byte aligned), the operator graph with typed parameters (v2: then a value-names
+//! table), and a CRC32 footer over everything before it. Readers take v1 and v2; the
+//! writer writes v2. The byte-level specification is `docs/formats/mobi.md`; which
+//! tensor gets which quantization is decided by [`choose_quantization`].
 //!
 //! Every reader entry point validates the whole file ([`validate`] collects every
 //! problem; [`Model::from_bytes`], [`Model::open`] and [`Model::from_reader`] return the
@@ -18,7 +21,10 @@
 //! let opts = WriteOptions { quantize: Some(QuantTarget::Int8), gzip: false };
 //! let bytes = model.to_bytes_with(&opts)?;
 //! let mut back = Model::from_bytes(&bytes)?;
-//! back.dequantize()?; // f32 again, within scale/2 of the original weights
+//! // conv2 [16, 6, 5, 5] is int8 with one scale per output channel; biases stay f32.
+//! assert_eq!(back.tensors[2].quant_kind(), "per-axis");
+//! assert_eq!(back.tensors[1].quant_kind(), "none");
+//! back.dequantize()?; // f32 again, within scale/2 (per channel) of the original weights
 //! # Ok::<(), tensorvault_formats::mobi::MobiError>(())
 //! ```
 
