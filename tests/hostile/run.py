@@ -181,6 +181,35 @@ def main() -> int:
                 sw.check(label + " verify", ["store", "verify", st])
                 sw.check(label + " get", ["store", "get", st, "t", "c", "x", w("x.npy")], [w("x.npy")])
             open(os.path.join(coll, fname), "wb").write(pristine)
+        # Non-regular files (issue 25 class 1): a FIFO as every input and as each store
+        # file. Opening a FIFO used to block forever (a timeout here).
+        if hasattr(os, "mkfifo"):
+            fifo = w("fifo")
+            os.mkfifo(fifo)
+            for args, outs in (
+                (["cvc", "inspect", fifo], []), (["cvc", "verify", fifo], []),
+                (["cvc", "load", fifo, w("o.npy")], [w("o.npy")]),
+                (["cvc", "pack", fifo, w("o.cvc")], [w("o.cvc")]),
+                (["cgeb", "inspect", fifo], []), (["cgeb", "pack", fifo, w("o")], [w("o.cgeb")]),
+                (["mobi", "inspect", fifo], []), (["mobi", "validate", fifo], []),
+                (["quant", "eval", fifo, "--bits", "8"], []),
+                (["registry", "save", w("reg"), "--from", fifo], []),
+                (["registry", "inspect", fifo], []),
+                (["store", "put", w("st2"), "t", "c", "x", fifo], []),
+            ):
+                sw.check("fifo " + " ".join(args[:2]), args, outs)
+            for fname in ("meta.log", "names.log", "tier1.dat"):
+                path = os.path.join(coll, fname)
+                pristine = open(path, "rb").read()
+                os.remove(path)
+                os.mkfifo(path)
+                label = f"store {fname} fifo"
+                sw.check(label + " ls", ["store", "ls", st])
+                sw.check(label + " ls coll", ["store", "ls", st, "t", "c"])
+                sw.check(label + " verify", ["store", "verify", st])
+                sw.check(label + " get", ["store", "get", st, "t", "c", "x", w("x.npy")], [w("x.npy")])
+                os.remove(path)
+                open(path, "wb").write(pristine)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for line in sw.failures:

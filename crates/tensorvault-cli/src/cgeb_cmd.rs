@@ -186,7 +186,7 @@ fn is_batch(p: &Path) -> bool {
 }
 
 fn read_single(p: &Path) -> Result<Vec<u8>, CliError> {
-    std::fs::read(p).map_err(CliError::io("read", p.display()))
+    CliError::read_regular(p)
 }
 
 fn header_rows(r: &FusedEmbeddingRef<'_>) -> Vec<(&'static str, String)> {

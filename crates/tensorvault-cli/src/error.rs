@@ -58,6 +58,25 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// Opens input `path` for reading; it must be a regular file (a FIFO, socket, device or
+    /// directory is `CoreError::NotRegularFile` naming it, without blocking).
+    pub(crate) fn open_regular(path: &std::path::Path) -> Result<std::fs::File, Self> {
+        tensorvault_core::regular::open_regular(path).map_err(|e| match e {
+            CoreError::Io { op, path, source } => CliError::Io { op, path, source },
+            other => CliError::Core(other),
+        })
+    }
+
+    /// Reads input `path` whole; it must be a regular file (see [`Self::open_regular`]).
+    pub(crate) fn read_regular(path: &std::path::Path) -> Result<Vec<u8>, Self> {
+        use std::io::Read;
+        let mut buf = Vec::new();
+        Self::open_regular(path)?
+            .read_to_end(&mut buf)
+            .map_err(Self::io("read", path.display()))?;
+        Ok(buf)
+    }
+
     pub(crate) fn io(
         op: &'static str,
         path: impl std::fmt::Display,

@@ -130,7 +130,7 @@ pub fn run(cmd: MobiCmd) -> Result<i32, CliError> {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, CliError> {
-    std::fs::read(path).map_err(CliError::io("read", path.display()))
+    CliError::read_regular(path)
 }
 
 fn load(path: &Path) -> Result<Model, CliError> {

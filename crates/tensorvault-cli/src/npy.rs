@@ -1,7 +1,6 @@
 //! `.npy` input (memory-mapped, f32/f64/f16, converted to f32 in row batches) and
 //! output (a header written by `npyz`, then raw little-endian f32 rows streamed after it).
 
-use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
@@ -56,7 +55,7 @@ impl NpyInput {
             path: name.clone(),
             reason,
         };
-        let mut file = File::open(path).map_err(CliError::io("open", &name))?;
+        let mut file = CliError::open_regular(path)?;
         let header = read_header(&mut file, &name)?;
         let data_offset = header.data_offset;
         let elem = match header.descr.replace('=', "<").as_str() {
@@ -229,7 +228,7 @@ pub fn read_tensor(path: &Path) -> Result<(tensorvault_store::DType, Vec<u64>, V
         path: name.clone(),
         reason,
     };
-    let mut file = File::open(path).map_err(CliError::io("open", &name))?;
+    let mut file = CliError::open_regular(path)?;
     let header = read_header(&mut file, &name)?;
     let data_offset = header.data_offset;
     let descr = header.descr.replace('=', "<");

@@ -342,11 +342,13 @@ fn inspect(ckpt: &Path, as_json: bool, no_verify: bool) -> Result<(), RegistryEr
         };
         load_model_dir(ckpt, mode)?
     } else {
+        // Opened first, so a path that cannot be read gets its one error line alone.
+        let model = open_source(&resolve_source(ckpt)?)?;
         eprintln!(
             "note: {} is a bare checkpoint; no checksum covers it (inspect a registry version directory to verify)",
             ckpt.display()
         );
-        open_source(&resolve_source(ckpt)?)?
+        model
     };
     let rows: Vec<_> = model
         .tensors()

@@ -44,6 +44,15 @@ pub enum CoreError {
         /// The name that was not recognised.
         name: String,
     },
+    /// A path that must name a regular file names something else (a FIFO, a socket, a
+    /// device, a directory): refused before anything is read from it.
+    #[error("{path}: is {kind}, not a regular file", path = path.display())]
+    NotRegularFile {
+        /// The path.
+        path: std::path::PathBuf,
+        /// What it is.
+        kind: crate::regular::FileKind,
+    },
     /// An I/O error, with the path involved.
     #[error("{op} {path}: {source}")]
     Io {

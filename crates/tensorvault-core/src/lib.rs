@@ -21,6 +21,7 @@ pub mod atomic;
 pub mod checksum;
 pub mod fsio;
 pub mod progress;
+pub mod regular;
 
 pub use buffer::{AlignedBuf, ALIGNMENT, HUGE_PAGE_THRESHOLD};
 pub use dtype::{DType, Element};

@@ -191,4 +191,24 @@ impl FormatError {
         let path = path.to_string();
         move |source| FormatError::Io { op, path, source }
     }
+
+    /// Opens input `path` for reading; it must be a regular file: a FIFO, socket, device or
+    /// directory is `FormatError::Core(CoreError::NotRegularFile)` naming the path and its
+    /// type, without blocking. Open failures stay [`FormatError::Io`] (kind kept).
+    pub(crate) fn open_regular(path: &std::path::Path) -> Result<std::fs::File, Self> {
+        tensorvault_core::regular::open_regular(path).map_err(|e| match e {
+            CoreError::Io { op, path, source } => FormatError::Io { op, path, source },
+            other => FormatError::Core(other),
+        })
+    }
+
+    /// Reads input `path` whole; it must be a regular file (see [`Self::open_regular`]).
+    pub(crate) fn read_regular(path: &std::path::Path) -> Result<Vec<u8>, Self> {
+        use std::io::Read;
+        let mut f = Self::open_regular(path)?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)
+            .map_err(Self::io("read", path.display()))?;
+        Ok(buf)
+    }
 }

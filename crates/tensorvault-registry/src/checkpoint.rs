@@ -183,12 +183,13 @@ fn st_err(path: &Path, e: &safetensors::SafeTensorError) -> RegistryError {
     }
 }
 
-/// Maps a file read-only.
+/// Maps a file read-only; it must be a regular file.
 ///
 /// # Errors
-/// [`RegistryError::Io`].
+/// [`RegistryError::NotRegularFile`] (a FIFO, device, socket or directory: refused without
+/// blocking), [`RegistryError::Io`].
 pub fn map_file(path: &Path) -> Result<Arc<memmap2::Mmap>> {
-    let file = File::open(path).map_err(RegistryError::io(path))?;
+    let file = RegistryError::open_regular(path).map_err(RegistryError::io(path))??;
     // SAFETY: the map is read-only and checkpoint files are never modified in place (they are
     // written once into a temp directory and renamed). A process that truncates the file
     // behind our back could still cause SIGBUS; that is outside the registry's contract.
@@ -237,7 +238,14 @@ fn check_config_size(dir: &Path, mpath: &Path, c: &FusionConfig) -> Result<()> {
     let values = c
         .checked_value_count()
         .ok_or_else(|| bad(format!("{c:?} describes more than 2^64 values")))?;
-    match fs::metadata(dir.join(WEIGHTS_FILE)) {
+    let wpath = dir.join(WEIGHTS_FILE);
+    match fs::metadata(&wpath) {
+        // The length of a FIFO or device says nothing: name what the file is.
+        Ok(m) if !m.is_file() => Err(RegistryError::NotRegularFile {
+            kind: tensorvault_core::regular::FileKind::of(m.file_type())
+                .unwrap_or(tensorvault_core::regular::FileKind::Unknown),
+            path: wpath,
+        }),
         Ok(m) if values.saturating_mul(2) > m.len() => Err(bad(format!(
             "{values} values cannot fit in the {}-byte {WEIGHTS_FILE}",
             m.len()

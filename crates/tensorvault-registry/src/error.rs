@@ -29,6 +29,15 @@ pub enum RegistryError {
         /// The most the registry reads.
         limit: u64,
     },
+    /// A path the registry reads (a checkpoint file or shard, an index, `metadata.json`,
+    /// `registry.json`) is a FIFO, socket, device or directory: refused without blocking.
+    #[error("{path}: is {kind}, not a regular file", path = path.display())]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is.
+        kind: tensorvault_core::regular::FileKind,
+    },
     /// A filesystem operation failed.
     #[error("I/O error on {path}: {source}")]
     Io {
@@ -297,15 +306,34 @@ impl RegistryError {
         move |source| Self::Io { path, source }
     }
 
+    /// Opens `path` for reading; it must be a regular file (never blocks on a FIFO). The
+    /// outer error is an I/O error whose kind callers may test (`NotFound`).
+    pub(crate) fn open_regular(
+        path: &std::path::Path,
+    ) -> std::io::Result<Result<std::fs::File, Self>> {
+        match tensorvault_core::regular::open_regular(path) {
+            Ok(f) => Ok(Ok(f)),
+            Err(tensorvault_core::CoreError::NotRegularFile { path, kind }) => {
+                Ok(Err(Self::NotRegularFile { path, kind }))
+            }
+            Err(tensorvault_core::CoreError::Io { source, .. }) => Err(source),
+            Err(other) => Err(std::io::Error::other(other.to_string())),
+        }
+    }
+
     /// Read `path` whole if it holds at most `limit` bytes ([`RegistryError::FileTooLarge`]
     /// otherwise, checked before reading and again while reading, so a file that grows
-    /// meanwhile cannot make the read unbounded).
+    /// meanwhile cannot make the read unbounded). A FIFO, device or directory is
+    /// [`RegistryError::NotRegularFile`].
     pub(crate) fn read_bounded(
         path: &std::path::Path,
         limit: u64,
     ) -> std::io::Result<Result<Vec<u8>, Self>> {
         use std::io::Read;
-        let f = std::fs::File::open(path)?;
+        let f = match Self::open_regular(path)? {
+            Ok(f) => f,
+            Err(e) => return Ok(Err(e)),
+        };
         let size = f.metadata()?.len();
         let too_large = |size| Self::FileTooLarge {
             path: path.to_owned(),

@@ -250,7 +250,20 @@ fn read_index(path: &Path) -> Result<BTreeMap<String, String>> {
 /// [`RegistryError::NotACheckpoint`], [`RegistryError::UnsafeFileName`], I/O and JSON
 /// errors.
 pub fn resolve_source(path: &Path) -> Result<CheckpointSource> {
+    // A FIFO, socket or device where a file is expected is named as such (opening it
+    // later never blocks either: every read goes through `open_regular`).
+    let special = |p: &Path| match tensorvault_core::regular::FileKind::of_path(p) {
+        Some(kind) if kind != tensorvault_core::regular::FileKind::Directory => {
+            Err(RegistryError::NotRegularFile {
+                path: p.to_owned(),
+                kind,
+            })
+        }
+        _ => Ok(()),
+    };
     let (dir, index) = if path.is_dir() {
+        special(&path.join(INDEX_FILE))?;
+        special(&path.join(SINGLE_FILE))?;
         if path.join(INDEX_FILE).is_file() {
             (path.to_owned(), path.join(INDEX_FILE))
         } else if path.join(SINGLE_FILE).is_file() {
@@ -276,6 +289,7 @@ pub fn resolve_source(path: &Path) -> Result<CheckpointSource> {
             });
         }
     } else {
+        special(path)?;
         return Err(RegistryError::NotACheckpoint {
             path: path.to_owned(),
             reason: "no such file or directory".into(),

@@ -144,18 +144,23 @@ impl Catalog {
             tensorvault_core::atomic::write_atomic(path, &header())
                 .map_err(|e| io("create", std::io::Error::other(e)))?;
         }
-        let opened = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .create(writable)
-            .truncate(false)
-            .open(path);
+        let opened = StoreErr::open_regular(
+            "open",
+            path,
+            OpenOptions::new()
+                .read(true)
+                .write(writable)
+                .create(writable)
+                .truncate(false),
+        );
         let mut file = match opened {
             Ok(f) => f,
-            Err(e) if !writable && e.kind() == std::io::ErrorKind::NotFound => {
+            Err(StoreErr::Io { source, .. })
+                if !writable && source.kind() == std::io::ErrorKind::NotFound =>
+            {
                 return Ok(Catalog::default());
             }
-            Err(e) => return Err(io("open", e)),
+            Err(e) => return Err(e),
         };
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(|e| io("read", e))?;

@@ -51,6 +51,15 @@ pub enum StoreErr {
         /// The link.
         path: std::path::PathBuf,
     },
+    /// A file of a collection (`meta.log`, `names.log`, a tier file) is a FIFO, socket,
+    /// device or directory: refused without blocking (a FIFO open would wait forever).
+    #[error("{}: is {kind}, not a regular file", path.display())]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is.
+        kind: tensorvault_core::regular::FileKind,
+    },
     /// Some blocks of a tensor are missing (an interrupted put, a lost or forged log
     /// record): the tensor cannot be read whole.
     #[error("tensor {name:?} is incomplete: {present} of its {expected} blocks are present")]
@@ -247,6 +256,25 @@ pub type Result<T, E = StoreErr> = std::result::Result<T, E>;
 
 impl StoreErr {
     /// An [`StoreErr::Io`] for `path`.
+    /// Opens `path` with `opts`; it must be a regular file (never blocks on a FIFO).
+    /// Errors keep the `io::Error` kind (`NotFound`) in [`StoreErr::Io`] under `op`.
+    ///
+    /// # Errors
+    /// [`StoreErr::NotRegularFile`], [`StoreErr::Io`].
+    pub fn open_regular(
+        op: &'static str,
+        path: &std::path::Path,
+        opts: &std::fs::OpenOptions,
+    ) -> Result<std::fs::File, Self> {
+        use tensorvault_core::CoreError;
+        tensorvault_core::regular::open_regular_with(path, opts).map_err(|e| match e {
+            CoreError::NotRegularFile { path, kind } => StoreErr::NotRegularFile { path, kind },
+            CoreError::Io { source, .. } => StoreErr::io(op, path, source),
+            other => StoreErr::io(op, path, std::io::Error::other(other.to_string())),
+        })
+    }
+
+    /// A [`StoreErr::Io`] for `op` on `path`.
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         StoreErr::Io {
             op,

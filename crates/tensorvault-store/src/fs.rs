@@ -66,7 +66,8 @@ pub fn collection_dir(root: &Path, tenant: &str, collection: &str) -> Result<Pat
     Ok(root.join(tenant).join(collection))
 }
 
-/// Every `(tenant, collection)` under `root` that holds a `meta.log`, sorted.
+/// Every `(tenant, collection)` under `root` that holds a `meta.log` entry (of any file
+/// type), sorted.
 ///
 /// # Errors
 /// [`StoreErr::Io`] if `root` cannot be read.
@@ -93,7 +94,10 @@ pub fn list_collections(root: &Path) -> Result<Vec<(String, String)>> {
             };
             if validate_component("collection", &coll).is_ok()
                 && c.file_type().is_ok_and(|ft| ft.is_dir())
-                && c.path().join(META_LOG).is_file()
+                // Any entry named meta.log, not only a regular file: a collection whose log
+                // is a FIFO or device is listed, so opening it reports what it is rather
+                // than the collection silently disappearing from `ls`.
+                && std::fs::symlink_metadata(c.path().join(META_LOG)).is_ok()
             {
                 out.push((tenant.clone(), coll));
             }

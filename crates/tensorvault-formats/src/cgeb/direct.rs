@@ -58,8 +58,17 @@ impl DirectReader {
     /// refuses O_DIRECT), and every rejection of [`BatchIndex::parse`].
     pub fn open(path: &Path, verify_records: bool) -> Result<Self, FormatError> {
         let (data_path, index_path) = batch_paths(path);
-        let index_bytes =
-            std::fs::read(&index_path).map_err(FormatError::io("read", index_path.display()))?;
+        let index_bytes = FormatError::read_regular(&index_path)?;
+        // O_DIRECT cannot be combined with the non-blocking open of `open_regular`: refuse
+        // a FIFO, socket, device or directory by its type first (a FIFO open would block).
+        if let Some(kind) = tensorvault_core::regular::FileKind::of_path(&data_path) {
+            return Err(FormatError::Core(
+                tensorvault_core::CoreError::NotRegularFile {
+                    path: data_path,
+                    kind,
+                },
+            ));
+        }
         let file = open_direct(&data_path)
             .map_err(FormatError::io(DIRECT_OPEN_OP, data_path.display()))?;
         let data_len = file

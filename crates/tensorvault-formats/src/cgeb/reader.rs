@@ -1,6 +1,5 @@
 //! [`BatchReader`]: a memory-mapped batch with O(1) zero-copy access by index.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use tensorvault_core::checksum::xxh3_64;
@@ -105,9 +104,8 @@ impl BatchReader {
     /// [`CgebError::DataFileHashMismatch`] when `verify_data_hash` is on.
     pub fn open_with(path: &Path, opts: BatchReaderOptions) -> Result<Self, FormatError> {
         let (data_path, index_path) = batch_paths(path);
-        let index_bytes =
-            std::fs::read(&index_path).map_err(FormatError::io("read", index_path.display()))?;
-        let file = File::open(&data_path).map_err(FormatError::io("open", data_path.display()))?;
+        let index_bytes = FormatError::read_regular(&index_path)?;
+        let file = FormatError::open_regular(&data_path)?;
         let len = file
             .metadata()
             .map_err(FormatError::io("stat", data_path.display()))?

@@ -1,7 +1,6 @@
 //! Reading CVC files: open (header + layout validation), whole/partial/filtered loads,
 //! a streaming chunk iterator and integrity verification.
 
-use std::fs::File;
 use std::ops::Range;
 use std::path::Path;
 
@@ -49,7 +48,7 @@ impl CvcReader<FileSource> {
     /// [`CvcReader::from_source`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self, FormatError> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(FormatError::io("open", path.display()))?;
+        let file = FormatError::open_regular(path)?;
         let src = FileSource::new(file).map_err(FormatError::io("stat", path.display()))?;
         Self::from_source(src, path.display().to_string())
     }
@@ -68,7 +67,7 @@ impl CvcReader<memmap2::Mmap> {
     /// As [`CvcReader::open`].
     pub fn open_mmap(path: impl AsRef<Path>) -> Result<Self, FormatError> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(FormatError::io("open", path.display()))?;
+        let file = FormatError::open_regular(path)?;
         // SAFETY: the map is read-only; tensorvault never writes a file it has open for
         // reading, and files are replaced by rename, never modified in place. A file
         // truncated by another process while mapped could fault; that is the documented

@@ -362,7 +362,7 @@ impl Model {
     /// As [`Model::open`].
     pub fn open_with_header(path: impl AsRef<Path>) -> Result<(Header, Model), FormatError> {
         let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(FormatError::io("open", path.display()))?;
+        let file = FormatError::open_regular(path)?;
         // SAFETY: the map is read-only and private to this call; the model is copied out
         // before it is dropped. Concurrent truncation by another process is the usual
         // mmap caveat and is documented in docs/formats/mobi.md.

@@ -174,15 +174,17 @@ fn sync_dir(dir: &Path) -> Result<()> {
 
 impl MmapTier {
     /// Open (or create) the file and map its whole slots; `snapshot`: open an existing
-    /// file read-only, map nothing (reads use `pread`).
+    /// file read-only, map nothing (reads use `pread`). The file must be a regular file.
     fn open(tier: Tier, path: PathBuf, slot_len: u32, snapshot: bool) -> Result<TierSetup<Self>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(!snapshot)
-            .create(!snapshot)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| StoreErr::io("open", &path, e))?;
+        let file = StoreErr::open_regular(
+            "open",
+            &path,
+            OpenOptions::new()
+                .read(true)
+                .write(!snapshot)
+                .create(!snapshot)
+                .truncate(false),
+        )?;
         let file_len = file
             .metadata()
             .map_err(|e| StoreErr::io("stat", &path, e))?

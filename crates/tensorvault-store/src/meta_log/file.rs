@@ -164,11 +164,8 @@ impl FileMetaLog {
         if writable {
             remove_leftover_temp(&path)?;
         }
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .open(&path)
-            .map_err(|e| StoreErr::io("open", &path, e))?;
+        let mut file =
+            StoreErr::open_regular("open", &path, OpenOptions::new().read(true).write(writable))?;
         let len = file
             .metadata()
             .map_err(|e| StoreErr::io("stat", &path, e))?
