@@ -371,7 +371,7 @@ fn read_only_caches_share_and_refuse_writes() {
     let e = PrefixCache::open(dir.path(), "never-stored", L, H, D, pc)
         .err()
         .unwrap();
-    assert!(matches!(e, StoreErr::Io { .. }), "{e}");
+    assert!(matches!(e, StoreErr::CollectionNotFound { .. }), "{e}");
 }
 
 #[test]

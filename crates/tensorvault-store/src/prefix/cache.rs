@@ -171,7 +171,7 @@ impl<C: Clock> PrefixCache<C> {
     /// chunk size or identity differs; [`StoreErr::BadHeader`] for a damaged
     /// `prefix.model`; [`StoreErr::Locked`] if another process writes the model's
     /// collection; the store's open errors (a missing collection when read-only is
-    /// [`StoreErr::Io`] not found).
+    /// [`StoreErr::CollectionNotFound`]).
     pub fn open_with_clock(
         root: &Path,
         model: &str,
