@@ -41,8 +41,9 @@ def test_section_runs_as_written(tmp_path):
     bindir = tmp_path / ".bin"
     bindir.mkdir()
     os.symlink(tensorvault_bin(), bindir / "tensorvault")
-    os.symlink(sys.executable, bindir / "python3")
-    os.symlink(sys.executable, bindir / "python")
+    for name in ("python3", "python"):  # a wrapper, not a symlink: a venv is found from its path
+        (bindir / name).write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        (bindir / name).chmod(0o755)
     env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
     for i, (lang, body) in enumerate(blocks()):
         argv = ["bash", "-euo", "pipefail", "-c", body] if lang == "sh" else [sys.executable, "-c", body]
