@@ -1,4 +1,4 @@
-"""The README's "Bring your ONNX model" section (docs/readme-onnx-section.md) runs as
+"""The README's "Bring your ONNX model" section (README.md, up to the next ``## ``) runs as
 written: every ```sh block through bash (-euo pipefail) and every ```python block through
 this venv's python, in order, in a scratch directory that holds the repository's
 ``tests/mobi_models/fixtures`` (the section's example model), with the tensorvault under
@@ -15,12 +15,20 @@ import pytest
 
 from mobi_common import ROOT, cli_has, tensorvault_bin
 
-SECTION = ROOT / "docs" / "readme-onnx-section.md"
+README = ROOT / "README.md"
+HEADING = "## Bring your ONNX model"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 
 
+def section() -> str:
+    text = README.read_text()
+    start = text.index(HEADING)
+    end = text.find("\n## ", start + len(HEADING))
+    return text[start:] if end < 0 else text[start:end]
+
+
 def blocks():
-    return [(lang, body) for lang, body in FENCE.findall(SECTION.read_text()) if lang in ("sh", "python")]
+    return [(lang, body) for lang, body in FENCE.findall(section()) if lang in ("sh", "python")]
 
 
 def test_section_has_runnable_blocks():
