@@ -68,8 +68,8 @@ if ! cargo test -p tensorvault-store-object -q > "$log" 2>&1; then
 fi
 grep -E "^(test result|     Running|   Doc-tests)" "$log" | sed -E 's/; finished in.*//'
 s3_rust_passed=$(grep -E "^test result: ok" "$log" | sed -E 's/^test result: ok\. ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
-passed=$((passed + rust_passed))
-passed=$((passed + s3_passed))
+passed=$((passed + s3_rust_passed))
+
 step rust "CLI with --features s3: tensorvault store ... s3://bucket/prefix against moto"
 cargo clippy -p tensorvault-cli --features s3 --all-targets -q -- -D warnings
 cargo build -q -p tensorvault-cli --features s3
