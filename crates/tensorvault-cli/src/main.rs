@@ -74,6 +74,7 @@ enum Cmd {
 
 fn main() {
     signals::watch_termination_signals();
+    signals::quiet_broken_pipe();
     let cli = Cli::parse();
     // The one context (progress on or off) every command gets.
     let ctx = report::Ctx { quiet: cli.quiet };

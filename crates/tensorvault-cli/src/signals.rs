@@ -44,6 +44,27 @@ pub fn watch_termination_signals() {
     }
 }
 
+/// A reader that went away (`tensorvault ... | head`) makes Rust's `print!` panic with
+/// "failed printing to stdout: Broken pipe". Treat that as the end of the output, the way
+/// `cat` does: remove the temporary files of unfinished outputs and exit with 141
+/// (128 + SIGPIPE) without a panic message. Every other panic keeps the default report.
+pub fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to std") && msg.contains("Broken pipe") {
+            tensorvault_core::atomic::remove_live_temps();
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 /// Without unix signals there is nothing to watch: commands run until killed.
 #[cfg(not(unix))]
 pub fn watch_termination_signals() {}
