@@ -50,8 +50,8 @@ fn example_inspect_quantize_validate_graph() {
     assert!(q["max_abs_error"].as_f64().unwrap() < 0.01);
     let v = json(&tv(&["mobi", "validate", s(&q8), "--json"]));
     assert_eq!(v["ok"], true);
-    // Per-channel int8 for conv2 [16, 6, 5, 5] and the FC weights; conv1 (150 weights)
-    // and the biases stay f32.
+    // Per-channel int8 for every conv and FC weight (conv1 has 150, fc3 840: both above
+    // the 32-element floor); the biases stay f32.
     let v = json(&tv(&["mobi", "inspect", s(&q8), "--json"]));
     let t = v["tensors"].as_array().unwrap();
     let kinds: Vec<&str> = t
@@ -61,8 +61,8 @@ fn example_inspect_quantize_validate_graph() {
     assert_eq!(
         kinds,
         [
-            "none", "none", "per-axis", "none", "per-axis", "none", "per-axis", "none", "none",
-            "none"
+            "per-axis", "none", "per-axis", "none", "per-axis", "none", "per-axis", "none",
+            "per-axis", "none"
         ]
     );
     let conv2 = &t[2]["quantization"];

@@ -51,4 +51,4 @@ pub use fold::FOLDABLE;
 pub use import::{convert_file, decode, import, import_with_report, read_model, ImportOptions};
 pub use mapping::supported_ops;
 pub use stats::ImportStats;
-pub use weights::{storage, Role, Storage, WeightsMode};
+pub use weights::{storage, Role, WeightsMode};

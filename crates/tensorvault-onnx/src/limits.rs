@@ -11,9 +11,6 @@ pub const DEFAULT_MAX_MODEL_BYTES: u64 = 1 << 30;
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 28;
 /// Highest rank a tensor may have (MOBI's limit).
 pub const MAX_RANK: usize = 8;
-/// Float tensors of rank <= 1 (biases, BatchNorm vectors, scalars) and tensors with fewer
-/// elements than this stay f32 in every weights mode.
-pub const SMALL_TENSOR_ELEMENTS: u64 = 32;
 /// Nodes between two progress callbacks.
 pub const PROGRESS_EVERY: usize = 64;
 

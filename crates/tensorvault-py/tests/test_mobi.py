@@ -28,7 +28,8 @@ def test_quantized_write(tmp_path, q):
     data = m.to_bytes(quantize=q, gzip=(q == "int8"))
     back = tv.read_mobi(data)
     assert back.format_version == 2
-    # conv2's weights [16, 6, 5, 5]; conv1's 150 weights stay f32 under integer targets.
+    # conv2's weights [16, 6, 5, 5]; conv1's 150 weights are quantized too (>= 32 values),
+    # the biases stay f32 under integer targets.
     t2, b2 = m.tensors[2], back.tensors[2]
     assert b2.dtype == q.split("-")[0] and b2.values.dtype == np.float32 and b2.shape == t2.shape
     if q == "fp16":
@@ -40,7 +41,8 @@ def test_quantized_write(tmp_path, q):
         assert len(b2.scales) == 16 and b2.zero_points == [0] * 16
         err = np.abs(b2.values - t2.values).reshape(16, -1).max(axis=1)
         assert (err <= np.asarray(b2.scales) * 0.5001).all()
-        assert back.tensors[0].dtype == "f32" and back.tensors[0].quantization == "none"
+        assert back.tensors[0].quantization == "per-axis" and len(back.tensors[0].scales) == 6
+        assert back.tensors[1].dtype == "f32" and back.tensors[1].quantization == "none"
     else:
         assert b2.quantization == "per-tensor"
         assert np.abs(b2.values - t2.values).max() <= b2.scale * 0.5001 + 1e-7

@@ -49,8 +49,8 @@ pub use error::MobiError;
 pub use graph::{listing, printable, to_dot};
 pub use header::Header;
 pub use quantize::{
-    choose_quantization, quantize_tensor, quantize_tensor_always, QuantTarget, TensorQuant,
-    WriteOptions, SMALL_TENSOR_ELEMENTS,
+    choose_quantization, choose_quantization_for, quantize_as, quantize_tensor,
+    quantize_tensor_always, QuantTarget, TensorQuant, WriteOptions, SMALL_TENSOR_ELEMENTS,
 };
 pub use read::{read_with, validate, validate_with, ReadOptions, Report};
 pub use types::{

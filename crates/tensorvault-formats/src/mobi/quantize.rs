@@ -47,9 +47,10 @@ pub struct WriteOptions {
     pub gzip: bool,
 }
 
-/// Integer targets leave tensors with fewer elements than this in f32 (biases, BatchNorm
-/// vectors, small tables: a few bytes saved, accuracy at stake).
-pub const SMALL_TENSOR_ELEMENTS: u64 = 1024;
+/// Integer targets leave tensors with fewer elements than this in f32 (scalars and tiny
+/// tables: a few bytes saved, accuracy at stake). The one threshold of both the writer's
+/// quantization and the ONNX importer.
+pub const SMALL_TENSOR_ELEMENTS: u64 = 32;
 
 /// What [`choose_quantization`] decided for one tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,8 +78,23 @@ pub enum TensorQuant {
 ///   `[out, in]` weights) become per-channel symmetric int8 along axis 0;
 /// * `Int8PerTensor`, `UInt8`, `Int16`: the rest get one affine scale per tensor.
 ///
-/// Tensors that are not f32 are kept as they are.
+/// Tensors that are not f32 are kept as they are. This is [`choose_quantization_for`]
+/// with every tensor taken as a weight whose output channels are axis 0 (a file carries
+/// no roles; the ONNX importer knows them and calls [`choose_quantization_for`]).
 pub fn choose_quantization(dtype: DataType, shape: &[u64], target: QuantTarget) -> TensorQuant {
+    choose_quantization_for(dtype, shape, target, Some(0))
+}
+
+/// [`choose_quantization`] for a caller that knows what the tensor is used as:
+/// `channel_axis` is the axis of the output channels of a weight (0 for conv and
+/// fully-connected weights, 1 for the `[K, N]` right-hand side of a MatMul), `None` for
+/// any other operand, which stays f32 under integer targets (fp16 still halves it).
+pub fn choose_quantization_for(
+    dtype: DataType,
+    shape: &[u64],
+    target: QuantTarget,
+    channel_axis: Option<u8>,
+) -> TensorQuant {
     if dtype != DataType::F32 {
         return TensorQuant::Keep;
     }
@@ -89,14 +105,17 @@ pub fn choose_quantization(dtype: DataType, shape: &[u64], target: QuantTarget) 
     if shape.len() < 2 || n < SMALL_TENSOR_ELEMENTS {
         return TensorQuant::Keep;
     }
-    integer_plan(shape, target)
+    match channel_axis {
+        Some(axis) => integer_plan(shape, target, axis),
+        None => TensorQuant::Keep,
+    }
 }
 
-fn integer_plan(shape: &[u64], target: QuantTarget) -> TensorQuant {
+fn integer_plan(shape: &[u64], target: QuantTarget, axis: u8) -> TensorQuant {
     match target {
         QuantTarget::Fp16 => TensorQuant::Fp16,
-        QuantTarget::Int8 if super::tensor::axis_split(shape, 0).is_some() => {
-            TensorQuant::PerChannelInt8 { axis: 0 }
+        QuantTarget::Int8 if super::tensor::axis_split(shape, axis).is_some() => {
+            TensorQuant::PerChannelInt8 { axis }
         }
         QuantTarget::Int8 => TensorQuant::PerTensor(DataType::I8),
         other => TensorQuant::PerTensor(other.dtype()),
@@ -118,7 +137,7 @@ pub fn quantize_tensor_always(
     if t.dtype != DataType::F32 {
         return Ok(t.clone());
     }
-    apply(t, integer_plan(&t.shape, target))
+    quantize_as(t, integer_plan(&t.shape, target, 0))
 }
 
 fn affine<T: AffineCode>(
@@ -153,10 +172,15 @@ pub fn quantize_tensor(
     t: &ConstantTensor,
     target: QuantTarget,
 ) -> Result<ConstantTensor, MobiError> {
-    apply(t, choose_quantization(t.dtype, &t.shape, target))
+    quantize_as(t, choose_quantization(t.dtype, &t.shape, target))
 }
 
-fn apply(t: &ConstantTensor, plan: TensorQuant) -> Result<ConstantTensor, MobiError> {
+/// Apply a `plan` (from [`choose_quantization`] or [`choose_quantization_for`]) to `t`:
+/// the one encoder of every quantized MOBI tensor.
+///
+/// # Errors
+/// As [`quantize_tensor`].
+pub fn quantize_as(t: &ConstantTensor, plan: TensorQuant) -> Result<ConstantTensor, MobiError> {
     if plan == TensorQuant::Keep {
         return Ok(t.clone());
     }
@@ -209,7 +233,19 @@ mod tests {
         assert_eq!(choose_quantization(f, &[120], QuantTarget::Int8), Keep);
         assert_eq!(choose_quantization(f, &[4000], QuantTarget::Int8), Keep);
         assert_eq!(
+            choose_quantization(f, &[2, 1, 2, 2], QuantTarget::Int8),
+            Keep
+        );
+        assert_eq!(
             choose_quantization(f, &[6, 1, 5, 5], QuantTarget::Int8),
+            PerChannelInt8 { axis: 0 }
+        );
+        assert_eq!(
+            choose_quantization_for(f, &[64, 10], QuantTarget::Int8, Some(1)),
+            PerChannelInt8 { axis: 1 }
+        );
+        assert_eq!(
+            choose_quantization_for(f, &[64, 10], QuantTarget::Int8, None),
             Keep
         );
         assert_eq!(
@@ -232,13 +268,13 @@ mod tests {
 
     #[test]
     fn always_quantizes_small_weights_too() {
-        let t = ConstantTensor::from_f32(1, &[4, 1, 3, 3], &[0.5; 36]).unwrap();
+        let t = ConstantTensor::from_f32(1, &[2, 1, 3, 3], &[0.5; 18]).unwrap();
         assert_eq!(quantize_tensor(&t, QuantTarget::Int16).unwrap(), t);
         let q = quantize_tensor_always(&t, QuantTarget::Int16).unwrap();
         assert_eq!((q.dtype, q.quant_kind()), (DataType::I16, "per-tensor"));
         let q = quantize_tensor_always(&t, QuantTarget::Int8).unwrap();
         assert_eq!((q.dtype, q.quant_kind()), (DataType::I8, "per-axis"));
-        assert_eq!(q.to_f32().unwrap(), vec![0.5; 36]);
+        assert_eq!(q.to_f32().unwrap(), vec![0.5; 18]);
         let empty = ConstantTensor::from_f32(2, &[0, 3], &[]).unwrap();
         let q = quantize_tensor_always(&empty, QuantTarget::Int8).unwrap();
         assert_eq!(q.quant_kind(), "per-tensor");

@@ -102,7 +102,7 @@ class MobiModel:
         """Write the model atomically (format v2); ``quantize`` f32 tensors as ``"fp16"``
         (all of them), ``"int8"`` (per output channel for conv/FC weights),
         ``"int8-per-tensor"``, ``"uint8"`` or ``"int16"`` (one affine scale per tensor);
-        integer targets leave 1-D and small (< 1024 values) tensors in f32. ``gzip``
+        integer targets leave 1-D and small (< 32 values) tensors in f32. ``gzip``
         payloads. Returns the bytes written."""
         return _native.mobi_write(fspath(path), self._to_dict(), quantize, bool(gzip))
 
