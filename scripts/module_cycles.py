@@ -25,7 +25,7 @@ def grouped(code):
             elif ch == "}":
                 level -= 1
             if ch == "," and level == 0:
-                name = item.strip().split("::")[0].strip()
+                name = re.split(r"::|\s+as\s+", item.strip())[0].strip()
                 if re.fullmatch(r"[a-z_][a-z0-9_]*", name) and name != "self":
                     out.add(name)
                 item = ""
