@@ -53,6 +53,19 @@ def test_fusemoe_verify_compares_the_listed_checksum(tmp_path):
     reg.verify("1.0.0")
 
 
+def test_unreadable_metadata_is_reported_not_defaulted(tmp_path):
+    root = str(tmp_path / "reg")
+    reg = tv.Registry(root, config="tiny")
+    reg.save_checkpoint(reg.initialize(seed=1), version="1.0.0")
+    assert tv.Registry(root).config == reg.config
+    meta = os.path.join(reg.version_dir("1.0.0"), "metadata.json")
+    with open(meta, "w") as f:
+        f.write('{"format": 7')
+    with pytest.raises(tv.InvalidFormatError) as e:
+        tv.Registry(root)
+    assert str(e.value).startswith(f"JSON error in {meta}")
+
+
 def test_a_bad_source_file_is_named_with_field_and_offset(tmp_path):
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(struct.pack("<Q", 1_000_000) + b"{}")
