@@ -2,6 +2,8 @@
 //! file's exact bytes) replayed in both recovery modes must never panic, and the log
 //! left behind must replay cleanly and accept appends.
 //!
+//! Every record comes with its byte offset (`replay_at`), where the record's bytes are.
+//!
 //! The first input byte selects fix-ups that get past the checksums, so the field checks
 //! behind them are fuzzed too: bit 0 = replace the header with a valid one, bit 1 =
 //! recompute every record's CRC32C.
@@ -40,11 +42,23 @@ fuzz_target!(|data: &[u8]| {
             return;
         };
         let mut got = Vec::new();
+        let mut last_at = 0u64;
         let stats = log
-            .replay(mode, &mut |r| {
+            .replay_at(mode, &mut |at, r| {
                 // Whatever decodes re-encodes to a record that decodes to itself.
                 let again = decode_record(&encode_record(&r), 0).expect("re-decode");
                 assert_eq!(encode_record(&again), encode_record(&r));
+                // Each record comes with its own offset: a whole record past the header,
+                // after the previous one, where these bytes decode to this record.
+                let at = at.expect("the memory log reports offsets");
+                assert!(at >= RECORD_LEN as u64 && at % RECORD_LEN as u64 == 0 && at > last_at);
+                let at_us = at as usize;
+                let raw: [u8; RECORD_LEN] = bytes[at_us..at_us + RECORD_LEN]
+                    .try_into()
+                    .expect("a whole record");
+                let here = decode_record(&raw, at).expect("the record at its offset decodes");
+                assert_eq!(encode_record(&here), encode_record(&r));
+                last_at = at;
                 got.push(r);
                 Ok(())
             })

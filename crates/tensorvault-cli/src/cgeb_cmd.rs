@@ -189,6 +189,35 @@ fn read_single(p: &Path) -> Result<Vec<u8>, CliError> {
     CliError::read_regular(p)
 }
 
+/// Bytes after the first record of a file read as a single record: `Some(message)` when
+/// the file is longer than its record. That is most often a batch data file whose `.cgei`
+/// index is missing; the message names the index path looked for.
+fn beyond_single(p: &Path, bytes: &[u8], record_len: usize) -> Option<(String, String)> {
+    (record_len != bytes.len()).then(|| {
+        (
+            p.with_extension("cgei").display().to_string(),
+            format!(
+                "{} bytes after the record that ends at offset {record_len} are not covered by \
+                 any check: a batch data file needs its index",
+                bytes.len() - record_len
+            ),
+        )
+    })
+}
+
+/// A file read as one record: it must be exactly one record (see [`beyond_single`]).
+fn single_record<'a>(p: &Path, bytes: &'a [u8]) -> Result<FusedEmbeddingRef<'a>, CliError> {
+    let r = EmbeddingBinaryCodec::new().decode_zero_copy(bytes)?;
+    match beyond_single(p, bytes, r.record_len()) {
+        Some((index, reason)) => Err(CliError::MissingIndex {
+            data: p.display().to_string(),
+            index,
+            reason,
+        }),
+        None => Ok(r),
+    }
+}
+
 fn header_rows(r: &FusedEmbeddingRef<'_>) -> Vec<(&'static str, String)> {
     let h = r.header();
     vec![
@@ -280,7 +309,7 @@ fn inspect(a: &FileArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let bytes = read_single(&a.input)?;
-    let r = EmbeddingBinaryCodec::new().decode_zero_copy(&bytes)?;
+    let r = single_record(&a.input, &bytes)?;
     let rows = header_rows(&r);
     if a.json {
         let m: serde_json::Map<_, _> = rows
@@ -301,14 +330,21 @@ fn get(a: &GetArgs) -> Result<(), CliError> {
         reader = BatchReader::open(&a.input)?;
         reader.get(a.index)?
     } else {
+        // Without an index the file must be one record (a batch data file whose index is
+        // missing is that error, naming the index path, whatever --index asks for).
+        single = read_single(&a.input)?;
+        let rec = single_record(&a.input, &single)?;
         if a.index != 0 {
             return Err(CliError::Usage {
                 arg: "--index",
-                reason: "a single-record file has only record 0".into(),
+                reason: format!(
+                    "{} is a single-record file (no {} next to it): it has only record 0",
+                    a.input.display(),
+                    a.input.with_extension("cgei").display()
+                ),
             });
         }
-        single = read_single(&a.input)?;
-        EmbeddingBinaryCodec::new().decode_zero_copy(&single)?
+        rec
     };
     let v = rec.vector();
     if a.json {
@@ -346,16 +382,16 @@ fn verify(a: &FileArgs) -> Result<i32, CliError> {
         let bytes = read_single(&a.input)?;
         let codec = EmbeddingBinaryCodec::new();
         let len = codec.decode_zero_copy(&bytes)?.record_len();
-        if len != bytes.len() {
+        if let Some((index, reason)) = beyond_single(&a.input, &bytes, len) {
             // A single-record file is exactly one record. Trailing bytes are most often a
             // batch data file whose .cgei index is missing: its first record is not "the
             // file", and saying "ok" would vouch for bytes nothing checked.
-            let msg = format!(
-                "{}: {} bytes after the record that ends at offset {len} are not covered by \
-                 any check (a batch .cgeb whose .cgei index is missing?)",
-                a.input.display(),
-                bytes.len() - len
-            );
+            let msg = CliError::MissingIndex {
+                data: a.input.display().to_string(),
+                index,
+                reason,
+            }
+            .to_string();
             if a.json {
                 println!("{}", json!({"kind": "record", "ok": false, "error": msg}));
             } else {

@@ -44,6 +44,17 @@ pub enum CliError {
         /// Why.
         reason: String,
     },
+    /// A batch data file read without its index (`NAME.cgei` missing): the file holds more
+    /// than one record, so it cannot be read as a single record either.
+    #[error("{index}: the batch index of {data} does not exist ({reason})")]
+    MissingIndex {
+        /// The data file given.
+        data: String,
+        /// The index file that was looked for.
+        index: String,
+        /// What it was needed for.
+        reason: String,
+    },
     /// An I/O error with its path.
     #[error("{op} {path}: {source}")]
     Io {

@@ -166,6 +166,7 @@ pub fn run(cmd: RegistryCmd) -> Result<i32, crate::error::CliError> {
         Err(
             e @ (RegistryError::ChecksumMismatch { .. }
             | RegistryError::ChunkChecksumMismatch { .. }
+            | RegistryError::ListedChecksumMismatch { .. }
             | RegistryError::ManifestChecksum { .. }),
         ) if verifying => {
             eprintln!("CORRUPT: {e}");

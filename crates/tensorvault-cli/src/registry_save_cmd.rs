@@ -142,7 +142,7 @@ fn registry_config(probe: &WeightRegistry) -> Result<FusionConfig, RegistryError
             return Ok(c);
         }
     }
-    newest_fusemoe_config(probe).ok_or_else(|| RegistryError::VersionNotFound {
+    newest_fusemoe_config(probe)?.ok_or_else(|| RegistryError::VersionNotFound {
         version: "<any FuseMoE version>".into(),
     })
 }
@@ -242,7 +242,7 @@ fn save_safetensors(a: &SaveArgs, src: &Path) -> Result<(), RegistryError> {
         PresetArg::Any => Preset::Any,
         PresetArg::Fusemoe => {
             let cfg = if a.root.join(MANIFEST_FILE).is_file() {
-                newest_fusemoe_config(&existing(&a.root)?)
+                newest_fusemoe_config(&existing(&a.root)?)?
             } else {
                 None
             };
@@ -286,13 +286,17 @@ fn save_safetensors(a: &SaveArgs, src: &Path) -> Result<(), RegistryError> {
     Ok(())
 }
 
-/// The FuseMoE shapes of the newest version that has them.
-pub fn newest_fusemoe_config(reg: &WeightRegistry) -> Option<FusionConfig> {
-    reg.list_versions().iter().rev().find_map(|v| {
-        let meta = read_model_metadata(&reg.version_dir(&v.version).ok()?).ok()?;
-        match meta.preset {
-            Preset::FuseMoe(c) => Some(c),
-            Preset::Any => None,
+/// The FuseMoE shapes of the newest version that has them (`None`: no version has).
+///
+/// # Errors
+/// The first (newest) version whose metadata does not read: whether it holds FuseMoE
+/// shapes cannot be known, so its error is reported rather than skipped (skipping would
+/// say "no FuseMoE version" or take an older version's shapes).
+pub fn newest_fusemoe_config(reg: &WeightRegistry) -> Result<Option<FusionConfig>, RegistryError> {
+    for v in reg.list_versions().iter().rev() {
+        if let Preset::FuseMoe(c) = read_model_metadata(&reg.version_dir(&v.version)?)?.preset {
+            return Ok(Some(c));
         }
-    })
+    }
+    Ok(None)
 }

@@ -191,11 +191,11 @@ pub struct Verified {
 }
 
 impl Verified {
-    /// Number of defects: corrupt blocks, skipped log and names records, an invalid
-    /// log tail.
+    /// Number of defects: corrupt or lost blocks, valid log records replay could not use,
+    /// skipped log and names records, an invalid log tail.
     #[must_use]
     pub fn defects(&self) -> usize {
-        self.report.problems.len()
+        self.report.defects() as usize
             + self.log_skipped as usize
             + usize::from(self.log_tail > 0)
             + self.report.catalog_skipped as usize
@@ -212,6 +212,9 @@ pub fn print_verify(results: &[Verified], log_name: &str, json: bool) {
                 json!({"tenant": v.tenant, "collection": v.collection, "blocks": r.checked, "bytes": r.bytes,
                     "log_records_skipped": v.log_skipped, "log_tail_bytes_invalid": v.log_tail,
                     "names_records_skipped": r.catalog_skipped,
+                    "replay_defects_total": r.replay_defects_total,
+                    "replay_defects": r.replay_defects.iter().map(|d| json!({"log_offset": d.log_offset,
+                        "record": d.record, "block": d.key.to_string(), "reason": d.reason})).collect::<Vec<_>>(),
                     "problems": r.problems.iter().map(|p| json!({"block": p.key.to_string(), "tensor": p.tensor,
                         "tier": p.tier as u8, "offset": p.offset, "error": p.error})).collect::<Vec<_>>()})
             })
@@ -246,6 +249,27 @@ pub fn print_verify(results: &[Verified], log_name: &str, json: bool) {
                 "  {log_name}: the last {} bytes are not valid records (a torn write or a \
                  corrupt last record); left in place, cut by the next write",
                 v.log_tail
+            );
+        }
+        if r.replay_defects_total > 0 {
+            println!(
+                "  {log_name}: {} valid records replay could not use",
+                r.replay_defects_total
+            );
+        }
+        for d in &r.replay_defects {
+            let at = d
+                .log_offset
+                .map_or_else(|| "?".to_owned(), |o| o.to_string());
+            println!(
+                "  {log_name} record at offset {at} ({} of block {}): {}",
+                d.record, d.key, d.reason
+            );
+        }
+        if r.replay_defects_total > r.replay_defects.len() as u64 {
+            println!(
+                "  ... {} more",
+                r.replay_defects_total - r.replay_defects.len() as u64
             );
         }
         for p in &r.problems {

@@ -110,7 +110,7 @@ fn single_record_and_bad_input() {
     let v = tv(&["cgeb", "verify", s(&orphan)]);
     assert_eq!(v.status.code(), Some(1));
     let err = String::from_utf8_lossy(&v.stderr);
-    assert!(err.contains(".cgei index is missing"), "{err}");
+    assert!(err.contains("orphan.cgei: the batch index of"), "{err}");
     assert!(v.stdout.is_empty());
     std::fs::write(&one, &data[..100]).unwrap();
     let r = tv(&["cgeb", "get", s(&one)]);

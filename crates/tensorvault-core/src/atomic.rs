@@ -83,8 +83,8 @@ impl AtomicFile {
             let mut live = live_temps();
             if live.closing {
                 return Err(CoreError::Io {
-                    op: "create temporary file",
-                    path: tmp.display().to_string(),
+                    op: "create temporary file for",
+                    path: dest.display().to_string(),
                     source: io::Error::other("the process is terminating"),
                 });
             }
@@ -106,11 +106,13 @@ impl AtomicFile {
                     attempt += 1;
                 }
                 Err(source) => {
+                    // Named by the destination the caller gave: the temporary name was
+                    // never created and means nothing to whoever reads the error.
                     return Err(CoreError::Io {
-                        op: "create temporary file",
-                        path: tmp.display().to_string(),
+                        op: "create temporary file for",
+                        path: dest.display().to_string(),
                         source,
-                    })
+                    });
                 }
             }
         }
@@ -210,7 +212,7 @@ pub fn write_atomic(dest: impl AsRef<Path>, bytes: &[u8]) -> Result<(), CoreErro
     let mut f = AtomicFile::create(dest)?;
     f.write_all(bytes).map_err(|source| CoreError::Io {
         op: "write",
-        path: f.temp_path().display().to_string(),
+        path: f.dest.display().to_string(),
         source,
     })?;
     f.commit()
@@ -228,6 +230,29 @@ pub use crate::fsio::sync_dir;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An output in a directory that does not exist: the error names the path the caller
+    /// gave, not the temporary name that was never created (issue 25 class 5).
+    #[test]
+    fn a_failed_create_names_the_destination() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("missing").join("out.npy");
+        match AtomicFile::create(&dest) {
+            Err(CoreError::Io { op, path, source }) => {
+                assert_eq!(op, "create temporary file for");
+                assert_eq!(path, dest.display().to_string());
+                assert_eq!(source.kind(), io::ErrorKind::NotFound);
+            }
+            other => panic!("expected an I/O error, got {other:?}"),
+        }
+        assert!(write_atomic(&dest, b"x")
+            .unwrap_err()
+            .to_string()
+            .ends_with(&format!(
+                "for {}: No such file or directory (os error 2)",
+                dest.display()
+            )));
+    }
 
     #[test]
     fn commit_replaces_and_drop_cleans_up() {

@@ -171,9 +171,9 @@ pub fn registry_err(e: RegistryError) -> PyErr {
         RegistryError::VersionNotFound { .. }
         | RegistryError::MissingMetadata { .. }
         | RegistryError::MissingTensor { .. } => Kind::NotFound,
-        RegistryError::ChecksumMismatch { .. } | RegistryError::ChunkChecksumMismatch { .. } => {
-            Kind::Corruption
-        }
+        RegistryError::ChecksumMismatch { .. }
+        | RegistryError::ChunkChecksumMismatch { .. }
+        | RegistryError::ListedChecksumMismatch { .. } => Kind::Corruption,
         RegistryError::Json { .. }
         | RegistryError::Safetensors { .. }
         | RegistryError::BadChecksumFormat { .. }

@@ -225,11 +225,24 @@ pub struct Registry {
     seed: u64,
 }
 
-fn newest_config(root: &Path) -> Option<FusionConfig> {
-    let probe = WeightRegistry::new(root, Device::Cpu).ok()?;
-    let last = probe.list_versions().pop()?;
-    let dir = probe.version_dir(&last.version).ok()?;
-    read_metadata(&dir).ok().map(|m| m.config)
+/// The FuseMoE shapes of the registry's newest version that has them (`None`: no such
+/// version, or no registry yet). A version whose metadata does not read is that error:
+/// skipping it would pick older or default shapes without saying why (issue 25 class 5).
+fn newest_config(root: &Path) -> tensorvault_registry::Result<Option<FusionConfig>> {
+    if !root
+        .join(tensorvault_registry::registry::MANIFEST_FILE)
+        .is_file()
+    {
+        return Ok(None);
+    }
+    let probe = WeightRegistry::new(root, Device::Cpu)?;
+    for v in probe.list_versions().iter().rev() {
+        let dir = probe.version_dir(&v.version)?;
+        if let Preset::FuseMoe(c) = tensorvault_registry::model::read_model_metadata(&dir)?.preset {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
 }
 
 #[pymethods]
@@ -253,9 +266,10 @@ impl Registry {
         let explicit = fusion_config(config)?;
         let inner = py
             .detach(|| {
-                let fusion = explicit
-                    .or_else(|| newest_config(&root))
-                    .unwrap_or_default();
+                let fusion = match explicit {
+                    Some(c) => c,
+                    None => newest_config(&root)?.unwrap_or_default(),
+                };
                 let init = InitializationConfig {
                     seed,
                     verify_checksum,

@@ -162,8 +162,25 @@ fn info_dict<'py>(py: Python<'py>, t: &TensorInfo) -> PyResult<Bound<'py, PyDict
 
 fn problems_list<'py>(py: Python<'py>, r: &VerifyReport) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
+    // Valid log records replay could not use (docs/formats/store.md, "Records replay
+    // cannot use"): no tier or slot, the record's offset in the log instead.
+    for x in &r.replay_defects {
+        let d = PyDict::new(py);
+        d.set_item("kind", "log_record")?;
+        d.set_item("tensor", py.None())?;
+        d.set_item("tensor_id", x.key.tensor_id)?;
+        d.set_item("block", x.key.block_index)?;
+        d.set_item("tier", py.None())?;
+        d.set_item("offset", py.None())?;
+        d.set_item("log_offset", x.log_offset)?;
+        d.set_item("record", x.record)?;
+        d.set_item("error", &x.reason)?;
+        out.append(d)?;
+    }
     for p in &r.problems {
         let d = PyDict::new(py);
+        d.set_item("kind", "block")?;
+        d.set_item("log_offset", py.None())?;
         d.set_item("tensor", p.tensor.as_deref())?;
         d.set_item("tensor_id", p.key.tensor_id)?;
         d.set_item("block", p.key.block_index)?;

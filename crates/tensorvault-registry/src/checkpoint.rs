@@ -24,6 +24,7 @@ use tracing::{debug, warn};
 use crate::digest::{digest_all, verify_chunks, ChunkDigests};
 use crate::error::{RegistryError, Result};
 use crate::initializer::{assemble, WeightInitializer};
+use crate::st_error::st_err;
 use crate::version::WeightVersion;
 use crate::weights::{FusionConfig, LoadedWeights, WeightTensor};
 
@@ -138,13 +139,14 @@ fn write_into(dir: &Path, weights: &LoadedWeights, config: &FusionConfig) -> Res
         .map(|(n, b, s)| {
             TensorView::new(Dtype::F32, s.clone(), b)
                 .map(|v| (n.clone(), v))
-                .map_err(|e| st_err(&wpath, &e))
+                .map_err(|e| st_err(&wpath, None, &e))
         })
         .collect::<Result<Vec<_>>>()?;
     // One key only: safetensors writes `__metadata__` in HashMap order, so two keys would
     // make the file bytes (and the checksum) differ from run to run.
     let info = HashMap::from([("format".to_owned(), FORMAT_NAME.to_owned())]);
-    safetensors::serialize_to_file(views, &Some(info), &wpath).map_err(|e| st_err(&wpath, &e))?;
+    safetensors::serialize_to_file(views, &Some(info), &wpath)
+        .map_err(|e| st_err(&wpath, None, &e))?;
     let map = map_file(&wpath)?;
     // The digests are computed from the page cache while the file is flushed to disk: the
     // fsync waits on the device, not the CPU, so it runs on its own thread and both rayon
@@ -174,13 +176,6 @@ fn write_into(dir: &Path, weights: &LoadedWeights, config: &FusionConfig) -> Res
     fs::write(&mpath, json).map_err(RegistryError::io(&mpath))?;
     fsync_file(&mpath)?;
     Ok(version)
-}
-
-fn st_err(path: &Path, e: &safetensors::SafeTensorError) -> RegistryError {
-    RegistryError::Safetensors {
-        path: path.to_owned(),
-        reason: format!("{e:?}"),
-    }
 }
 
 /// Maps a file read-only; it must be a regular file.
@@ -279,7 +274,7 @@ pub fn verify_checkpoint(dir: &Path) -> Result<CheckpointMetadata> {
     if let Some(c) = &meta.chunks {
         verify_chunks(&wpath, &map, c)?;
     }
-    SafeTensors::deserialize(&map).map_err(|e| st_err(&wpath, &e))?;
+    SafeTensors::deserialize(&map).map_err(|e| st_err(&wpath, Some(&map), &e))?;
     Ok(meta)
 }
 
@@ -370,7 +365,7 @@ pub fn load_checkpoint_dir(
             None => check_checksum(&wpath, &map, &meta.version.checksum)?,
         }
     }
-    let st = SafeTensors::deserialize(&map).map_err(|e| st_err(&wpath, &e))?;
+    let st = SafeTensors::deserialize(&map).map_err(|e| st_err(&wpath, Some(&map), &e))?;
     let specs = config.tensor_specs();
     if opts.strict {
         let expected: BTreeSet<&str> = specs.iter().map(|(n, _)| n.as_str()).collect();
@@ -429,7 +424,7 @@ pub fn load_checkpoint_dir(
 pub fn load_tensors(dir: &Path, names: &[&str]) -> Result<Vec<WeightTensor>> {
     let wpath = dir.join(WEIGHTS_FILE);
     let map = map_file(&wpath)?;
-    let st = SafeTensors::deserialize(&map).map_err(|e| st_err(&wpath, &e))?;
+    let st = SafeTensors::deserialize(&map).map_err(|e| st_err(&wpath, Some(&map), &e))?;
     names
         .iter()
         .map(|&name| {

@@ -55,11 +55,17 @@ pub enum RegistryError {
         source: serde_json::Error,
     },
     /// The safetensors file is malformed (truncated, offsets that lie, bad header, ...).
-    #[error("invalid safetensors file {path}: {reason}")]
+    #[error("invalid safetensors file {path}: field {field} at offset {offset}: {reason}", path = path.display())]
     Safetensors {
-        /// The file.
+        /// The file (the source a checkpoint is read from, never a destination not yet
+        /// written).
         path: PathBuf,
-        /// What the safetensors parser rejected.
+        /// The field the parser refused (`header length`, `header`, `tensor "x"
+        /// data_offsets`, `data_offsets`, ...).
+        field: String,
+        /// Byte offset of that field in the file.
+        offset: u64,
+        /// What was wrong with it.
         reason: String,
     },
     /// A field of `metadata.json` is impossible for the checkpoint it describes (e.g. a
@@ -194,6 +200,20 @@ pub enum RegistryError {
         found: u32,
         /// The newest this build reads.
         supported: u32,
+    },
+    /// A version's checkpoint is intact by its own `metadata.json` but its checksum is not
+    /// the one `registry.json` lists for the version: the directory was replaced or its
+    /// metadata rewritten after the save.
+    #[error("version {version}: {path}: checksum {found} differs from {listed} listed in registry.json", path = path.display())]
+    ListedChecksumMismatch {
+        /// The version.
+        version: String,
+        /// Its `metadata.json`.
+        path: PathBuf,
+        /// The checksum `registry.json` lists for it.
+        listed: String,
+        /// The checksum its metadata records (and its files hash to).
+        found: String,
     },
     /// The version is not in the registry.
     #[error("version {version} not found in registry")]

@@ -21,6 +21,7 @@ pub mod safetensors_dtype {
 pub mod model_registry;
 pub mod model_tensor;
 pub mod registry;
+mod st_error;
 pub mod strategy;
 pub mod version;
 pub mod weights;

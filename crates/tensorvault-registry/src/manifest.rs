@@ -267,6 +267,37 @@ impl ManifestStore {
         }
     }
 
+    /// Checks that `found`, the checksum a version's verified metadata records, is the one
+    /// the manifest lists for `version` (in directory `dir`).
+    ///
+    /// # Errors
+    /// [`RegistryError::VersionNotFound`], [`RegistryError::ListedChecksumMismatch`].
+    pub(crate) fn check_listed_checksum(
+        &self,
+        version: &str,
+        dir: &Path,
+        found: &str,
+    ) -> Result<()> {
+        let listed = self
+            .lock()
+            .versions
+            .iter()
+            .find(|v| v.version == version)
+            .map(|v| v.checksum.clone())
+            .ok_or_else(|| RegistryError::VersionNotFound {
+                version: version.to_owned(),
+            })?;
+        if listed.eq_ignore_ascii_case(found) {
+            return Ok(());
+        }
+        Err(RegistryError::ListedChecksumMismatch {
+            version: version.to_owned(),
+            path: dir.join(crate::checkpoint::METADATA_FILE),
+            listed,
+            found: found.to_owned(),
+        })
+    }
+
     /// Writes `m` (sealed) to `registry.json` atomically.
     pub(crate) fn persist(&self, m: &Manifest) -> Result<()> {
         let mpath = self.root.join(MANIFEST_FILE);

@@ -19,6 +19,7 @@ use tensorvault_core::atomic::sync_dir;
 use crate::checkpoint::{self, map_file, CHECKSUM_PREFIX, METADATA_FILE, WEIGHTS_FILE};
 use crate::digest::{digest_all, sha256_hex, ChunkDigests};
 use crate::error::{RegistryError, Result};
+use crate::st_error::st_err;
 use crate::version::WeightVersion;
 use crate::weights::FusionConfig;
 
@@ -312,13 +313,6 @@ pub fn resolve_source(path: &Path) -> Result<CheckpointSource> {
     })
 }
 
-pub(crate) fn st_err(path: &Path, e: &safetensors::SafeTensorError) -> RegistryError {
-    RegistryError::Safetensors {
-        path: path.to_owned(),
-        reason: format!("{e:?}"),
-    }
-}
-
 /// `(name, dtype, shape, shard index, byte range in the shard)` of every tensor of the
 /// mapped `shards`, checked against the index's `weight_map` when there is one: every
 /// mapped tensor is in its shard and every shard tensor is mapped to that shard.
@@ -332,7 +326,7 @@ pub(crate) fn parse_shards(
     let mut out: Vec<TensorEntry> = Vec::new();
     let mut owner: BTreeMap<String, usize> = BTreeMap::new();
     for (i, (path, map)) in shards.iter().enumerate() {
-        let st = SafeTensors::deserialize(map).map_err(|e| st_err(path, &e))?;
+        let st = SafeTensors::deserialize(map).map_err(|e| st_err(path, Some(map), &e))?;
         let base = map.as_ptr() as usize;
         for (name, view) in st.tensors() {
             if let Some(&first) = owner.get(&name) {
@@ -443,13 +437,33 @@ pub fn write_model_checkpoint(
     dest: &Path,
     shards: &[(String, &[u8])],
     index: Option<(&Path, &[u8])>,
+    version: WeightVersion,
+    preset: &Preset,
+) -> Result<ModelMetadata> {
+    let origins: Vec<PathBuf> = shards.iter().map(|(n, _)| dest.join(n)).collect();
+    write_named(dest, shards, &origins, dest, index, version, preset)
+}
+
+/// [`write_model_checkpoint`] with `origins[i]`, the path shard `i` was read from, and
+/// `checkpoint`, the checkpoint as given, named in errors about the source bytes (a bad
+/// source file is reported under its own path, not the destination that is never made).
+fn write_named(
+    dest: &Path,
+    shards: &[(String, &[u8])],
+    origins: &[PathBuf],
+    checkpoint: &Path,
+    index: Option<(&Path, &[u8])>,
     mut version: WeightVersion,
     preset: &Preset,
 ) -> Result<ModelMetadata> {
-    let named: Vec<(PathBuf, &[u8])> = shards.iter().map(|(n, m)| (dest.join(n), *m)).collect();
+    let named: Vec<(PathBuf, &[u8])> = origins
+        .iter()
+        .zip(shards)
+        .map(|(o, (_, m))| (o.clone(), *m))
+        .collect();
     let names: Vec<String> = shards.iter().map(|(n, _)| n.clone()).collect();
     for n in &names {
-        check_name(dest, || "shard".into(), n)?;
+        check_name(checkpoint, || "shard".into(), n)?;
     }
     let wm = match index {
         Some((ipath, bytes)) => {
@@ -464,7 +478,7 @@ pub fn write_model_checkpoint(
         entries
             .iter()
             .map(|(n, d, s, _, _)| (n.as_str(), *d, s.as_slice())),
-        dest,
+        checkpoint,
     )?;
     let v = version.version.clone();
     write_dir_atomically(dest, &v, |tmp| {
@@ -517,9 +531,18 @@ pub fn copy_checkpoint(
         )),
         None => None,
     };
-    write_model_checkpoint(
+    let origins: Vec<PathBuf> = src.shards.iter().map(|(p, _)| p.clone()).collect();
+    let given = src
+        .index
+        .as_ref()
+        .map(|(p, _)| p)
+        .or(origins.first())
+        .map_or_else(|| dest.to_owned(), Clone::clone);
+    write_named(
         dest,
         &shards,
+        &origins,
+        &given,
         index.as_ref().map(|(p, b)| (*p, b.as_slice())),
         version,
         preset,

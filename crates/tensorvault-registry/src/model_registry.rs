@@ -310,25 +310,13 @@ impl ModelRegistry {
     ///
     /// # Errors
     /// [`RegistryError::VersionNotFound`], [`RegistryError::ChecksumMismatch`],
-    /// [`RegistryError::ChunkChecksumMismatch`], see [`verify_model_dir`].
+    /// [`RegistryError::ChunkChecksumMismatch`],
+    /// [`RegistryError::ListedChecksumMismatch`], see [`verify_model_dir`].
     pub fn verify_version(&self, version: &str) -> Result<ModelMetadata> {
         let dir = self.store.listed_dir(version)?;
         let meta = verify_model_dir(&dir, Verify::Both)?;
-        let listed = self
-            .store
-            .lock()
-            .versions
-            .iter()
-            .find(|v| v.version == version)
-            .map(|v| v.checksum.clone())
-            .unwrap_or_default();
-        if !listed.eq_ignore_ascii_case(&meta.version.checksum) {
-            return Err(RegistryError::ChecksumMismatch {
-                path: dir.join(crate::checkpoint::METADATA_FILE),
-                expected: listed,
-                computed: meta.version.checksum,
-            });
-        }
+        self.store
+            .check_listed_checksum(version, &dir, &meta.version.checksum)?;
         Ok(meta)
     }
 

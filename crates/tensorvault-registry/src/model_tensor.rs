@@ -14,9 +14,10 @@ use crate::digest::{verify_chunks, verify_whole};
 use crate::error::{RegistryError, Result};
 use crate::initializer::assemble;
 use crate::model::{
-    parse_shards, read_model_metadata, st_err, version_checksum, ModelMetadata, Preset, Verify,
+    parse_shards, read_model_metadata, version_checksum, ModelMetadata, Preset, Verify,
     MAX_INDEX_BYTES,
 };
+use crate::st_error::st_err;
 use crate::version::WeightVersion;
 use crate::weights::{FusionConfig, LoadedWeights, WeightTensor};
 
@@ -244,10 +245,10 @@ impl LoadedModel {
             .map(|(n, t)| {
                 TensorView::new(t.dtype, t.shape.clone(), t.bytes())
                     .map(|v| (n.clone(), v))
-                    .map_err(|e| st_err(&here, &e))
+                    .map_err(|e| st_err(&here, None, &e))
             })
             .collect::<Result<Vec<_>>>()?;
-        safetensors::serialize(views, &None).map_err(|e| st_err(&here, &e))
+        safetensors::serialize(views, &None).map_err(|e| st_err(&here, None, &e))
     }
 
     /// The FuseMoE weights of `config` (F32 tensors stay zero-copy views when aligned;

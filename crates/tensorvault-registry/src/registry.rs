@@ -381,14 +381,18 @@ impl WeightRegistry {
         checkpoint::verify_checkpoint(path.as_ref())
     }
 
-    /// Verifies registry version `version`.
+    /// Verifies registry version `version`: its files against its `metadata.json`, and that
+    /// metadata's checksum against the one `registry.json` lists for the version.
     ///
     /// # Errors
-    /// [`RegistryError::VersionNotFound`], see [`checkpoint::verify_checkpoint`].
+    /// [`RegistryError::VersionNotFound`], [`RegistryError::ListedChecksumMismatch`], see
+    /// [`checkpoint::verify_checkpoint`].
     pub fn verify_version(&self, version: &str) -> Result<CheckpointMetadata> {
         let dir = self.store.listed_dir(version)?;
         if crate::model::checkpoint_format(&dir)? == crate::model::MODEL_FORMAT_NAME {
             let meta = verify_model_dir(&dir, Verify::Both)?;
+            self.store
+                .check_listed_checksum(version, &dir, &meta.version.checksum)?;
             return Ok(CheckpointMetadata {
                 format: meta.format,
                 format_version: meta.format_version,
@@ -400,7 +404,12 @@ impl WeightRegistry {
                 chunks: None,
             });
         }
-        checkpoint::verify_checkpoint(&dir)
+        let meta = checkpoint::verify_checkpoint(&dir)?;
+        // The files match their own metadata; the metadata must also be the one the
+        // manifest listed at save (a replaced directory is self-consistent too).
+        self.store
+            .check_listed_checksum(version, &dir, &meta.version.checksum)?;
+        Ok(meta)
     }
 
     /// Saves `weights` as a new version. The version string is `weights.version.version`

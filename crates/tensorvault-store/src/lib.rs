@@ -68,7 +68,10 @@ pub use meta_log::{FileMetaLog, MemMetaLog, MetaLog, MetaRecord, ReplayStats, CO
 #[cfg(feature = "mmap")]
 pub use prefix::PrefixCache;
 pub use store::{BlockInfo, TensorStore};
-pub use tensor::{BlockProblem, StoreStats, StoredTensor, TensorInfo, VerifyReport};
+pub use tensor::{
+    BlockProblem, ReplayDefect, StoreStats, StoredTensor, TensorInfo, VerifyReport,
+    MAX_DEFECT_ENTRIES,
+};
 pub use tiering::{MaintainReport, TierPolicy};
 pub use types::{
     store_dtype, tensor_id, BlockKey, BlockMeta, DType, ReconstructPolicy, TensorKind, Tier,

@@ -51,6 +51,23 @@ pub struct BlockProblem {
     pub error: String,
 }
 
+/// A metalog record with a valid CRC that replay could not use (issue 25): its Create
+/// names an impossible slot or shape, or it touches a block that is not live. A valid
+/// checksum proves the record undamaged, not sensible, so each is a defect `verify`
+/// reports rather than a silent absence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayDefect {
+    /// Byte offset of the record in the log (`None` for a log backend that does not
+    /// report offsets).
+    pub log_offset: Option<u64>,
+    /// The record's kind: `create`, `access`, `migrate` or `delete`.
+    pub record: &'static str,
+    /// The block it names.
+    pub key: BlockKey,
+    /// Why replay did not apply it.
+    pub reason: String,
+}
+
 /// Result of a full scan.
 #[derive(Clone, Debug, Default)]
 pub struct VerifyReport {
@@ -63,6 +80,22 @@ pub struct VerifyReport {
     /// `names.log` records skipped as corrupt when the store was opened (their tensors
     /// are listed without a name).
     pub catalog_skipped: u64,
+    /// Valid metalog records replay could not use when the store was opened, in log
+    /// order (the first [`MAX_DEFECT_ENTRIES`]; `replay_defects_total` has the count).
+    pub replay_defects: Vec<ReplayDefect>,
+    /// Number of such records.
+    pub replay_defects_total: u64,
+}
+
+/// Most [`ReplayDefect`] entries kept (a forged log may hold millions).
+pub const MAX_DEFECT_ENTRIES: usize = 1024;
+
+impl VerifyReport {
+    /// Number of defects: corrupt or lost blocks plus unusable log records.
+    #[must_use]
+    pub fn defects(&self) -> u64 {
+        self.problems.len() as u64 + self.replay_defects_total
+    }
 }
 
 /// Store-wide numbers.

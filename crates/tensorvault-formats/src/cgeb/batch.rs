@@ -143,6 +143,6 @@ impl BatchBinaryEncoder {
 fn staged(path: &Path, bytes: &[u8]) -> Result<AtomicFile, FormatError> {
     let mut f = AtomicFile::create(path)?;
     f.write_all(bytes)
-        .map_err(FormatError::io("write", f.temp_path().display()))?;
+        .map_err(FormatError::io("write", path.display()))?;
     Ok(f)
 }

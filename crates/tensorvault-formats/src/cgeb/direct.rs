@@ -13,6 +13,7 @@ use super::batch::batch_paths;
 use super::codec::decode_ref;
 use super::embedding::FusedEmbeddingRef;
 use super::error::CgebError;
+use super::extent::check_extent;
 use super::index::BatchIndex;
 use super::layout::DIRECT_IO_ALIGNMENT as PAGE;
 use crate::FormatError;
@@ -101,7 +102,9 @@ impl DirectReader {
     ///
     /// # Errors
     /// [`CgebError::IndexOutOfRange`], [`FormatError::Io`], a short read as
-    /// [`CgebError::BufferTooShort`], and every decode rejection (file offsets).
+    /// [`CgebError::BufferTooShort`], every decode rejection (file offsets), and the
+    /// batch layout rules of [`super::BatchReader::get`] ([`CgebError::GapNotZero`],
+    /// [`CgebError::TrailingData`]).
     pub fn read(&mut self, i: usize) -> Result<FusedEmbeddingRef<'_>, FormatError> {
         let Some((start, end)) = self.index.range(i, self.data_len) else {
             return Err(CgebError::IndexOutOfRange {
@@ -139,7 +142,10 @@ impl DirectReader {
             }
             .into());
         }
-        Ok(decode_ref(&buf[skip..want], start, self.verify)?)
+        let last = i + 1 == self.index.len();
+        let r = decode_ref(&buf[skip..want], start, self.verify)?;
+        check_extent(i as u64, start, &buf[skip..want], r.record_len(), last)?;
+        Ok(r)
     }
 }
 

@@ -170,6 +170,30 @@ pub enum CgebError {
         /// Actual length.
         found: u64,
     },
+    /// Bytes between a record's end and the next record's offset are not zero (spec §2):
+    /// nothing checks them, so they could hold anything, e.g. whole records an index
+    /// rewritten with entries removed no longer lists.
+    #[error("cgeb: record {record} ends at offset {record_end}, but the bytes from there to the next record's offset {next} are not zero (first non-zero byte at offset {offset})")]
+    GapNotZero {
+        /// The record (index entry) before the gap.
+        record: u64,
+        /// File offset where the record ends.
+        record_end: u64,
+        /// File offset of the next record.
+        next: u64,
+        /// File offset of the first non-zero byte in the gap.
+        offset: u64,
+    },
+    /// The data file goes on after its last record's end (spec §2: it ends there).
+    #[error("cgeb: the data file has {file_len} bytes, but its last record (record {record}) ends at offset {offset}")]
+    TrailingData {
+        /// The last record.
+        record: u64,
+        /// File offset where it ends.
+        offset: u64,
+        /// Length of the data file.
+        file_len: u64,
+    },
     /// A record index past the end of a batch.
     #[error("cgeb: record {index} out of range (batch has {count})")]
     IndexOutOfRange {

@@ -149,10 +149,10 @@ pub(crate) fn check_header(bytes: &[u8], base: u64) -> Result<&EmbeddingHeader, 
         });
     }
     if h.reserved != [0; 2] {
-        return Err(zero_field("reserved", at(l::RESERVED_OFFSET)));
+        return Err(zero_field("reserved", version, at(l::RESERVED_OFFSET)));
     }
     if h.padding != [0; 16] {
-        return Err(zero_field("padding", at(l::PADDING_OFFSET)));
+        return Err(zero_field("padding", version, at(l::PADDING_OFFSET)));
     }
     let (aux_off, aux_len) = (h.aux_data_offset.get(), h.aux_data_length.get());
     if (aux_off == 0) != (aux_len == 0) {
@@ -192,12 +192,14 @@ pub(crate) fn check_header(bytes: &[u8], base: u64) -> Result<&EmbeddingHeader, 
     Ok(h)
 }
 
-fn zero_field(field: &'static str, offset: u64) -> CgebError {
+/// A field the record's `version` requires to be zero (the record's own version, named
+/// in the message: a version-2 record is not refused "in version 1").
+fn zero_field(field: &'static str, version: u16, offset: u64) -> CgebError {
     CgebError::InvalidField {
         format: FORMAT,
         field,
         offset,
-        reason: "must be zero in version 1".into(),
+        reason: format!("must be zero in version {version}"),
     }
 }
 

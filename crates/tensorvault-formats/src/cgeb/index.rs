@@ -83,8 +83,9 @@ impl BatchIndex {
     }
 
     /// Parse index bytes and check them against a data file of `data_len` bytes:
-    /// length = 32 + 8 x count, every offset aligned, strictly increasing and leaving
-    /// room for a record header before the end of the data file. (The data-file hash is
+    /// length = 32 + 8 x count, the first offset 0, every offset aligned, strictly
+    /// increasing and leaving room for a record header before the end of the data file,
+    /// and an empty data file when there are no records. (The data-file hash is
     /// checked by the reader, which has the data.)
     ///
     /// # Errors
@@ -193,6 +194,12 @@ impl BatchIndex {
                     "not a multiple of the record alignment {align}"
                 )));
             }
+            if i == 0 && value != 0 {
+                return Err(bad(
+                    "the first record must start at offset 0 (bytes before it would belong to no record)"
+                        .into(),
+                ));
+            }
             if let Some(p) = prev {
                 if value <= p {
                     return Err(bad(format!(
@@ -209,6 +216,16 @@ impl BatchIndex {
             }
             prev = Some(value);
             offsets.push(value);
+        }
+        if offsets.is_empty() && data_len != 0 {
+            return Err(CgebError::InvalidField {
+                format: INDEX_FORMAT,
+                field: "entry_count",
+                offset: l::INDEX_COUNT_OFFSET as u64,
+                reason: format!(
+                    "0 records, but the data file has {data_len} bytes (it must end at the last record's end)"
+                ),
+            });
         }
         Ok(BatchIndex {
             data_file_hash: h.data_file_hash.get(),

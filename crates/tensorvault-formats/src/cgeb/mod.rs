@@ -32,6 +32,7 @@ mod codec;
 mod direct;
 mod embedding;
 mod error;
+mod extent;
 mod header;
 mod index;
 pub mod layout;

@@ -8,6 +8,7 @@ use super::batch::batch_paths;
 use super::codec::decode_ref;
 use super::embedding::FusedEmbeddingRef;
 use super::error::CgebError;
+use super::extent::check_extent;
 use super::index::BatchIndex;
 use super::layout as l;
 use crate::FormatError;
@@ -200,11 +201,13 @@ impl BatchReader {
     }
 
     /// Record `i`, zero-copy, in O(1): the record must fit between its offset and the
-    /// next one.
+    /// next one, the bytes after it up to the next offset must be zero, and the last
+    /// record must end where the file does.
     ///
     /// # Errors
-    /// [`CgebError::IndexOutOfRange`], and every rejection of
-    /// [`super::EmbeddingBinaryCodec::decode_zero_copy`] with file offsets.
+    /// [`CgebError::IndexOutOfRange`], every rejection of
+    /// [`super::EmbeddingBinaryCodec::decode_zero_copy`] with file offsets,
+    /// [`CgebError::GapNotZero`], [`CgebError::TrailingData`].
     pub fn get(&self, i: usize) -> Result<FusedEmbeddingRef<'_>, FormatError> {
         let bytes = self.data.bytes();
         let Some((start, end)) = self.index.range(i, bytes.len() as u64) else {
@@ -216,7 +219,9 @@ impl BatchReader {
         };
         // The index was checked against this data length: start < end <= len.
         let rec = bytes.get(start as usize..end as usize).unwrap_or_default();
-        Ok(decode_ref(rec, start, self.opts.verify_records)?)
+        let r = decode_ref(rec, start, self.opts.verify_records)?;
+        check_extent(i as u64, start, rec, r.record_len(), i + 1 == self.len())?;
+        Ok(r)
     }
 
     /// Every record in order.
@@ -225,7 +230,8 @@ impl BatchReader {
     }
 
     /// Check everything: the data-file hash, every record's structure and content hash,
-    /// and that every vector starts 64-byte aligned in the file.
+    /// that the bytes between records are zero and the file ends at the last record's end
+    /// (reported as bad records), and that every vector starts 64-byte aligned in the file.
     #[must_use]
     pub fn verify(&self) -> BatchVerifyReport {
         let bytes = self.data.bytes();
@@ -241,7 +247,10 @@ impl BatchReader {
             }
             let (start, end) = self.index.range(i, bytes.len() as u64).unwrap_or_default();
             let rec = bytes.get(start as usize..end as usize).unwrap_or_default();
-            if let Err(e) = decode_ref(rec, start, true) {
+            let last = i + 1 == self.len();
+            let checked = decode_ref(rec, start, true)
+                .and_then(|r| check_extent(i as u64, start, rec, r.record_len(), last).map(|()| r));
+            if let Err(e) = checked {
                 report.bad_records.push((i as u64, e.to_string()));
             }
         }

@@ -93,8 +93,9 @@ class Registry(_Versioned):
         root: Registry directory (``registry.json`` + ``versions/<version>/``).
         config: FuseMoE shapes: ``"default"`` (the seed's), ``"tiny"``, or a dict of
             ``input_dim, num_experts, expert_hidden_dim, expert_output_dim,
-            output_dim``. ``None`` takes them from the newest saved version, else the
-            default.
+            output_dim``. ``None`` takes them from the newest saved FuseMoE version,
+            else the default; a version whose ``metadata.json`` does not read raises
+            that error (``InvalidFormatError`` naming the file) rather than falling back.
         seed: Seed of the deterministic initializer.
         verify_checksum: Verify SHA-256 checksums when loading versions.
         device: ``"cpu"``; ``"cuda"`` raises ``UnsupportedError``.

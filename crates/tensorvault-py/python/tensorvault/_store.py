@@ -279,9 +279,12 @@ class Store:
         return MaintainReport(self._s.maintain(b))
 
     def verify(self) -> List[Dict[str, Any]]:
-        """Read and checksum every block. Returns one dict per corrupt block
-        (``tensor``, ``tensor_id``, ``block``, ``tier``, ``offset``, ``error``); an
-        empty list means the store is intact."""
+        """Read and checksum every block. Returns one dict per defect; an empty list
+        means the store is intact. A corrupt or lost block is ``kind="block"``
+        (``tensor``, ``tensor_id``, ``block``, ``tier``, ``offset`` in the tier file,
+        ``error``); a valid ``meta.log`` record replay could not use (an impossible slot
+        or shape, a block that is not live) is ``kind="log_record"`` (``tensor_id``,
+        ``block``, ``record``, ``log_offset``, ``error``; ``tier`` and ``offset`` None)."""
         return self._s.verify()
 
     def flush(self) -> None:

@@ -25,6 +25,17 @@ pub enum Ignored {
     BadShape(String),
 }
 
+impl std::fmt::Display for Ignored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnknownBlock => f.write_str("names a block that is not live"),
+            Self::StaleMigrate => f.write_str("migrates the block from a tier it is not in"),
+            Self::BadSlot(why) => write!(f, "impossible slot: {why}"),
+            Self::BadShape(why) => write!(f, "impossible shape: {why}"),
+        }
+    }
+}
+
 impl BlockIndex {
     /// Resolve blocks that claim the same slot, which a consistent log never produces:
     /// it takes a lost record (a corrupt Delete, Migrate or replacing Create skipped by
@@ -32,8 +43,8 @@ impl BlockIndex {
     /// group, the first block (in key order) whose checksum matches the slot's bytes
     /// keeps it (the slot's real occupant); if none matches, the first block keeps it
     /// (so reads and `verify` report it as corrupt). The others are dropped with a
-    /// warning. Returns how many were dropped.
-    pub(crate) fn drop_shared_slots(&mut self, io: &dyn BlockIO) -> u64 {
+    /// warning. Returns the dropped blocks.
+    pub(crate) fn drop_shared_slots(&mut self, io: &dyn BlockIO) -> Vec<BlockMeta> {
         let mut by_slot: HashMap<(Tier, u64), Vec<BlockKey>> = HashMap::new();
         for e in &self.entries {
             by_slot
@@ -41,7 +52,7 @@ impl BlockIndex {
                 .or_default()
                 .push(e.key());
         }
-        let mut dropped = 0;
+        let mut dropped = Vec::new();
         for mut keys in by_slot.into_values().filter(|k| k.len() > 1) {
             keys.sort();
             let matches = |m: &BlockMeta| {
@@ -60,7 +71,7 @@ impl BlockIndex {
                 if let Some(m) = self.remove(&k) {
                     tracing::warn!(key = %k, tier = %m.tier, offset = m.data_offset, owner = %keep,
                         "block shares its slot with another (a metalog record was lost): dropped");
-                    dropped += 1;
+                    dropped.push(m);
                 }
             }
         }

@@ -318,6 +318,15 @@ impl MetaLog for FileMetaLog {
         mode: RecoveryMode,
         visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
     ) -> Result<ReplayStats> {
+        self.replay_at(mode, &mut |_, rec| visit(rec))
+    }
+
+    fn replay_at(
+        &mut self,
+        mode: RecoveryMode,
+        visit: &mut dyn FnMut(Option<u64>, MetaRecord) -> Result<()>,
+    ) -> Result<ReplayStats> {
+        let visit = &mut |at: u64, rec| visit(Some(at), rec);
         let len = self
             .file
             .metadata()

@@ -70,7 +70,7 @@ pub(super) fn replay_body(
     path: &Path,
     len: u64,
     r: &mut Replayer,
-    visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
+    visit: &mut dyn FnMut(u64, MetaRecord) -> Result<()>,
 ) -> Result<()> {
     read_pieces(file, path, len, &mut |piece| {
         match piece {
@@ -90,7 +90,7 @@ pub(super) fn replay_body(
     path: &Path,
     len: u64,
     r: &mut Replayer,
-    visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
+    visit: &mut dyn FnMut(u64, MetaRecord) -> Result<()>,
 ) -> Result<()> {
     use std::sync::mpsc::{channel, sync_channel};
 

@@ -151,6 +151,15 @@ impl MetaLog for MemMetaLog {
         mode: RecoveryMode,
         visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
     ) -> Result<ReplayStats> {
+        self.replay_at(mode, &mut |_, rec| visit(rec))
+    }
+
+    fn replay_at(
+        &mut self,
+        mode: RecoveryMode,
+        visit: &mut dyn FnMut(Option<u64>, MetaRecord) -> Result<()>,
+    ) -> Result<ReplayStats> {
+        let visit = &mut |at: u64, rec| visit(Some(at), rec);
         let mut r = Replayer::new(mode);
         let body = self.buf.get(RECORD_LEN..).unwrap_or_default();
         r.feed(body, RECORD_LEN as u64, visit)?;

@@ -155,6 +155,20 @@ pub trait MetaLog: Send {
         visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
     ) -> Result<ReplayStats>;
 
+    /// [`MetaLog::replay`], handing `visit` each record's byte offset in the log as well
+    /// (so a record that replay cannot use is reported where it is). The default knows no
+    /// offsets (`None`); the file and memory logs override it.
+    ///
+    /// # Errors
+    /// As [`MetaLog::replay`].
+    fn replay_at(
+        &mut self,
+        mode: RecoveryMode,
+        visit: &mut dyn FnMut(Option<u64>, MetaRecord) -> Result<()>,
+    ) -> Result<ReplayStats> {
+        self.replay(mode, &mut |rec| visit(None, rec))
+    }
+
     /// Replace the whole log by `snapshot` (the live index as Create + Access records),
     /// atomically: after a crash at any point the log holds either the old records or the
     /// snapshot, never a mix. Increments the header's generation.

@@ -43,7 +43,8 @@ pub(crate) fn decode_batch(chunk: &[u8], offset: u64, out: &mut Vec<Decoded>) {
 }
 
 /// The replay state machine: fed every whole record in file order, it applies the
-/// recovery mode and finally says where the log must be cut.
+/// recovery mode and finally says where the log must be cut. The visitor gets each valid
+/// record with its byte offset in the log.
 pub(crate) struct Replayer {
     mode: RecoveryMode,
     stats: ReplayStats,
@@ -80,7 +81,7 @@ impl Replayer {
         &mut self,
         chunk: &[u8],
         offset: u64,
-        visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
+        visit: &mut dyn FnMut(u64, MetaRecord) -> Result<()>,
     ) -> Result<()> {
         let mut at = offset;
         for rec in chunk.chunks_exact(RECORD_LEN) {
@@ -100,7 +101,7 @@ impl Replayer {
         &mut self,
         recs: impl Iterator<Item = Decoded>,
         offset: u64,
-        visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
+        visit: &mut dyn FnMut(u64, MetaRecord) -> Result<()>,
     ) -> Result<()> {
         let mut at = offset;
         for rec in recs {
@@ -118,12 +119,12 @@ impl Replayer {
         &mut self,
         at: u64,
         rec: Decoded,
-        visit: &mut dyn FnMut(MetaRecord) -> Result<()>,
+        visit: &mut dyn FnMut(u64, MetaRecord) -> Result<()>,
     ) -> Result<()> {
         match rec {
             Ok(r) => {
                 self.flush_pending();
-                visit(r)?;
+                visit(at, r)?;
                 self.stats.applied += 1;
                 self.good_end = at + RECORD_LEN as u64;
             }

@@ -139,9 +139,14 @@ pub struct TensorStore<C: Clock, B: BlockIO, M: MetaLog> {
     replay: ReplayStats,
     replay_nanos: u64,
     replay_ignored: u64,
-    /// Blocks dropped at open because their slot lies beyond the end of their tier file (a
-    /// missing, emptied or truncated tier file): reported by `verify`.
-    lost_on_open: Vec<BlockMeta>,
+    /// Valid log records replay could not use (the first `MAX_DEFECT_ENTRIES`): reported
+    /// by `verify`.
+    replay_defects: Vec<crate::tensor::ReplayDefect>,
+    /// Their number.
+    replay_defects_total: u64,
+    /// Blocks dropped at open, with why: their slot lies beyond the end of their tier file
+    /// (a missing, emptied or truncated tier file). Reported by `verify`.
+    dropped_on_open: Vec<(BlockMeta, String)>,
     /// The collection's locks (the `LOCK` file, the directory) and its claim in this
     /// process's table of open collections, held while open and released on drop
     /// (directory stores only; `crate::fs::DirLock`).

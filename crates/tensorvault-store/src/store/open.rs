@@ -9,8 +9,9 @@ use crate::catalog::Catalog;
 use crate::clock::Clock;
 use crate::config::StoreConfig;
 use crate::error::Result;
-use crate::index::{Ignored, IndexBuilder};
-use crate::meta_log::MetaLog;
+use crate::index::IndexBuilder;
+use crate::meta_log::{MetaLog, MetaRecord};
+use crate::tensor::{ReplayDefect, MAX_DEFECT_ENTRIES};
 use crate::types::{BlockKey, BlockMeta, Tier};
 
 use super::tail::TailUndo;
@@ -46,22 +47,27 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         let records = usize::try_from(log.record_count().min(MAX_INDEX_RESERVE)).unwrap_or(0);
         let mut builder = IndexBuilder::with_capacity(records, records / BLOCKS_PER_TENSOR_GUESS);
         let mut ignored = 0u64;
+        let mut defects = Vec::new();
+        let mut defects_total = 0u64;
         let mut tail = TailUndo::new(log.record_count());
-        let replay = log.replay(cfg.recovery, &mut |rec| {
+        let replay = log.replay_at(cfg.recovery, &mut |at, rec| {
             if tail.take_mark(&rec) {
                 return Ok(());
             }
             tail.before_apply(&rec, &mut builder);
             if let Err(why) = builder.apply(rec, &geo) {
-                match &why {
-                    Ignored::BadSlot(reason) => {
-                        tracing::warn!(key = %rec.key(), reason, "ignoring metalog record with an impossible slot");
-                    }
-                    Ignored::BadShape(reason) => {
-                        tracing::warn!(key = %rec.key(), reason, "ignoring metalog record with an impossible shape");
-                    }
-                    Ignored::UnknownBlock | Ignored::StaleMigrate => {}
+                // A valid CRC proves the record undamaged, not usable: each one replay
+                // drops is a defect `verify` reports (with where it is and why).
+                tracing::warn!(key = %rec.key(), offset = ?at, reason = %why, "ignoring a valid metalog record replay cannot use");
+                if defects.len() < MAX_DEFECT_ENTRIES {
+                    defects.push(ReplayDefect {
+                        log_offset: at,
+                        record: record_kind(&rec),
+                        key: rec.key(),
+                        reason: why.to_string(),
+                    });
                 }
+                defects_total += 1;
                 ignored += 1;
             }
             Ok(())
@@ -86,19 +92,28 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             })
             .collect();
         lost.sort_by_key(|m| m.key);
-        for m in &lost {
+        let mut dropped_on_open: Vec<(BlockMeta, String)> = Vec::with_capacity(lost.len());
+        for m in lost {
             tracing::warn!(key = %m.key, "block's slot lies beyond its tier file: dropped as lost");
             index.remove(&m.key);
             ignored += 1;
+            let why = format!(
+                "lost: its {}-byte slot lies beyond the end of the {} file (missing, emptied or truncated)",
+                m.data_len, m.tier
+            );
+            dropped_on_open.push((m, why));
         }
         let first = io.reset_allocation(&mut index.slots());
         if let Err(e) = first {
             // Two blocks on one slot (only after a lost record): keep the slot's occupant.
-            let dropped = index.drop_shared_slots(&io);
-            if dropped == 0 {
+            // The dropped block is one a lost (corrupt, skipped) record would have deleted
+            // or moved: that record is the defect `verify` reports (as skipped), the
+            // dropped block is its recovery, not another defect.
+            let shared = index.drop_shared_slots(&io);
+            if shared.is_empty() {
                 return Err(e);
             }
-            ignored += dropped;
+            ignored += shared.len() as u64;
             io.reset_allocation(&mut index.slots())?;
         }
         if replay.skipped_total > 0 {
@@ -137,7 +152,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             replay,
             replay_nanos: started.elapsed_nanos(),
             replay_ignored: ignored,
-            lost_on_open: lost,
+            replay_defects: defects,
+            replay_defects_total: defects_total,
+            dropped_on_open,
             _lock: None,
             lineage: crate::lineage::LineageStore::in_memory(),
         }
@@ -165,5 +182,15 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     fn compacted_if_needed(self) -> Result<Self> {
         self.compact_if_over(self.cfg.compact_ratio)?;
         Ok(self)
+    }
+}
+
+/// The kind of `rec`, as [`ReplayDefect::record`] names it.
+fn record_kind(rec: &MetaRecord) -> &'static str {
+    match rec {
+        MetaRecord::Create { .. } => "create",
+        MetaRecord::Access { .. } => "access",
+        MetaRecord::Migrate { .. } => "migrate",
+        MetaRecord::Delete { .. } => "delete",
     }
 }

@@ -13,7 +13,8 @@ use super::TensorStore;
 
 impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// Read, checksum and decode every live block (without counting accesses) and report
-    /// each one that fails.
+    /// each one that fails, every block dropped at open, and every valid log record replay
+    /// could not use ([`VerifyReport::defects`] counts them all).
     ///
     /// # Errors
     /// Only for store-level failures; corrupt blocks are reported, not returned.
@@ -36,15 +37,15 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             }
         }
         report.catalog_skipped = self.lock_writer_for_read()?.catalog.skipped;
-        // Blocks whose slot was past the end of their tier file at open are gone: the
-        // file was removed, emptied or cut short. Each is a problem, not a silent absence.
-        for m in &self.lost_on_open {
-            let error = format!(
-                "lost: its {}-byte slot lies beyond the end of the {} file (missing, emptied or truncated)",
-                m.data_len, m.tier
-            );
-            report.problems.push(self.problem(m, error));
+        // Blocks dropped at open (a slot past the end of its tier file: the file was
+        // removed, emptied or cut short; or a slot another block owns) are gone. Each is a
+        // problem, not a silent absence.
+        for (m, why) in &self.dropped_on_open {
+            report.problems.push(self.problem(m, why.clone()));
         }
+        // So is every valid log record replay could not use.
+        report.replay_defects.clone_from(&self.replay_defects);
+        report.replay_defects_total = self.replay_defects_total;
         Ok(report)
     }
 

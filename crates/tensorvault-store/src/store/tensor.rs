@@ -142,7 +142,8 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// Read a whole tensor by name (no lineage parent).
     ///
     /// # Errors
-    /// [`StoreErr::TensorNotFound`]; [`StoreErr::NotFound`] for a missing block;
+    /// [`StoreErr::TensorNotFound`] when the tensor has no block;
+    /// [`StoreErr::TensorIncomplete`] when some of its blocks (block 0 included) are missing;
     /// [`StoreErr::InvalidArgument`] if blocks disagree on dtype/shape; the errors of
     /// [`TensorStore::get_block`].
     pub fn get_tensor(&self, name: &str) -> Result<StoredTensor> {
@@ -160,11 +161,22 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// # Errors
     /// As [`TensorStore::get_tensor`].
     pub fn get_tensor_by_id(&self, id: u128) -> Result<StoredTensor> {
-        let first = self
-            .meta(&BlockKey::new(id, 0))?
-            .ok_or_else(|| StoreErr::TensorNotFound {
-                name: format!("{id:032x}"),
-            })?;
+        let Some(first) = self.meta(&BlockKey::new(id, 0))? else {
+            // Without block 0 the tensor may still have blocks (block 0's record was
+            // unusable or its slot lost): `tensors()` lists it as incomplete, so reading it
+            // says incomplete too, never "not found" (docs/formats/store.md, "Records
+            // replay cannot use").
+            return Err(match self.tensor_info(id)? {
+                Some(info) => StoreErr::TensorIncomplete {
+                    name: info.name.unwrap_or_else(|| format!("{id:032x}")),
+                    present: info.blocks,
+                    expected: info.expected_blocks.max(info.blocks + 1),
+                },
+                None => StoreErr::TensorNotFound {
+                    name: format!("{id:032x}"),
+                },
+            });
+        };
         let shape = first.shape().to_vec();
         let n = numel(&shape).unwrap_or(u64::MAX);
         let nblocks = self.blocks_for(&shape)?;
