@@ -265,7 +265,12 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
     /// per the durability policy, one sync). All or nothing: on error no slot changes.
     /// A slot may appear more than once; its appends apply in order.
     ///
+    /// Values must be finite: a NaN or infinity (e.g. an f32 beyond ±65504 cast to f16)
+    /// could never be quantized, so it is refused here (`crate::finite`).
+    ///
     /// # Errors
+    /// [`StoreErr::NonFiniteKv`] naming the slot's layer, head and token position of the
+    /// first NaN or infinite value (nothing is written);
     /// [`StoreErr::InvalidArgument`] for an empty append, a length that is not a whole
     /// number of token positions, or more than 2^32 - 1 tokens in a tensor;
     /// [`StoreErr::InvalidName`] for a name the catalog refuses; the write errors of
@@ -284,6 +289,19 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
             }
         }
         let mut tails = self.tails.lock().map_err(poisoned)?;
+        // The KV policy (`crate::finite`): NaN and infinity are refused, naming the token.
+        let mut ahead: HashMap<KvSlot, u64> = HashMap::new();
+        for (slot, values) in items {
+            let at = ahead
+                .entry(*slot)
+                .or_insert_with(|| tails.get(slot).map_or(0, |t| t.tokens));
+            let field = match slot.kind {
+                KvKind::Key => "keys",
+                KvKind::Value => "values",
+            };
+            crate::finite::check_kv_f16(field, slot.layer, slot.head, *at, hd, values)?;
+            *at += (values.len() / hd) as u64;
+        }
         // Work on copies: nothing changes unless the batch is written.
         let mut next: HashMap<KvSlot, Tail> = HashMap::new();
         let mut batch: Vec<Prepared> = Vec::new();

@@ -113,6 +113,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         s.replay_nanos = self.replay_nanos;
         s.replay_skipped = self.replay.skipped_total;
         s.replay_ignored = self.replay_ignored;
+        s.held_blocks = self.held_blocks()?.len() as u64;
         Ok(s)
     }
 }
