@@ -88,11 +88,10 @@ impl KvCache {
     ) -> PyResult<bool> {
         let slot = KvSlot::new(layer, head, kind(k)?);
         self.with(py, |c| {
-            let key = c.block_key(slot, block_index);
             if pin {
-                c.store().pin_block(key)
+                c.pin(slot, block_index)
             } else {
-                c.store().unpin_block(&key)
+                c.unpin(slot, block_index)
             }
         })
     }
@@ -220,7 +219,8 @@ impl KvCache {
     }
 
     /// Keep block `block_index` of (layer, head, kind) where it is (tiering skips pinned
-    /// blocks); returns whether it was newly pinned.
+    /// blocks); returns whether it was newly pinned. `NotFoundError` if there is no such
+    /// block.
     fn pin(
         &self,
         py: Python<'_>,
@@ -246,18 +246,26 @@ impl KvCache {
 
     /// One tiering step: first the age policy (if the cache has one) demotes sealed
     /// blocks by age, then the store's access-based step (at most `budget` migrations).
-    /// The report's `age_moved` lists the blocks the age policy moved into tiers 0..=3.
+    /// The report's `age_moved` lists the blocks the age policy moved into tiers 0..=3;
+    /// `held` the blocks left in their tier because a colder tier cannot encode their
+    /// values (NaN or infinity written by an older build), with tensor names.
     #[pyo3(signature = (budget=1024))]
     fn maintain<'py>(&self, py: Python<'py>, budget: usize) -> PyResult<Bound<'py, PyDict>> {
         let age = self.age;
-        let (moved, report) = self.with(py, |c| {
+        let (moved, report, names) = self.with(py, |c| {
             let moved = match age {
                 Some(p) => c.demote_by_age(&p)?,
                 None => [0; 4],
             };
-            Ok((moved, c.store().maintain(budget)?))
+            let report = c.store().maintain(budget)?;
+            let names: std::collections::HashMap<u128, String> = c
+                .slots()?
+                .into_iter()
+                .map(|s| (c.tensor_id(s), s.name()))
+                .collect();
+            Ok((moved, report, names))
         })?;
-        let d = maintain_dict(py, &report, &std::collections::HashMap::new())?;
+        let d = maintain_dict(py, &report, &names)?;
         d.set_item("age_moved", moved.to_vec())?;
         Ok(d)
     }

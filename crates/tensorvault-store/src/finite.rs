@@ -84,7 +84,9 @@ pub fn scan_elements(dtype: DType, bytes: &[u8]) -> Option<NonFinite> {
 /// value (NaN, infinite, or beyond ±[`F16_MAX`]).
 #[must_use]
 pub fn first_not_f16(values: &[f32]) -> Option<usize> {
-    values.iter().position(|v| !v.is_finite() || v.abs() > F16_MAX)
+    values
+        .iter()
+        .position(|v| !v.is_finite() || v.abs() > F16_MAX)
 }
 
 /// Check KV values `[tokens, head_dim]` (row-major) that will be stored from token

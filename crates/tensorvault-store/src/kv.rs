@@ -235,6 +235,29 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
         Ok(v)
     }
 
+    /// Pin block `block_index` of `slot`: tiering leaves it in its tier (see
+    /// [`TensorStore::pin_block`]). Returns whether it was not pinned yet.
+    ///
+    /// # Errors
+    /// [`StoreErr::NotFound`] if `slot` has no such block (the store's `pin_block`
+    /// accepts keys of blocks still to be written; a cache user pins what exists).
+    pub fn pin(&self, slot: KvSlot, block_index: u32) -> Result<bool> {
+        let key = self.block_key(slot, block_index);
+        if self.store.meta(&key)?.is_none() {
+            return Err(StoreErr::NotFound { key, tier: None });
+        }
+        self.store.pin_block(key)
+    }
+
+    /// Remove the pin of block `block_index` of `slot`; returns whether it was pinned
+    /// (false for a block that does not exist).
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding the index lock.
+    pub fn unpin(&self, slot: KvSlot, block_index: u32) -> Result<bool> {
+        self.store.unpin_block(&self.block_key(slot, block_index))
+    }
+
     /// Token positions stored for `slot` (0 if none).
     ///
     /// # Errors

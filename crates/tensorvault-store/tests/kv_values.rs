@@ -306,3 +306,25 @@ fn capacity_eviction_passes_over_a_block_it_cannot_encode() {
         })
     ));
 }
+
+#[test]
+fn pinning_a_block_that_does_not_exist_says_no() {
+    let clock = Arc::new(ManualClock::new(1));
+    let kv = kv(&clock);
+    kv.append(K00, &tokens(1, 0..6)).unwrap(); // blocks 0 and 1 (the pinned tail)
+    assert!(kv.pin(K00, 0).unwrap());
+    assert!(!kv.pin(K00, 0).unwrap());
+    assert!(!kv.pin(K00, 1).unwrap(), "the tail is pinned already");
+    for (slot, b) in [(K00, 2), (V00, 0)] {
+        assert!(matches!(
+            kv.pin(slot, b),
+            Err(StoreErr::NotFound { key, tier: None }) if key == kv.block_key(slot, b)
+        ));
+        assert!(!kv.unpin(slot, b).unwrap());
+    }
+    assert!(kv.unpin(K00, 0).unwrap());
+    assert_eq!(
+        kv.store().pinned_blocks().unwrap(),
+        vec![kv.block_key(K00, 1)]
+    );
+}

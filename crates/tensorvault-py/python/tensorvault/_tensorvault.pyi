@@ -266,7 +266,9 @@ class Store:
         tier: int,
         kind: str = "generic",
     ) -> Dict[str, Any]:
-        """Store little-endian element bytes (1-D uint8, C-contiguous) as a tensor."""
+        """Store little-endian element bytes (1-D uint8, C-contiguous) as a tensor.
+        NaN or infinity in a quantized tier (1-3) raises InvalidArgumentError naming the
+        block, the count and the first element; tier 0 keeps them bit-exact."""
     def get_tensor(self, name: str) -> Tuple[Dict[str, Any], npt.NDArray[np.uint8]]:
         """(info, little-endian element bytes over a StoreBuffer)."""
     def tensors(self) -> List[Dict[str, Any]]:
@@ -322,14 +324,20 @@ class KvCache:
     def path(self) -> str: ...
     @property
     def closed(self) -> bool: ...
-    def append_batch(self, items: List[Tuple[int, int, str, npt.NDArray[np.uint8]]]) -> None: ...
+    def append_batch(self, items: List[Tuple[int, int, str, npt.NDArray[np.uint8]]]) -> None:
+        """Append little-endian float16 bytes per (layer, head, kind); all or nothing.
+        NaN or infinity raises InvalidArgumentError naming the layer, head and token
+        (dtype and range checks are done by tensorvault.KvCache before the bytes)."""
     def tokens(self, layer: int, head: int, kind_: str) -> int: ...
     def read(
         self, layer: int, head: int, kind_: str, start: int, end: int
     ) -> npt.NDArray[np.uint8]: ...
-    def pin(self, layer: int, head: int, kind_: str, block_index: int) -> bool: ...
-    def unpin(self, layer: int, head: int, kind_: str, block_index: int) -> bool: ...
-    def maintain(self, budget: int = 1024) -> Dict[str, Any]: ...
+    def pin(self, layer: int, head: int, kind_: str, block_index: int) -> bool:
+        """True if newly pinned; NotFoundError if the block does not exist."""
+    def unpin(self, layer: int, head: int, kind_: str, block_index: int) -> bool:
+        """True if it was pinned (False for a block that does not exist)."""
+    def maintain(self, budget: int = 1024) -> Dict[str, Any]:
+        """Age policy, then one tiering step; the report lists held blocks ("held")."""
     @property
     def age_tiers(self) -> Optional[Tuple[int, int, int]]: ...
     def stats(self) -> Dict[str, Any]: ...

@@ -64,14 +64,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                     .map(|s| s.key)
                     .collect();
                 if victims.is_empty() {
-                    return Err(crate::StoreErr::CapacityExceeded {
-                        tier,
-                        reason: format!(
-                            "max_blocks_per_tier is {} and the other blocks are pinned or \
-                             held (values a colder tier cannot encode)",
-                            limits[t]
-                        ),
-                    });
+                    // Nothing left to move (the rest are pinned, held or incoming):
+                    // as before holds existed, the write goes ahead over the limit.
+                    break;
                 }
                 // The victims land in the colder tier: make room there first.
                 let mut cascade = [0usize; 4];
