@@ -328,3 +328,65 @@ fn pinning_a_block_that_does_not_exist_says_no() {
         vec![kv.block_key(K00, 1)]
     );
 }
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    const BAD: [f32; 3] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// Whatever blocks hold non-finite values, one maintain step moves every other
+        /// block, holds exactly those (with their counts), and Tier0 keeps their bytes.
+        #[test]
+        fn maintain_holds_exactly_the_non_finite_blocks(
+            blocks in proptest::collection::vec(
+                (proptest::collection::vec(-1e6f32..1e6, 16),
+                 proptest::collection::vec((0usize..16, 0usize..3), 0..4)),
+                1..10,
+            )
+        ) {
+            let clock = Arc::new(ManualClock::new(1));
+            let s = store(&clock, CollectionConfig::with_block_elems(16), [usize::MAX; 4]);
+            let mut want_held = Vec::new();
+            let mut values = Vec::new();
+            for (b, (mut v, bad)) in blocks.into_iter().enumerate() {
+                for (i, which) in &bad {
+                    v[*i] = BAD[*which];
+                }
+                if let Some(first) = v.iter().position(|x| !x.is_finite()) {
+                    let count = v.iter().filter(|x| !x.is_finite()).count() as u64;
+                    want_held.push((b as u32, count, (b * 16 + first) as u64));
+                }
+                values.extend(v);
+            }
+            let n = values.len() as u32;
+            s.put_tensor("x", DType::F32, &[n], &f32_bytes(&values), Tier::Tier0).unwrap();
+            clock.advance(1000);
+            let r = s.maintain(1024).unwrap();
+            let got: Vec<(u32, u64, u64)> = r
+                .held
+                .iter()
+                .map(|h| match h.reason {
+                    HoldReason::NonFinite(NonFinite { count, first }) => {
+                        (h.key.block_index, count, first)
+                    }
+                    _ => panic!("{h:?}"),
+                })
+                .collect();
+            prop_assert_eq!(&got, &want_held);
+            let blocks = (n / 16) as usize;
+            prop_assert_eq!(r.moves.len(), blocks - want_held.len());
+            prop_assert_eq!(s.tier_counts().unwrap(), [want_held.len(), blocks - want_held.len(), 0, 0]);
+            let id = s.tensor_id_of("x");
+            let mut out = Vec::new();
+            for (b, ..) in &want_held {
+                s.get_block(&BlockKey::new(id, *b), &mut out).unwrap();
+                let lo = *b as usize * 16;
+                prop_assert_eq!(&out[..], &f32_bytes(&values[lo..lo + 16])[..]);
+            }
+        }
+    }
+}
