@@ -390,3 +390,35 @@ mod prop {
         }
     }
 }
+
+#[cfg(feature = "threads")]
+#[test]
+fn the_background_maintainer_keeps_tiering_around_a_nan_block() {
+    use std::time::Duration;
+    let clock = Arc::new(ManualClock::new(1));
+    let s = Arc::new(store(
+        &clock,
+        CollectionConfig::with_block_elems(16),
+        [usize::MAX; 4],
+    ));
+    let mut v: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    v[40] = f32::NAN; // block 2
+    s.put_tensor("x", DType::F32, &[64], &f32_bytes(&v), Tier::Tier0)
+        .unwrap();
+    clock.advance(1000);
+    let m = tensorvault_store::Maintainer::start(Arc::clone(&s), Duration::from_millis(5), 100)
+        .unwrap();
+    for _ in 0..2000 {
+        if s.tier_counts().unwrap()[3] == 3 {
+            break;
+        }
+        clock.advance(10);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let totals = m.stop();
+    assert_eq!(s.tier_counts().unwrap(), [1, 0, 0, 3]);
+    assert!(
+        totals.errors == 0 && totals.moves == 9 && totals.held == 1,
+        "{totals:?}"
+    );
+}
