@@ -15,6 +15,24 @@ fn maintain_holds_and_reports_a_nan_block_and_moves_the_rest() {
     vals[10] = f32::NAN;
     vals[4000] = f32::INFINITY;
     write_npy(&npy, &[vals.len() as u64], &vals);
+    // A quantized tier cannot hold them: one line naming the block, count and element.
+    let q = tv(&[
+        "store",
+        "put",
+        s(&root),
+        "t",
+        "c",
+        "q",
+        s(&npy),
+        "--tier",
+        "2",
+    ]);
+    let err = String::from_utf8_lossy(&q.stderr);
+    assert_eq!(q.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("2 values are NaN or infinite (the first at element 10 of the tensor)"),
+        "{err}"
+    );
     let put = [
         "store",
         "put",
