@@ -20,6 +20,12 @@
 //! the first block a full Tier0 evicts). Sealing moves the pin to the new tail. Pins live
 //! in memory; [`KvCache::new`] pins the tail of every tensor it finds.
 //!
+//! Values: appends refuse NaN and ±infinity ([`StoreErr::NonFiniteKv`], naming the layer,
+//! head and token; nothing is written), since a block holding one could never be
+//! quantized. A block that holds one anyway (written by an older build or through the
+//! generic store API) is held in its tier by `maintain` and [`KvCache::demote_by_age`]
+//! and reported, while every other block keeps moving (`crate::finite`).
+//!
 //! Shape: every block an append writes records the tensor's shape *after* that append,
 //! `[tokens, head_dim]`. Sealed blocks are not rewritten, so they keep the shape of the
 //! append that sealed them: the tensor's current shape is the one of its last block, and
