@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _tensorvault as _native
-from ._common import PathLike, as_kv_f16, fspath
+from ._common import PathLike, fspath, is_bfloat16, real_float_array
 from ._errors import InvalidArgumentError
 from ._reports import MaintainReport, StoreStats
 
@@ -128,15 +128,23 @@ class KvCache:
         """Whether :meth:`close` was called."""
         return self._c.closed
 
-    def _bytes(self, values: Any, where: str, clip: bool) -> np.ndarray:
-        arr = as_kv_f16(values, where, clip)
+    def _bytes(self, values: Any, where: str) -> Tuple[np.ndarray, int]:
+        """``(little-endian float bytes, itemsize)`` of a ``[tokens, head_dim]`` array of
+        real floats; the native side converts to float16 and checks the range (one pass,
+        no numpy temporaries on the decode path)."""
+        arr = real_float_array(values, where)
+        if is_bfloat16(arr.dtype):
+            arr = arr.astype(np.float32)  # exact; the native side rounds to float16
         if arr.ndim == 1:
             arr = arr.reshape(1, -1)
         if arr.ndim != 2 or arr.shape[1] != self._head_dim or arr.shape[0] == 0:
             raise InvalidArgumentError(
                 f"{where}: expected a [tokens, {self._head_dim}] array, got shape {arr.shape}"
             )
-        return arr.reshape(-1).view(np.uint8)
+        if arr.dtype.byteorder == ">":
+            arr = arr.astype(arr.dtype.newbyteorder("<"))
+        arr = np.ascontiguousarray(arr)
+        return arr.reshape(-1).view(np.uint8), arr.dtype.itemsize
 
     def append_batch(
         self, items: Iterable[Tuple[int, int, str, Any]], *, clip: bool = False
@@ -158,10 +166,10 @@ class KvCache:
         for layer, head, kind, values in items:
             layer, head, kind = _index(layer, "layer"), _index(head, "head"), _kind(kind)
             where = f"L{layer}.H{head}.{kind}"
-            native.append((layer, head, kind, self._bytes(values, where, bool(clip))))
+            native.append((layer, head, kind, *self._bytes(values, where)))
         if not native:
             raise InvalidArgumentError("append_batch needs at least one item")
-        self._c.append_batch(native)
+        self._c.append_batch(native, bool(clip))
 
     def append(self, layer: int, head: int, kind: str, values: Any, *, clip: bool = False) -> int:
         """Append token positions to one tensor; returns its token count after. Values

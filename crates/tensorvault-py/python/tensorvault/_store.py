@@ -267,6 +267,9 @@ class Store:
 
         Raises:
             NotFoundError: no tensor of that name.
+            InvalidArgumentError: a block holds NaN or infinity and ``tier`` quantizes
+                (the error names the block; blocks of the same batch stay where they
+                were). :meth:`maintain` holds such blocks instead of failing.
         """
         return self._s.migrate_tensor(str(name), _tier(tier))
 

@@ -324,10 +324,13 @@ class KvCache:
     def path(self) -> str: ...
     @property
     def closed(self) -> bool: ...
-    def append_batch(self, items: List[Tuple[int, int, str, npt.NDArray[np.uint8]]]) -> None:
-        """Append little-endian float16 bytes per (layer, head, kind); all or nothing.
-        NaN or infinity raises InvalidArgumentError naming the layer, head and token
-        (dtype and range checks are done by tensorvault.KvCache before the bytes)."""
+    def append_batch(
+        self, items: List[Tuple[int, int, str, npt.NDArray[np.uint8], int]], clip: bool = False
+    ) -> None:
+        """Append (layer, head, kind, little-endian float bytes, itemsize 2/4/8) items,
+        converted to float16; all or nothing. A value beyond ±65504 raises
+        InvalidArgumentError naming its [token, column] unless clip saturates it; NaN
+        raises InvalidArgumentError naming the layer, head and token."""
     def tokens(self, layer: int, head: int, kind_: str) -> int: ...
     def read(
         self, layer: int, head: int, kind_: str, start: int, end: int
