@@ -202,3 +202,21 @@ def test_store_nan_stays_exact_in_tier0_and_is_held_by_maintain(tmp_path):
         back = s.get_tensor("x")
         assert back[16:32].tobytes() == x[16:32].tobytes()
         assert np.allclose(back[:16], x[:16], atol=0.01)
+
+
+def test_the_shared_kv_helper_applies_the_same_rules():
+    # tensorvault._common.as_kv_f16: for KV entry points that convert in Python
+    # (the prefix cache); KvCache does the same natively.
+    from tensorvault._common import as_kv_f16
+
+    x = _rows(2).astype(np.float64)
+    x[1, 4] = -1e6
+    x[0, 1] = np.nan
+    with pytest.raises(ValueError, match=r"keys\[1, 4\] = -1000000\.0 is outside the float16 range"):
+        as_kv_f16(x, "keys")
+    h = as_kv_f16(x, "keys", clip=True)
+    assert h.dtype == np.dtype("<f2") and h.flags.c_contiguous and h.shape == x.shape
+    assert h[1, 4] == np.float16(-65504) and np.isnan(h[0, 1])
+    for what in ("complex", "object with None", "datetime64", "int", "bool", "str"):
+        with pytest.raises(tv.DTypeError):
+            as_kv_f16(REFUSED[what], "keys")
