@@ -1,6 +1,8 @@
-//! `tensorvault store maintain` on a collection holding NaN (issue 25 class 4): the block a
-//! colder tier cannot encode stays where it is and is reported (tensor, block, count of
-//! non-finite values); every other block moves and the command succeeds.
+//! Values the store's quantized tiers cannot hold, through the CLI (issue 25 class 4):
+//! `store put` of NaN into a quantized tier is refused naming the block, float64 beyond
+//! float32 is refused unless `--clip`, and `store maintain` holds a NaN block in its tier
+//! and reports it (tensor, block, count of non-finite values) while every other block
+//! moves and the command succeeds.
 
 mod common;
 
@@ -92,4 +94,27 @@ fn maintain_holds_and_reports_a_nan_block_and_moves_the_rest() {
     let got: Vec<f32> = npyz::NpyFile::new(&bytes[..]).unwrap().into_vec().unwrap();
     assert!(got[10].is_nan() && got[4000] == f32::INFINITY);
     assert_eq!(got[11], vals[11]);
+}
+
+#[test]
+fn put_of_float64_beyond_float32_is_refused_unless_clipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    let npy = dir.path().join("big.npy");
+    write_npy(&npy, &[4], &[1.0f64, 2.0, -1e39, f64::NAN]);
+    let args = ["store", "put", s(&root), "t", "c", "x", s(&npy)];
+    let o = tv(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("element 2 = -1e39 is beyond float32's range") && err.contains("--clip"),
+        "{err}"
+    );
+    ok(&tv(&[&args[..], &["--clip"]].concat()));
+    let back = dir.path().join("back.npy");
+    ok(&tv(&["store", "get", s(&root), "t", "c", "x", s(&back)]));
+    let bytes = std::fs::read(&back).unwrap();
+    let got: Vec<f32> = npyz::NpyFile::new(&bytes[..]).unwrap().into_vec().unwrap();
+    assert_eq!(&got[..3], &[1.0, 2.0, -f32::MAX]);
+    assert!(got[3].is_nan(), "NaN stays NaN in tier 0");
 }
