@@ -266,9 +266,7 @@ class Store:
         tier: int,
         kind: str = "generic",
     ) -> Dict[str, Any]:
-        """Store little-endian element bytes (1-D uint8, C-contiguous) as a tensor.
-        NaN or infinity in a quantized tier (1-3) raises InvalidArgumentError naming the
-        block, the count and the first element; tier 0 keeps them bit-exact."""
+        """Store little-endian element bytes (1-D uint8, C-contiguous) as a tensor."""
     def get_tensor(self, name: str) -> Tuple[Dict[str, Any], npt.NDArray[np.uint8]]:
         """(info, little-endian element bytes over a StoreBuffer)."""
     def tensors(self) -> List[Dict[str, Any]]:
@@ -326,21 +324,14 @@ class KvCache:
     def closed(self) -> bool: ...
     def append_batch(
         self, items: List[Tuple[int, int, str, npt.NDArray[np.uint8], int]], clip: bool = False
-    ) -> None:
-        """Append (layer, head, kind, little-endian float bytes, itemsize 2/4/8) items,
-        converted to float16; all or nothing. A value beyond ±65504 raises
-        InvalidArgumentError naming its [token, column] unless clip saturates it; NaN
-        raises InvalidArgumentError naming the layer, head and token."""
+    ) -> None: ...
     def tokens(self, layer: int, head: int, kind_: str) -> int: ...
     def read(
         self, layer: int, head: int, kind_: str, start: int, end: int
     ) -> npt.NDArray[np.uint8]: ...
-    def pin(self, layer: int, head: int, kind_: str, block_index: int) -> bool:
-        """True if newly pinned; NotFoundError if the block does not exist."""
-    def unpin(self, layer: int, head: int, kind_: str, block_index: int) -> bool:
-        """True if it was pinned (False for a block that does not exist)."""
-    def maintain(self, budget: int = 1024) -> Dict[str, Any]:
-        """Age policy, then one tiering step; the report lists held blocks ("held")."""
+    def pin(self, layer: int, head: int, kind_: str, block_index: int) -> bool: ...
+    def unpin(self, layer: int, head: int, kind_: str, block_index: int) -> bool: ...
+    def maintain(self, budget: int = 1024) -> Dict[str, Any]: ...
     @property
     def age_tiers(self) -> Optional[Tuple[int, int, int]]: ...
     def stats(self) -> Dict[str, Any]: ...
