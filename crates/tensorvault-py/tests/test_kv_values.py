@@ -220,3 +220,15 @@ def test_the_shared_kv_helper_applies_the_same_rules():
     for what in ("complex", "object with None", "datetime64", "int", "bool", "str"):
         with pytest.raises(tv.DTypeError):
             as_kv_f16(REFUSED[what], "keys")
+
+
+def test_float16_infinities_are_out_of_range_and_clip_saturates_them(tmp_path):
+    x = _rows(2).astype(np.float16)
+    x[0, 7] = np.float16(-np.inf)
+    with _kv(tmp_path) as c:
+        with pytest.raises(ValueError, match=r"L0\.H0\.k\[0, 7\] = -inf is outside the float16 range"):
+            c.append(0, 0, "k", x)
+        c.append(0, 0, "k", x, clip=True)
+        got = c.read(0, 0, "k")
+        assert got[0, 7] == np.float16(-65504)
+        assert np.array_equal(np.delete(got.reshape(-1), 7), np.delete(x.reshape(-1), 7))
