@@ -215,12 +215,16 @@ pub fn write_f32s<W: Write>(w: &mut W, values: &[f32]) -> std::io::Result<()> {
 }
 
 /// Read a whole C-order array of any shape (up to 8 dimensions) for the store:
-/// float32, float16, int8, uint8 as they are; float64 converted to float32.
+/// float32, float16, int8, uint8 as they are; float64 converted to float32 (a finite
+/// value beyond float32's range refused, or saturated when `clip`).
 ///
 /// # Errors
-/// [`CliError::Npy`] for other dtypes, Fortran order, a truncated file or more than 8
-/// dimensions; I/O errors.
-pub fn read_tensor(path: &Path) -> Result<(tensorvault_store::DType, Vec<u64>, Vec<u8>), CliError> {
+/// [`CliError::Npy`] for other dtypes, Fortran order, a truncated file, more than 8
+/// dimensions or a float64 value float32 cannot hold (without `clip`); I/O errors.
+pub fn read_tensor(
+    path: &Path,
+    clip: bool,
+) -> Result<(tensorvault_store::DType, Vec<u64>, Vec<u8>), CliError> {
     use std::io::Read;
     use tensorvault_store::DType as S;
     let name = path.display().to_string();
@@ -274,10 +278,29 @@ pub fn read_tensor(path: &Path) -> Result<(tensorvault_store::DType, Vec<u64>, V
     file.read_exact(&mut data)
         .map_err(CliError::io("read", &name))?;
     if src_size == 8 {
-        data = data
-            .chunks_exact(8)
-            .flat_map(|c| (f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32).to_le_bytes())
-            .collect();
+        // float64 is stored as float32: a finite value beyond float32's range would
+        // become an infinity, so it is refused (or saturated with --clip). NaN and
+        // infinities stay what they are.
+        let max = f64::from(f32::MAX);
+        let mut out = Vec::with_capacity(data.len() / 2);
+        for (i, c) in data.chunks_exact(8).enumerate() {
+            let mut v = f64::from_le_bytes(c.try_into().expect("8 bytes"));
+            if v.is_finite() && v.abs() > max {
+                if !clip {
+                    return Err(bad(format!(
+                        "element {i} = {v:e} is beyond float32's range ±{max:e}: it would be \
+                         stored as infinity; pass --clip to saturate such values"
+                    )));
+                }
+                v = v.clamp(-max, max);
+            }
+            #[allow(
+                clippy::cast_possible_truncation,
+                reason = "f64 input is stored as f32, like numpy's astype"
+            )]
+            out.extend_from_slice(&(v as f32).to_le_bytes());
+        }
+        data = out;
     }
     Ok((dtype, shape, data))
 }

@@ -91,6 +91,10 @@ pub struct PutArgs {
     /// Write durability.
     #[arg(long, value_enum, default_value_t = DurabilityArg::EveryWrite)]
     pub durability: DurabilityArg,
+    /// Saturate float64 values beyond float32's range to ±3.4e38 (float64 input is
+    /// stored as float32); without it such a value is refused, naming its element.
+    #[arg(long)]
+    pub clip: bool,
 }
 
 /// A tier number from the command line (clap has checked the range 0..=3).

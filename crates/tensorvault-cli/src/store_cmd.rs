@@ -99,7 +99,9 @@ pub enum StoreCmd {
     },
     /// Run the tiering scheduler (of every collection under ROOT when none is named):
     /// demote cold blocks, promote hot ones, and with --max-blocks evict the coldest
-    /// blocks of full tiers; prints what moved and why. --watch repeats it.
+    /// blocks of full tiers; prints what moved and why, and the blocks held in their
+    /// tier because a colder tier cannot encode their values (NaN, infinity). --watch
+    /// repeats it.
     Maintain(store_maintain_cmd::MaintainArgs),
     /// Rewrite the metadata log as a snapshot of the live index (of every collection
     /// under ROOT when none is named).

@@ -2,7 +2,9 @@
 //! on one collection or every collection under ROOT (one or more steps), optionally with
 //! per-tier capacity limits, and print what moved and why. `--watch SECONDS` repeats it
 //! until SIGINT or SIGTERM, closing each collection after its step, so a cron job or a
-//! sidecar keeps a store tiered without embedding the library.
+//! sidecar keeps a store tiered without embedding the library. A block whose values a
+//! colder tier cannot encode (NaN, infinity) stays where it is and is listed as held
+//! (`tensorvault_store::finite`); the other blocks move as usual.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,7 +13,7 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 use tensorvault_store::tiering::Reason;
-use tensorvault_store::{StoreConfig, Tier};
+use tensorvault_store::{BlockKey, StoreConfig, Tier};
 
 use crate::error::CliError;
 use crate::report::Table;
@@ -98,6 +100,27 @@ struct Run {
     after: [usize; 4],
     /// Planned moves of a dry run (block keys as "tensor_id/block", from, to, reason).
     planned: Option<Vec<(String, u8, u8, &'static str)>>,
+    /// Blocks left in their tier because a colder tier cannot encode their values.
+    held: Vec<Held>,
+}
+
+/// A block `maintain` held in its tier (`tensorvault_store::finite`).
+struct Held {
+    tensor: Option<String>,
+    key: BlockKey,
+    tier: Tier,
+    target: Tier,
+    non_finite: u64,
+    reason: String,
+}
+
+impl Held {
+    fn json(&self) -> serde_json::Value {
+        json!({"tensor": self.tensor, "tensor_id": format!("{:032x}", self.key.tensor_id),
+               "block": self.key.block_index, "tier": self.tier.index(),
+               "target_tier": self.target.index(), "non_finite": self.non_finite,
+               "reason": self.reason})
+    }
 }
 
 impl Run {
@@ -114,7 +137,8 @@ impl Run {
         let mut v = json!({"tenant": self.tenant, "collection": self.collection,
                "scored": self.scored, "moved": self.total(), "moves": moves,
                "deferred": self.deferred, "over_capacity": self.over,
-               "blocks_before": self.before, "blocks_after": self.after});
+               "blocks_before": self.before, "blocks_after": self.after,
+               "held": self.held.iter().map(Held::json).collect::<Vec<_>>()});
         if let Some(planned) = &self.planned {
             v["dry_run"] = json!(true);
             v["moved"] = json!(0);
@@ -169,6 +193,25 @@ impl Run {
             self.before.map(|n| n.to_string()).join("/"),
             self.after.map(|n| n.to_string()).join("/")
         );
+        if !self.held.is_empty() {
+            println!(
+                "{} blocks held in their tier (values a colder tier cannot encode):",
+                self.held.len()
+            );
+            let mut t = Table::new(&["tensor", "block", "tier", "wanted", "reason"]);
+            for h in &self.held {
+                t.row(vec![
+                    h.tensor
+                        .clone()
+                        .unwrap_or_else(|| format!("{:032x}", h.key.tensor_id)),
+                    h.key.block_index.to_string(),
+                    h.tier.to_string(),
+                    h.target.to_string(),
+                    h.reason.clone(),
+                ]);
+            }
+            print!("{}", t.render());
+        }
     }
 }
 
@@ -198,6 +241,7 @@ fn run_one<B: Backend>(
         before,
         after: before,
         planned: None,
+        held: Vec::new(),
     };
     if a.dry_run {
         let r = s.plan_maintain(a.budget)?;
@@ -214,6 +258,7 @@ fn run_one<B: Backend>(
         s.close()?;
         return Ok(run);
     }
+    let mut held = Vec::new();
     for _ in 0..a.steps {
         let r = s.maintain(a.budget)?;
         for m in &r.moves {
@@ -222,9 +267,28 @@ fn run_one<B: Backend>(
                 .or_default() += 1;
         }
         (run.deferred, run.over, run.scored) = (r.deferred, r.over_capacity, r.scored);
+        held = r.held; // every block held so far, not only this step's
         if r.moves.is_empty() {
             break;
         }
+    }
+    if !held.is_empty() {
+        let names: BTreeMap<u128, String> = s
+            .tensors()?
+            .into_iter()
+            .filter_map(|t| t.name.map(|n| (t.tensor_id, n)))
+            .collect();
+        run.held = held
+            .iter()
+            .map(|h| Held {
+                tensor: names.get(&h.key.tensor_id).cloned(),
+                key: h.key,
+                tier: h.tier,
+                target: h.target,
+                non_finite: h.non_finite(),
+                reason: h.reason.to_string(),
+            })
+            .collect();
     }
     run.after = s.tier_counts()?;
     s.close()?;

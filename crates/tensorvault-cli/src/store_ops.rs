@@ -19,7 +19,7 @@ use crate::store_print::{print_collections, print_stats, print_tensors, print_ve
 /// # Errors
 /// .npy reading errors, a dimension over 2^32-1, the store's errors.
 pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, CliError> {
-    let (dtype, shape, data) = npy::read_tensor(&a.input)?;
+    let (dtype, shape, data) = npy::read_tensor(&a.input, a.clip)?;
     let shape32: Vec<u32> = shape
         .iter()
         .map(|&d| {

@@ -14,6 +14,7 @@ use half::f16;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use tensorvault_store::finite::F16_MAX;
 use tensorvault_store::{
     CollectionConfig, DirStore, FileMetaLog, KvAgePolicy, KvCache as Cache, KvKind, KvSlot,
     MmapBlockIO, StoreConfig, StoreErr, SystemClock,
@@ -36,11 +37,85 @@ fn kind(k: &str) -> PyResult<KvKind> {
     }
 }
 
-fn f16s(bytes: &[u8]) -> Vec<f16> {
-    bytes
-        .chunks_exact(2)
-        .map(|b| f16::from_le_bytes([b[0], b[1]]))
-        .collect()
+/// One append's values as f16, from little-endian float bytes of `itemsize` 2, 4 or 8
+/// (numpy's float16, float32, float64; converted as numpy's `astype(float16)` rounds). A
+/// value beyond float16's ±65504 (infinities included) is refused naming its
+/// `[token, column]` in `slot`'s array, unless `clip` saturates it; NaN passes through
+/// (the store refuses it naming the token: `tensorvault_store::finite`).
+fn to_f16(
+    bytes: &[u8],
+    itemsize: u8,
+    head_dim: usize,
+    clip: bool,
+    slot: KvSlot,
+) -> PyResult<Vec<f16>> {
+    let size = usize::from(itemsize);
+    if !matches!(size, 2 | 4 | 8) || bytes.len() % size != 0 {
+        return Err(arg_err(format!(
+            "{slot}: {} bytes is not a whole number of {itemsize}-byte float values (2, 4 or 8)",
+            bytes.len()
+        )));
+    }
+    let max = f64::from(F16_MAX);
+    // The error for value `v` at flat index `i`.
+    let refuse = |i: usize, v: f64| {
+        let hd = head_dim.max(1);
+        arg_err(format!(
+            "{slot}[{}, {}] = {v} is outside the float16 range ±65504: it would be stored as \
+             infinity; pass clip=True to saturate such values to ±65504",
+            i / hd,
+            i % hd
+        ))
+    };
+    let mut out = Vec::with_capacity(bytes.len() / size);
+    match size {
+        2 => {
+            for (i, b) in bytes.chunks_exact(2).enumerate() {
+                let h = f16::from_le_bytes([b[0], b[1]]);
+                if h.is_infinite() {
+                    if !clip {
+                        return Err(refuse(i, h.to_f64()));
+                    }
+                    out.push(if h.is_sign_negative() {
+                        f16::MIN
+                    } else {
+                        f16::MAX
+                    });
+                } else {
+                    out.push(h);
+                }
+            }
+        }
+        4 => {
+            for (i, b) in bytes.chunks_exact(4).enumerate() {
+                let v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                if f64::from(v.abs()) > max {
+                    if !clip {
+                        return Err(refuse(i, f64::from(v)));
+                    }
+                    out.push(if v < 0.0 { f16::MIN } else { f16::MAX });
+                } else {
+                    out.push(f16::from_f32(v));
+                }
+            }
+        }
+        _ => {
+            for (i, b) in bytes.chunks_exact(8).enumerate() {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                let v = f64::from_le_bytes(a);
+                if v.abs() > max {
+                    if !clip {
+                        return Err(refuse(i, v));
+                    }
+                    out.push(if v < 0.0 { f16::MIN } else { f16::MAX });
+                } else {
+                    out.push(f16::from_f64(v));
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn f16_bytes(values: &[f16]) -> Vec<u8> {
@@ -88,11 +163,10 @@ impl KvCache {
     ) -> PyResult<bool> {
         let slot = KvSlot::new(layer, head, kind(k)?);
         self.with(py, |c| {
-            let key = c.block_key(slot, block_index);
             if pin {
-                c.store().pin_block(key)
+                c.pin(slot, block_index)
             } else {
-                c.store().unpin_block(&key)
+                c.unpin(slot, block_index)
             }
         })
     }
@@ -171,24 +245,24 @@ impl KvCache {
 
     /// Append to several (layer, head, kind) tensors as one store batch (one log append
     /// and, per the durability policy, one sync): `items` is a list of
-    /// `(layer, head, kind, f16 bytes)`. All or nothing.
+    /// `(layer, head, kind, little-endian float bytes, itemsize)` with itemsize 2, 4 or 8
+    /// (float16, float32, float64), converted to float16 here: a value beyond ±65504 is
+    /// refused naming its `[token, column]` unless `clip`. All or nothing.
+    #[pyo3(signature = (items, clip=false))]
     fn append_batch(
         &self,
         py: Python<'_>,
-        items: Vec<(u32, u32, String, PyReadonlyArray1<'_, u8>)>,
+        items: Vec<(u32, u32, String, PyReadonlyArray1<'_, u8>, u8)>,
+        clip: bool,
     ) -> PyResult<()> {
         let mut owned = Vec::with_capacity(items.len());
-        for (layer, head, k, data) in &items {
+        let hd = self.head_dim as usize;
+        for (layer, head, k, data, itemsize) in &items {
             let bytes = data
                 .as_slice()
                 .map_err(|_| arg_err("data must be a C-contiguous uint8 array"))?;
-            if bytes.len() % 2 != 0 {
-                return Err(arg_err(format!(
-                    "{} bytes is not a whole number of float16 values",
-                    bytes.len()
-                )));
-            }
-            owned.push((KvSlot::new(*layer, *head, kind(k)?), f16s(bytes)));
+            let slot = KvSlot::new(*layer, *head, kind(k)?);
+            owned.push((slot, to_f16(bytes, *itemsize, hd, clip, slot)?));
         }
         self.with(py, |c| {
             let refs: Vec<(KvSlot, &[f16])> =
@@ -220,7 +294,8 @@ impl KvCache {
     }
 
     /// Keep block `block_index` of (layer, head, kind) where it is (tiering skips pinned
-    /// blocks); returns whether it was newly pinned.
+    /// blocks); returns whether it was newly pinned. `NotFoundError` if there is no such
+    /// block.
     fn pin(
         &self,
         py: Python<'_>,
@@ -246,18 +321,26 @@ impl KvCache {
 
     /// One tiering step: first the age policy (if the cache has one) demotes sealed
     /// blocks by age, then the store's access-based step (at most `budget` migrations).
-    /// The report's `age_moved` lists the blocks the age policy moved into tiers 0..=3.
+    /// The report's `age_moved` lists the blocks the age policy moved into tiers 0..=3;
+    /// `held` the blocks left in their tier because a colder tier cannot encode their
+    /// values (NaN or infinity written by an older build), with tensor names.
     #[pyo3(signature = (budget=1024))]
     fn maintain<'py>(&self, py: Python<'py>, budget: usize) -> PyResult<Bound<'py, PyDict>> {
         let age = self.age;
-        let (moved, report) = self.with(py, |c| {
+        let (moved, report, names) = self.with(py, |c| {
             let moved = match age {
                 Some(p) => c.demote_by_age(&p)?,
                 None => [0; 4],
             };
-            Ok((moved, c.store().maintain(budget)?))
+            let report = c.store().maintain(budget)?;
+            let names: std::collections::HashMap<u128, String> = c
+                .slots()?
+                .into_iter()
+                .map(|s| (c.tensor_id(s), s.name()))
+                .collect();
+            Ok((moved, report, names))
         })?;
-        let d = maintain_dict(py, &report, &std::collections::HashMap::new())?;
+        let d = maintain_dict(py, &report, &names)?;
         d.set_item("age_moved", moved.to_vec())?;
         Ok(d)
     }

@@ -72,9 +72,11 @@ fn store_kind(e: &StoreErr) -> Kind {
         StoreErr::BadHeader { .. } => Kind::InvalidFormat,
         StoreErr::CapacityExceeded { .. } => Kind::Capacity,
         StoreErr::Locked { .. } => Kind::Locked,
-        StoreErr::InvalidName { .. } | StoreErr::InvalidArgument { .. } | StoreErr::Quant(_) => {
-            Kind::InvalidArgument
-        }
+        StoreErr::InvalidName { .. }
+        | StoreErr::InvalidArgument { .. }
+        | StoreErr::Quant(_)
+        | StoreErr::NonFiniteKv { .. }
+        | StoreErr::NonFiniteBlock { .. } => Kind::InvalidArgument,
         _ => Kind::Storage,
     }
 }
@@ -209,7 +211,20 @@ pub(crate) fn maintain_dict<'py>(
         d.set_item("reason", reason_name(m.reason))?;
         moves.append(d)?;
     }
+    let held = PyList::empty(py);
+    for h in &r.held {
+        let d = PyDict::new(py);
+        d.set_item("tensor", names.get(&h.key.tensor_id))?;
+        d.set_item("tensor_id", h.key.tensor_id)?;
+        d.set_item("block", h.key.block_index)?;
+        d.set_item("tier", h.tier.index())?;
+        d.set_item("target_tier", h.target.index())?;
+        d.set_item("non_finite", h.non_finite())?;
+        d.set_item("reason", h.reason.to_string())?;
+        held.append(d)?;
+    }
     let d = PyDict::new(py);
+    d.set_item("held", held)?;
     d.set_item("now", r.now)?;
     d.set_item("scored", r.scored)?;
     d.set_item("moves", moves)?;
@@ -267,6 +282,7 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &StoreStats) -> PyResult<Bound
     d.set_item("replay_nanos", s.replay_nanos)?;
     d.set_item("replay_skipped", s.replay_skipped)?;
     d.set_item("replay_ignored", s.replay_ignored)?;
+    d.set_item("held_blocks", s.held_blocks)?;
     Ok(d)
 }
 
@@ -499,7 +515,7 @@ impl Store {
         let (report, names) = self.with(py, |s| {
             let report = s.maintain(budget)?;
             let mut names = HashMap::new();
-            if !report.moves.is_empty() {
+            if !report.moves.is_empty() || !report.held.is_empty() {
                 for t in s.tensors()? {
                     if let Some(n) = t.name {
                         names.insert(t.tensor_id, n);

@@ -426,7 +426,8 @@ def test_maintain_reports_moves(root, rng):
         s.put_tensor("w", x, tier=1)
         r = s.maintain()
         assert set(r) == {"now", "scored", "moves", "deferred", "over_capacity", "plan_nanos",
-                          "summary", "moved"}
+                          "summary", "moved", "held"}
+        assert r["held"] == []
         assert r["scored"] == 4 and r["moves"] == []  # fresh blocks: nothing to do
     # Reopen with Tier1 capped at 2 blocks: maintain evicts the 2 coldest to Tier2.
     with tv.Store(root, TENANT, COLL, max_blocks_per_tier=[None, 2, None, None]) as s:

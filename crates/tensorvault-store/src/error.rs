@@ -237,6 +237,19 @@ pub enum StoreErr {
         /// Its token position.
         token: u64,
     },
+    /// A block's values include NaN or infinity, which a quantized tier cannot hold
+    /// (`crate::finite`: Tier0 keeps them bit-exact).
+    #[error("block {key}: {count} values are NaN or infinite (the first at element {first} of the tensor); {tier} quantizes and cannot hold them")]
+    NonFiniteBlock {
+        /// The block.
+        key: BlockKey,
+        /// The quantized tier it was being encoded for.
+        tier: Tier,
+        /// How many values of the block are not finite.
+        count: u64,
+        /// Index of the first one in the whole tensor (row-major).
+        first: u64,
+    },
     /// A write (`op`) through a prefix cache opened read-only.
     #[error("{op}: the prefix cache is open read-only")]
     ReadOnly {

@@ -20,6 +20,12 @@
 //! the first block a full Tier0 evicts). Sealing moves the pin to the new tail. Pins live
 //! in memory; [`KvCache::new`] pins the tail of every tensor it finds.
 //!
+//! Values: appends refuse NaN and ±infinity ([`StoreErr::NonFiniteKv`], naming the layer,
+//! head and token; nothing is written), since a block holding one could never be
+//! quantized. A block that holds one anyway (written by an older build or through the
+//! generic store API) is held in its tier by `maintain` and [`KvCache::demote_by_age`]
+//! and reported, while every other block keeps moving (`crate::finite`).
+//!
 //! Shape: every block an append writes records the tensor's shape *after* that append,
 //! `[tokens, head_dim]`. Sealed blocks are not rewritten, so they keep the shape of the
 //! append that sealed them: the tensor's current shape is the one of its last block, and
@@ -235,6 +241,29 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
         Ok(v)
     }
 
+    /// Pin block `block_index` of `slot`: tiering leaves it in its tier (see
+    /// [`TensorStore::pin_block`]). Returns whether it was not pinned yet.
+    ///
+    /// # Errors
+    /// [`StoreErr::NotFound`] if `slot` has no such block (the store's `pin_block`
+    /// accepts keys of blocks still to be written; a cache user pins what exists).
+    pub fn pin(&self, slot: KvSlot, block_index: u32) -> Result<bool> {
+        let key = self.block_key(slot, block_index);
+        if self.store.meta(&key)?.is_none() {
+            return Err(StoreErr::NotFound { key, tier: None });
+        }
+        self.store.pin_block(key)
+    }
+
+    /// Remove the pin of block `block_index` of `slot`; returns whether it was pinned
+    /// (false for a block that does not exist).
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding the index lock.
+    pub fn unpin(&self, slot: KvSlot, block_index: u32) -> Result<bool> {
+        self.store.unpin_block(&self.block_key(slot, block_index))
+    }
+
     /// Token positions stored for `slot` (0 if none).
     ///
     /// # Errors
@@ -265,7 +294,12 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
     /// per the durability policy, one sync). All or nothing: on error no slot changes.
     /// A slot may appear more than once; its appends apply in order.
     ///
+    /// Values must be finite: a NaN or infinity (e.g. an f32 beyond ±65504 cast to f16)
+    /// could never be quantized, so it is refused here (`crate::finite`).
+    ///
     /// # Errors
+    /// [`StoreErr::NonFiniteKv`] naming the slot's layer, head and token position of the
+    /// first NaN or infinite value (nothing is written);
     /// [`StoreErr::InvalidArgument`] for an empty append, a length that is not a whole
     /// number of token positions, or more than 2^32 - 1 tokens in a tensor;
     /// [`StoreErr::InvalidName`] for a name the catalog refuses; the write errors of
@@ -284,6 +318,19 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
             }
         }
         let mut tails = self.tails.lock().map_err(poisoned)?;
+        // The KV policy (`crate::finite`): NaN and infinity are refused, naming the token.
+        let mut ahead: HashMap<KvSlot, u64> = HashMap::new();
+        for (slot, values) in items {
+            let at = ahead
+                .entry(*slot)
+                .or_insert_with(|| tails.get(slot).map_or(0, |t| t.tokens));
+            let field = match slot.kind {
+                KvKind::Key => "keys",
+                KvKind::Value => "values",
+            };
+            crate::finite::check_kv_f16(field, slot.layer, slot.head, *at, hd, values)?;
+            *at += (values.len() / hd) as u64;
+        }
         // Work on copies: nothing changes unless the batch is written.
         let mut next: HashMap<KvSlot, Tail> = HashMap::new();
         let mut batch: Vec<Prepared> = Vec::new();

@@ -68,11 +68,14 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
     /// Demote every sealed block of every slot that `policy` wants in a colder tier than
     /// the one it is in; returns how many blocks moved into tiers 0..=3 (index 0 is
     /// always 0). Blocks move in one batched migration per target tier; then the log is
-    /// compacted if it holds more than 4 records per live block.
+    /// compacted if it holds more than 4 records per live block. A block whose values a
+    /// colder tier cannot encode (NaN or infinity, stored by a build that did not refuse
+    /// them at append) is held in its tier, never an error: see
+    /// [`crate::TensorStore::held_blocks`] and `crate::finite`.
     ///
     /// # Errors
-    /// The errors of [`crate::TensorStore::migrate_blocks`] (blocks of earlier batches stay
-    /// moved); [`StoreErr::InvalidArgument`] if the cache lock was poisoned.
+    /// The errors of [`crate::TensorStore::migrate_blocks_or_hold`] (blocks of earlier
+    /// batches stay moved); [`StoreErr::InvalidArgument`] if the cache lock was poisoned.
     pub fn demote_by_age(&self, policy: &KvAgePolicy) -> Result<[usize; 4]> {
         let tpb = u64::from(self.tokens_per_block());
         let mut want: [Vec<BlockKey>; 4] = Default::default();
@@ -103,7 +106,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
         for tier in [Tier::Tier1, Tier::Tier2, Tier::Tier3] {
             let keys = &want[tier.index()];
             if !keys.is_empty() {
-                moved[tier.index()] = self.store().migrate_blocks(keys, tier)?;
+                // A block holding NaN or infinity (written before appends refused them)
+                // stays where it is and is reported by `held_blocks` and `maintain`.
+                moved[tier.index()] = self.store().migrate_blocks_or_hold(keys, tier)?.0;
             }
         }
         // A decode appends and reads every step, so the log grows by records of blocks

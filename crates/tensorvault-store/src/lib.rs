@@ -28,6 +28,7 @@ pub mod config;
 #[cfg(feature = "mmap")]
 mod dir_lock;
 mod error;
+pub mod finite;
 #[cfg(feature = "mmap")]
 pub mod fs;
 mod index;
@@ -56,6 +57,7 @@ pub use catalog::Catalog;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{CollectionConfig, Durability, RecoveryMode, StoreConfig};
 pub use error::{Result, StoreErr};
+pub use finite::{HeldBlock, HoldReason};
 #[cfg(feature = "mmap")]
 pub use fs::DirStore;
 pub use index::{BlockIndex, IndexBuilder};

@@ -20,6 +20,9 @@ pub struct MaintainerTotals {
     pub moves: u64,
     /// Steps that failed (logged with tracing).
     pub errors: u64,
+    /// Blocks held in their tier after the last successful step (values a colder tier
+    /// cannot encode: `crate::finite`); tiering of the others goes on.
+    pub held: u64,
 }
 
 /// A background thread running [`TensorStore::maintain`] every interval; stopped
@@ -65,7 +68,10 @@ impl Maintainer {
                 if let Ok(mut t) = t2.lock() {
                     t.steps += 1;
                     match r {
-                        Ok(rep) => t.moves += rep.moves.len() as u64,
+                        Ok(rep) => {
+                            t.moves += rep.moves.len() as u64;
+                            t.held = rep.held.len() as u64;
+                        }
                         Err(e) => {
                             t.errors += 1;
                             tracing::warn!(error = %e, "background maintain step failed");

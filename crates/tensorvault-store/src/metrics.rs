@@ -91,6 +91,9 @@ pub struct MetricsSnapshot {
     pub free_slots: [u64; 4],
     /// Records in the metadata log.
     pub log_records: u64,
+    /// Blocks tiering holds in their tier because a colder tier cannot encode their
+    /// values (NaN or infinity; `crate::finite`).
+    pub held_blocks: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -222,6 +225,12 @@ const FAMILIES: &[Family] = &[
         help: "Valid metadata log records replay ignored on open (stale or impossible slots)",
         kind: MetricType::Gauge,
         rows: |s| one(s.replay_ignored),
+    },
+    Family {
+        name: "held_blocks",
+        help: "Blocks held in their tier because a colder tier cannot encode their values (NaN or infinity)",
+        kind: MetricType::Gauge,
+        rows: |s| one(s.held_blocks),
     },
     Family {
         name: "tensors",

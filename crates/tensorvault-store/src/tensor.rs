@@ -133,6 +133,9 @@ pub struct StoreStats {
     /// step (its largest group scale; 0 for Tier0, which is exact). A value inside its
     /// group's range decodes within half a step; the step is in the tensor's own units.
     pub step_median: [f32; 4],
+    /// Blocks held in their tier because a colder tier cannot encode their values
+    /// (NaN or infinity; `crate::finite`), as found by migrations since open.
+    pub held_blocks: u64,
 }
 
 /// Most bytes [`TensorStore::get_tensor`] reserves before reading; past it the output

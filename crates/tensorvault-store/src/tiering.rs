@@ -61,6 +61,11 @@ pub struct MaintainReport {
     pub over_capacity: usize,
     /// Wall time of scoring and planning, nanoseconds.
     pub plan_nanos: u64,
+    /// Blocks left in their tier because their values cannot be encoded for a colder
+    /// one (NaN or infinity: `crate::finite`), sorted by key: those this step found and
+    /// those held by earlier steps (which planning leaves out). The other blocks are
+    /// tiered as if these were pinned.
+    pub held: Vec<crate::finite::HeldBlock>,
 }
 
 impl MaintainReport {

@@ -161,7 +161,7 @@ fn missing_blocks_bad_input_and_capacity_are_typed_errors() {
     let nan = f32_bytes(&[1.0, f32::NAN]);
     assert!(matches!(
         s.put_block(k, Tier::Tier1, &info, &nan),
-        Err(StoreErr::Quant(_))
+        Err(StoreErr::NonFiniteBlock { count: 1, .. })
     ));
     // Capacity: a full tier evicts its coldest block one tier down ("eviction triggers").
     let d = f32_bytes(&wave(10, 0.0));

@@ -7,7 +7,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ._errors import FrameworkNotAvailableError, InvalidArgumentError, UnsupportedError
+from ._errors import DTypeError, FrameworkNotAvailableError, InvalidArgumentError, UnsupportedError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -38,6 +38,69 @@ def as_f32_rows(vectors: Any, name: str = "vectors") -> np.ndarray:
     if arr.shape[1] == 0:
         raise InvalidArgumentError(f"{name} must have at least one column, got shape {arr.shape}")
     return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+#: Largest finite float16 magnitude: a value beyond it becomes infinite when cast.
+F16_MAX = 65504.0
+#: Largest finite float32 magnitude (float64 input stored as float32).
+F32_MAX = float(np.finfo(np.float32).max)
+
+_REAL_FLOATS = "float16, float32, float64 or bfloat16 (ml_dtypes)"
+
+
+def is_bfloat16(dt: np.dtype) -> bool:
+    """Whether ``dt`` is ml_dtypes' ``bfloat16`` (numpy itself has none). ``dt.name``
+    costs ~14 us in numpy 2, so the cheap ``kind`` test goes first (decode path)."""
+    return dt.kind == "V" and dt.itemsize == 2 and dt.name == "bfloat16"
+
+
+def real_float_array(values: Any, name: str) -> np.ndarray:
+    """``np.asarray(values)`` if it holds real floating values: float16, float32,
+    float64, or ``ml_dtypes.bfloat16``. Anything else (complex, object arrays such as
+    lists holding None, datetime64, timedelta64, integers, bool, str, float128) raises
+    :class:`DTypeError` naming the dtype: a silent cast would drop imaginary parts, turn
+    None into NaN and datetimes into numbers."""
+    arr = np.asarray(values)
+    dt = arr.dtype
+    if (dt.kind == "f" and dt.itemsize in (2, 4, 8)) or is_bfloat16(dt):
+        return arr
+    raise DTypeError(f"{name}: dtype {dt} is not a real floating type: use {_REAL_FLOATS}")
+
+
+def check_range(arr: np.ndarray, name: str, limit: float, target: str, clip: bool) -> np.ndarray:
+    """Values of the floating array ``arr`` beyond ``±limit`` (infinities included) raise
+    ``InvalidArgumentError`` (a ``ValueError``) naming the first one's index, unless
+    ``clip``: then they saturate to ``±limit``. NaN passes through unchanged (the callee
+    decides: the KV cache refuses it, a tier-0 tensor keeps it)."""
+    if is_bfloat16(arr.dtype):
+        arr = arr.astype(np.float32)
+    if arr.size == 0:
+        return arr
+    # Two reductions that skip NaN (fmax/fmin), no temporary the size of the input.
+    hi, lo = np.fmax.reduce(arr, axis=None), np.fmin.reduce(arr, axis=None)
+    if not (hi > limit or lo < -limit):
+        return arr
+    if clip:
+        return np.clip(arr, -limit, limit)
+    with np.errstate(invalid="ignore"):
+        over = np.abs(arr) > limit
+    i = np.unravel_index(int(np.argmax(over)), arr.shape)
+    where = ", ".join(str(int(k)) for k in i)
+    raise InvalidArgumentError(
+        f"{name}[{where}] = {float(arr[i])!r} is outside the {target} range ±{limit:g}: it would be "
+        f"stored as infinity; pass clip=True to saturate such values to ±{limit:g}"
+    )
+
+
+def as_kv_f16(values: Any, name: str, clip: bool = False) -> np.ndarray:
+    """KV values as a C-contiguous little-endian float16 array of the same shape, for KV
+    entry points that convert in Python (``PrefixCache.store`` may call it). Accepts
+    real floating dtypes only (:func:`real_float_array`), refuses values beyond float16's
+    ±65504 unless ``clip`` (:func:`check_range`). NaN is refused by the store with the
+    layer, head and token. ``KvCache.append*`` applies the same rules natively in one
+    pass (no numpy temporaries on the decode path: ``src/kv.rs``, ``to_f16``)."""
+    arr = check_range(real_float_array(values, name), name, F16_MAX, "float16", clip)
+    return np.ascontiguousarray(arr, dtype="<f2")
 
 
 def check_device(device: str, backend: str = "auto") -> None:

@@ -39,6 +39,12 @@ class InvalidArgumentError(TensorvaultError, ValueError):
     """A caller-supplied argument that cannot be used (shape, dtype, range, option)."""
 
 
+class DTypeError(InvalidArgumentError, TypeError):
+    """An array whose dtype a call does not take (complex, object, datetime, integer,
+    bool, str where real floating values are needed). Both an
+    :class:`InvalidArgumentError` and a ``TypeError``; the message names the dtype."""
+
+
 class StorageError(TensorvaultError, OSError):
     """An I/O error other than a missing file (permissions, disk full, ...)."""
 
@@ -69,6 +75,7 @@ __all__ = [
     "CorruptionError",
     "CorruptedChunkError",
     "InvalidArgumentError",
+    "DTypeError",
     "StorageError",
     "CapacityError",
     "UnsupportedError",

@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _tensorvault as _native
-from ._common import PathLike, fspath
+from ._common import PathLike, fspath, is_bfloat16, real_float_array
 from ._errors import InvalidArgumentError
 from ._reports import MaintainReport, StoreStats
 
@@ -128,31 +128,53 @@ class KvCache:
         """Whether :meth:`close` was called."""
         return self._c.closed
 
-    def _bytes(self, values: Any, where: str) -> np.ndarray:
-        arr = np.asarray(values)
+    def _bytes(self, values: Any, where: str) -> Tuple[np.ndarray, int]:
+        """``(little-endian float bytes, itemsize)`` of a ``[tokens, head_dim]`` array of
+        real floats; the native side converts to float16 and checks the range (one pass,
+        no numpy temporaries on the decode path)."""
+        arr = real_float_array(values, where)
+        if is_bfloat16(arr.dtype):
+            arr = arr.astype(np.float32)  # exact; the native side rounds to float16
         if arr.ndim == 1:
             arr = arr.reshape(1, -1)
         if arr.ndim != 2 or arr.shape[1] != self._head_dim or arr.shape[0] == 0:
             raise InvalidArgumentError(
                 f"{where}: expected a [tokens, {self._head_dim}] array, got shape {arr.shape}"
             )
-        return np.ascontiguousarray(arr, dtype=_F16).reshape(-1).view(np.uint8)
+        if arr.dtype.byteorder == ">":
+            arr = arr.astype(arr.dtype.newbyteorder("<"))
+        arr = np.ascontiguousarray(arr)
+        return arr.reshape(-1).view(np.uint8), arr.dtype.itemsize
 
-    def append_batch(self, items: Iterable[Tuple[int, int, str, Any]]) -> None:
+    def append_batch(
+        self, items: Iterable[Tuple[int, int, str, Any]], *, clip: bool = False
+    ) -> None:
         """Append ``(layer, head, kind, values[tokens, head_dim])`` items as one store
-        batch (one log append and, per the durability policy, one sync). All or nothing.
-        Values are stored as float16."""
+        batch (one log append and, per the durability policy, one sync). All or nothing:
+        on any error nothing is appended.
+
+        Values are stored as float16. They must be real floating values (float16,
+        float32, float64, or ``ml_dtypes.bfloat16``): any other dtype raises
+        :class:`tensorvault.DTypeError` (a ``TypeError``) naming it, since a cast would
+        silently drop imaginary parts, turn None into NaN or datetimes into numbers.
+        Values beyond float16's ±65504 (infinities included) raise
+        :class:`InvalidArgumentError` (a ``ValueError``) naming the first one's index,
+        unless ``clip=True``, which saturates them to ±65504. NaN is always refused
+        (``InvalidArgumentError`` naming the layer, head and token): a NaN block could
+        never be quantized by tiering."""
         native = []
         for layer, head, kind, values in items:
             layer, head, kind = _index(layer, "layer"), _index(head, "head"), _kind(kind)
-            native.append((layer, head, kind, self._bytes(values, f"L{layer}.H{head}.{kind}")))
+            where = f"L{layer}.H{head}.{kind}"
+            native.append((layer, head, kind, *self._bytes(values, where)))
         if not native:
             raise InvalidArgumentError("append_batch needs at least one item")
-        self._c.append_batch(native)
+        self._c.append_batch(native, bool(clip))
 
-    def append(self, layer: int, head: int, kind: str, values: Any) -> int:
-        """Append token positions to one tensor; returns its token count after."""
-        self.append_batch([(layer, head, kind, values)])
+    def append(self, layer: int, head: int, kind: str, values: Any, *, clip: bool = False) -> int:
+        """Append token positions to one tensor; returns its token count after. Values
+        and ``clip`` as for :meth:`append_batch`."""
+        self.append_batch([(layer, head, kind, values)], clip=clip)
         return self.tokens(layer, head, kind)
 
     def tokens(self, layer: int, head: int, kind: str) -> int:
@@ -173,13 +195,19 @@ class KvCache:
         return raw.view(_F16).reshape(-1, self._head_dim)
 
     def pin(self, layer: int, head: int, kind: str, block_index: int) -> bool:
-        """Keep one block where it is (tiering skips it); True if newly pinned."""
+        """Keep one block where it is (tiering skips it); True if newly pinned, False if
+        it was pinned already.
+
+        Raises:
+            NotFoundError: the tensor has no block ``block_index`` (yet).
+        """
         return self._c.pin(
             _index(layer, "layer"), _index(head, "head"), _kind(kind), _index(block_index, "block_index")
         )
 
     def unpin(self, layer: int, head: int, kind: str, block_index: int) -> bool:
-        """Undo :meth:`pin`; True if it was pinned."""
+        """Undo :meth:`pin`; True if it was pinned (False for a block that does not
+        exist)."""
         return self._c.unpin(
             _index(layer, "layer"), _index(head, "head"), _kind(kind), _index(block_index, "block_index")
         )
@@ -194,12 +222,16 @@ class KvCache:
         store's access-based step makes at most ``budget`` block moves. The report's
         ``age_moved`` lists the blocks the age policy moved into tiers 0-3; ``summary``
         has every move of the step in one place (age and access moves) and prints as a
-        table."""
+        table. ``held`` lists the blocks left in their tier because a colder tier cannot
+        encode their values (NaN or infinity, which appends refuse but an older build may
+        have stored): ``{"tensor", "tensor_id", "block", "tier", "target_tier",
+        "non_finite", "reason"}``; they never stop the other blocks from moving."""
         return MaintainReport(self._c.maintain(_index(budget, "budget")))
 
     def stats(self) -> Dict[str, Any]:
         """The store's statistics (blocks, payload bytes and file usage per tier, ...),
-        printed as a table per tier."""
+        printed as a table per tier; ``held_blocks`` counts blocks tiering leaves in
+        their tier because their values cannot be quantized (see :meth:`maintain`)."""
         return StoreStats(self._c.stats())
 
     def flush(self) -> None:

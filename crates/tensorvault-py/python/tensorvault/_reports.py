@@ -75,7 +75,8 @@ class MaintainReport(dict):
     def __repr__(self) -> str:
         head = (
             f"<tensorvault maintain: {self['scored']} blocks scored, {self['moved']} moved, "
-            f"{self['deferred']} deferred, {self['over_capacity']} over capacity>"
+            f"{self['deferred']} deferred, {self['over_capacity']} over capacity"
+            f"{', %d held (values a colder tier cannot encode)' % len(self['held']) if self.get('held') else ''}>"
         )
         if not self["summary"]:
             return head

@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from . import _tensorvault as _native
-from ._common import PathLike, fspath
-from ._errors import InvalidArgumentError
+from ._common import F32_MAX, PathLike, check_range, fspath, is_bfloat16
+from ._errors import DTypeError, InvalidArgumentError
 from ._reports import MaintainReport, StoreStats
 
 #: Most dimensions a stored tensor may have.
@@ -46,8 +46,13 @@ def _tier(tier: Any) -> int:
     return t
 
 
-def _as_stored(array: Any, name: str):
-    """``(store dtype name, shape, 1-D uint8 view of the little-endian elements)``."""
+def _as_stored(array: Any, name: str, clip: bool = False):
+    """``(store dtype name, shape, 1-D uint8 view of the little-endian elements)``.
+
+    Real floating dtypes (float16, float32, float64 stored as float32, ml_dtypes'
+    bfloat16) and int8 / uint8 are stored; anything else raises :class:`DTypeError`.
+    float64 values beyond float32's range raise ``InvalidArgumentError`` unless ``clip``.
+    """
     arr = np.asarray(array)
     if arr.ndim == 0:
         raise InvalidArgumentError(
@@ -61,8 +66,11 @@ def _as_stored(array: Any, name: str):
     if arr.size == 0:
         raise InvalidArgumentError(f"tensor {name!r}: shape {arr.shape} has no elements")
     dt = arr.dtype
+    if is_bfloat16(dt):
+        return "bfloat16", [int(d) for d in arr.shape], np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
     if dt.kind == "f" and dt.itemsize == 8:
         kind = "float32"  # float64 is stored as float32 (numpy's rounding)
+        arr = check_range(arr, f"tensor {name!r}", F32_MAX, "float32", clip)
     elif dt.kind == "f" and dt.itemsize == 4:
         kind = "float32"
     elif dt.kind == "f" and dt.itemsize == 2:
@@ -72,9 +80,9 @@ def _as_stored(array: Any, name: str):
     elif dt.kind == "u" and dt.itemsize == 1:
         kind = "uint8"
     else:
-        raise InvalidArgumentError(
-            f"tensor {name!r}: dtype {dt} cannot be stored: use float32, float16, int8 or "
-            "uint8 (float64 is converted to float32)"
+        raise DTypeError(
+            f"tensor {name!r}: dtype {dt} cannot be stored: use float32, float16, bfloat16 "
+            "(ml_dtypes), int8 or uint8 (float64 is converted to float32)"
         )
     # No copy for C-contiguous little-endian input; otherwise numpy copies (and converts).
     arr = np.ascontiguousarray(arr, dtype=_STORED[kind])
@@ -180,18 +188,25 @@ class Store:
         return self._s.geometry
 
     def put_tensor(
-        self, name: str, array: Any, tier: int = 0, kind: str = "generic"
+        self, name: str, array: Any, tier: int = 0, kind: str = "generic", *, clip: bool = False
     ) -> Dict[str, Any]:
         """Store ``array`` as the tensor ``name`` in ``tier``, replacing any tensor of
         that name. The default, tier 0, is lossless; the quantized tiers are a choice
         made explicitly (``tier=1``, ``2`` or ``3``).
 
-        Accepts float32, float16, int8 and uint8 arrays of 1 to 8 dimensions (float64 is
-        converted to float32; non-contiguous or big-endian input is copied first). Tier
-        0 keeps the elements bit-exact; tiers 1, 2 and 3 quantize them to 8, 5 and 3
-        bits per value in asymmetric groups (codec v2: a min and a scale per group, the
-        error of an element at most half its group's step), and integer dtypes read back
-        rounded to the nearest integer.
+        Accepts float32, float16, ``ml_dtypes.bfloat16``, int8 and uint8 arrays of 1 to 8
+        dimensions (float64 is converted to float32: a value beyond float32's range
+        raises ``InvalidArgumentError`` unless ``clip=True`` saturates it; non-contiguous
+        or big-endian input is copied first). Other dtypes (complex, object, datetime,
+        bool, str, wider integers) raise :class:`tensorvault.DTypeError`, a
+        ``TypeError``. Tier 0 keeps the elements bit-exact, NaN (payload included) and
+        infinities too; tiers 1, 2 and 3 quantize them to 8, 5 and 3 bits per value in
+        asymmetric groups (codec v2: a min and a scale per group, the error of an
+        element at most half its group's step), and integer dtypes read back rounded to
+        the nearest integer. A quantized tier cannot hold NaN or infinity: such a put
+        raises ``InvalidArgumentError`` naming the block, the count and the first
+        element, and :meth:`maintain` leaves a tier-0 block holding them where it is
+        (listed in its report's ``held``).
 
         ``kind`` says what the tensor holds and picks how the groups are laid out over
         its last dimension (the rows): ``"generic"`` (default): along the rows, min/max
@@ -206,24 +221,26 @@ class Store:
             The tensor's info dict (see :meth:`tensors`).
 
         Raises:
+            DTypeError: a dtype the store does not keep (also a TypeError).
             InvalidArgumentError: bad name (empty, over 100 bytes, control characters),
-                0-d or empty array, unsupported dtype, more than 8 dimensions, tier not
-                0-3, NaN/inf in a quantized tier, unknown kind.
+                0-d or empty array, more than 8 dimensions, tier not 0-3, NaN/inf in a
+                quantized tier, float64 beyond float32's range without ``clip``,
+                unknown kind.
             CapacityError: the tier is full and nothing can be moved out of it.
         """
         if not isinstance(name, str):
             raise InvalidArgumentError(f"tensor name must be a str, got {type(name).__name__}")
         if not isinstance(kind, str):
             raise InvalidArgumentError(f"kind must be a str, got {type(kind).__name__}")
-        dtype, shape, raw = _as_stored(array, name)
+        dtype, shape, raw = _as_stored(array, name, bool(clip))
         return self._s.put_tensor(name, dtype, shape, raw, _tier(tier), kind)
 
     def get_tensor(self, name: str) -> np.ndarray:
         """Read the tensor ``name`` back with its stored dtype and shape.
 
         The array owns the Rust buffer the store decoded into (no copy; its ``base`` is
-        a ``StoreBuffer``) and is writable. bfloat16 tensors (written from Rust) come
-        back widened to float32.
+        a ``StoreBuffer``) and is writable. bfloat16 tensors (written from Rust or from
+        ``ml_dtypes.bfloat16`` arrays) come back widened to float32.
 
         Raises:
             NotFoundError: no tensor of that name.
@@ -250,6 +267,9 @@ class Store:
 
         Raises:
             NotFoundError: no tensor of that name.
+            InvalidArgumentError: a block holds NaN or infinity and ``tier`` quantizes
+                (the error names the block; blocks of the same batch stay where they
+                were). :meth:`maintain` holds such blocks instead of failing.
         """
         return self._s.migrate_tensor(str(name), _tier(tier))
 
@@ -258,8 +278,9 @@ class Store:
         ``raw_bytes`` and ``usage`` (``slot_len``, ``slots``, ``free_slots``,
         ``bytes`` of the tier file); ``log_records``; counters since open (``reads``,
         ``writes``, ``migrations``, ``deletes``, ``checksum_failures``); replay numbers
-        of the open (``replay_nanos``, ``replay_skipped``, ``replay_ignored``). Prints
-        as a table per tier."""
+        of the open (``replay_nanos``, ``replay_skipped``, ``replay_ignored``);
+        ``held_blocks``, blocks tiering found it cannot move (NaN or infinity, see
+        :meth:`maintain`). Prints as a table per tier."""
         return StoreStats(self._s.stats())
 
     def maintain(self, budget: int = 1024) -> Dict[str, Any]:
@@ -268,10 +289,14 @@ class Store:
 
         Returns:
             ``{"now", "scored", "moves", "deferred", "over_capacity", "plan_nanos",
-            "summary", "moved"}``; each move is ``{"tensor", "tensor_id", "block",
+            "summary", "moved", "held"}``; each move is ``{"tensor", "tensor_id", "block",
             "from_tier", "to_tier", "score", "reason"}`` with reason ``"capacity"``,
             ``"cold"`` or ``"hot"``; ``summary`` counts them per (from, to, reason) and
-            prints as a table (:class:`tensorvault.MaintainReport`).
+            prints as a table (:class:`tensorvault.MaintainReport`). ``held`` lists the
+            blocks left in their tier because a colder tier cannot encode their values
+            (NaN or infinity in a tier-0 tensor): ``{"tensor", "tensor_id", "block",
+            "tier", "target_tier", "non_finite", "reason"}``; the other blocks move as
+            usual, and a held block is not tried again until it is rewritten.
         """
         b = operator.index(budget)
         if b < 0:

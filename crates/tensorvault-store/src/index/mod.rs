@@ -118,7 +118,7 @@ impl Entry {
     }
 }
 
-/// The index. Every field is derived from the MetaLog except `dirty` and `pinned`.
+/// The index. Every field is derived from the MetaLog except `dirty`, `pinned` and `held`.
 #[derive(Debug, Default, Clone)]
 pub struct BlockIndex {
     /// Live blocks, densely packed (a removal moves the last entry into the hole).
@@ -133,6 +133,10 @@ pub struct BlockIndex {
     /// Blocks the migration scheduler must leave where they are (not persisted; see
     /// `TensorStore::pin_block`).
     pub(crate) pinned: HashSet<BlockKey, FastHash>,
+    /// Blocks a migration could not encode for a colder tier (`crate::finite`), with the
+    /// checksum of the payload that failed: left out of planning until rewritten (not
+    /// persisted).
+    pub(crate) held: std::collections::HashMap<BlockKey, (u32, crate::finite::HeldBlock), FastHash>,
 }
 
 impl BlockIndex {

@@ -9,6 +9,8 @@ use crate::block_io::BlockIO;
 use crate::clock::Clock;
 use crate::codec;
 use crate::error::{Result, StoreErr};
+use crate::finite::HeldBlock;
+use crate::index::BlockIndex;
 use crate::meta_log::{MetaLog, MetaRecord};
 use crate::types::{BlockKey, BlockMeta, Tier};
 
@@ -25,7 +27,8 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     ///
     /// # Errors
     /// [`StoreErr::NotFound`]; [`StoreErr::Corruption`] if the current payload is
-    /// corrupt; [`StoreErr::CapacityExceeded`]; [`StoreErr::Io`].
+    /// corrupt; [`StoreErr::NonFiniteBlock`] if it holds NaN or infinity and `new_tier`
+    /// quantizes; [`StoreErr::CapacityExceeded`]; [`StoreErr::Io`].
     pub fn migrate_block(&self, key: &BlockKey, new_tier: Tier) -> Result<()> {
         if self.read_index()?.get(key).is_none() {
             return Err(StoreErr::NotFound {
@@ -46,12 +49,39 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     pub fn migrate_blocks(&self, keys: &[BlockKey], new_tier: Tier) -> Result<usize> {
         let mut moved = 0;
         for chunk in keys.chunks(MIGRATE_BATCH_BLOCKS) {
-            moved += self.migrate_batch(chunk, new_tier)?;
+            moved += self.migrate_batch(chunk, new_tier, None)?;
         }
         Ok(moved)
     }
 
-    fn migrate_batch(&self, keys: &[BlockKey], new_tier: Tier) -> Result<usize> {
+    /// [`TensorStore::migrate_blocks`] for tiering: a block whose values cannot be encoded
+    /// for `new_tier` (NaN or infinity, [`StoreErr::NonFiniteBlock`], or another codec
+    /// refusal) is *held* instead of failing the batch: it stays where it is, the other
+    /// blocks move, and it is remembered so later steps leave it alone until it is
+    /// rewritten (`crate::finite`). Blocks held already are skipped without being read.
+    /// Returns the blocks moved and the blocks newly held.
+    ///
+    /// # Errors
+    /// As [`TensorStore::migrate_blocks`], except encode refusals.
+    pub fn migrate_blocks_or_hold(
+        &self,
+        keys: &[BlockKey],
+        new_tier: Tier,
+    ) -> Result<(usize, Vec<HeldBlock>)> {
+        let mut moved = 0;
+        let mut held = Vec::new();
+        for chunk in keys.chunks(MIGRATE_BATCH_BLOCKS) {
+            moved += self.migrate_batch(chunk, new_tier, Some(&mut held))?;
+        }
+        Ok((moved, held))
+    }
+
+    fn migrate_batch(
+        &self,
+        keys: &[BlockKey],
+        new_tier: Tier,
+        mut held: Option<&mut Vec<HeldBlock>>,
+    ) -> Result<usize> {
         if self.cfg.max_blocks_per_tier[new_tier.index()] != usize::MAX {
             let incoming = {
                 let idx = self.read_index()?;
@@ -69,6 +99,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             keys.iter()
                 .filter_map(|k| idx.get(k))
                 .filter(|m| m.tier != new_tier)
+                .filter(|m| held.is_none() || !is_held(&idx, m))
                 .collect()
         };
         if metas.is_empty() {
@@ -109,10 +140,24 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             match step {
                 Ok((enc, off, len)) => moved.push((*meta, enc, off, len)),
                 Err(e) => {
+                    let hold = held
+                        .as_deref_mut()
+                        .zip(HeldBlock::from_err(meta.key, meta.tier, new_tier, &e));
+                    if let Some((list, h)) = hold {
+                        tracing::warn!(block = %meta.key, reason = %h.reason, "held in {}", meta.tier);
+                        self.write_index()?
+                            .held
+                            .insert(meta.key, (meta.checksum, h.clone()));
+                        list.push(h);
+                        continue;
+                    }
                     undo(&moved);
                     return Err(e);
                 }
             }
+        }
+        if moved.is_empty() {
+            return Ok(0);
         }
         let at = self.clock.now_ticks();
         let recs: Vec<MetaRecord> = moved
@@ -161,4 +206,11 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         self.release_frees(&mut w)?;
         Ok(moved.len())
     }
+}
+
+/// Whether `m` is held (`crate::finite`) with the payload it has now.
+pub(crate) fn is_held(idx: &BlockIndex, m: &BlockMeta) -> bool {
+    idx.held
+        .get(&m.key)
+        .is_some_and(|(crc, _)| *crc == m.checksum)
 }

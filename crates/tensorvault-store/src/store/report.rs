@@ -114,6 +114,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         s.replay_nanos = self.replay_nanos;
         s.replay_skipped = self.replay.skipped_total;
         s.replay_ignored = self.replay_ignored;
+        s.held_blocks = self.held_blocks()?.len() as u64;
         Ok(s)
     }
 }
@@ -145,6 +146,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             replay_seconds: self.replay_nanos as f64 / 1e9,
             replay_skipped: self.replay.skipped_total,
             replay_ignored: self.replay_ignored,
+            held_blocks: self.held_blocks()?.len() as u64,
             ..MetricsSnapshot::default()
         };
         {

@@ -4,6 +4,8 @@
 use crate::block_io::BlockIO;
 use crate::clock::Clock;
 use crate::error::Result;
+use crate::finite::HeldBlock;
+use crate::index::{BlockIndex, FastHash};
 use crate::meta_log::MetaLog;
 use crate::tiering::{colder, plan_within, EvictionHeap, MaintainReport, Scored};
 use crate::types::{BlockKey, Tier};
@@ -41,23 +43,38 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             let now = self.clock.now_ticks();
             let candidates: Vec<Scored> = {
                 let idx = self.read_index()?;
+                let held = held_keys(&idx);
                 idx.scores(now)
                     .filter(|&(_, key, t, _)| {
-                        t == tier && !exclude.contains(&key) && !idx.pinned.contains(&key)
+                        t == tier
+                            && !exclude.contains(&key)
+                            && !idx.pinned.contains(&key)
+                            && !held.contains(&key)
                     })
                     .map(|(score, key, _, _)| Scored { score, key })
                     .collect()
             };
             let mut heap = EvictionHeap::new(candidates);
-            let victims: Vec<BlockKey> = std::iter::from_fn(|| heap.pop_coldest())
-                .take(over)
-                .map(|s| s.key)
-                .collect();
-            // The victims land in the colder tier: make room there first.
-            let mut cascade = [0usize; 4];
-            cascade[to.index()] = victims.len();
-            self.make_room(cascade, exclude)?;
-            self.migrate_blocks(&victims, to)?;
+            // A victim that cannot be encoded for the colder tier is held where it is
+            // (`crate::finite`): take the next coldest instead.
+            let mut need = over;
+            while need > 0 {
+                let victims: Vec<BlockKey> = std::iter::from_fn(|| heap.pop_coldest())
+                    .take(need)
+                    .map(|s| s.key)
+                    .collect();
+                if victims.is_empty() {
+                    // Nothing left to move (the rest are pinned, held or incoming):
+                    // as before holds existed, the write goes ahead over the limit.
+                    break;
+                }
+                // The victims land in the colder tier: make room there first.
+                let mut cascade = [0usize; 4];
+                cascade[to.index()] = victims.len();
+                self.make_room(cascade, exclude)?;
+                let (_, held) = self.migrate_blocks_or_hold(&victims, to)?;
+                need = held.len();
+            }
             extra[t] = 0;
         }
         Ok(())
@@ -93,14 +110,34 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         Ok(v)
     }
 
-    /// Leave pinned blocks out of planning; returns the tier capacities for the rest
-    /// (pinned blocks still occupy their tier, so each limit shrinks by them).
+    /// Blocks held in their tier (`crate::finite`) with the payload they have now,
+    /// sorted by key: what [`TensorStore::maintain`] reports and planning leaves out.
+    /// Holds are found by migrations (tiering, capacity evictions, age demotion) and
+    /// kept in memory until the block is rewritten or the store is closed.
+    ///
+    /// # Errors
+    /// Only if a thread panicked while holding the index lock.
+    pub fn held_blocks(&self) -> Result<Vec<HeldBlock>> {
+        let idx = self.read_index()?;
+        let mut v: Vec<HeldBlock> = idx
+            .held
+            .values()
+            .filter(|(crc, h)| idx.get(&h.key).is_some_and(|m| m.checksum == *crc))
+            .map(|(_, h)| h.clone())
+            .collect();
+        v.sort_by_key(|h| h.key);
+        Ok(v)
+    }
+
+    /// Leave pinned and held blocks out of planning; returns the tier capacities for the
+    /// rest (they still occupy their tier, so each limit shrinks by them).
     fn drop_pinned(&self, blocks: &mut Vec<(f32, BlockKey, Tier, u64)>) -> Result<[usize; 4]> {
         let mut limits = self.cfg.max_blocks_per_tier;
         let idx = self.read_index()?;
-        if !idx.pinned.is_empty() {
+        let held = held_keys(&idx);
+        if !idx.pinned.is_empty() || !held.is_empty() {
             blocks.retain(|&(_, key, tier, _)| {
-                let pinned = idx.pinned.contains(&key);
+                let pinned = idx.pinned.contains(&key) || held.contains(&key);
                 if pinned {
                     limits[tier.index()] = limits[tier.index()].saturating_sub(1);
                 }
@@ -153,6 +190,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             moves,
             over_capacity,
             plan_nanos: started.elapsed_nanos(),
+            held: self.held_blocks()?,
         })
     }
 
@@ -161,7 +199,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     ///
     /// # Errors
     /// The errors of [`TensorStore::migrate_blocks`]; moves before the failing batch stay
-    /// done. A block whose payload is corrupt is skipped (reported by `verify`), not fatal.
+    /// done. A block whose payload is corrupt is skipped (reported by `verify`), not fatal;
+    /// a block whose values the target tier cannot encode (NaN, infinity) is held in its
+    /// tier and listed in the report's `held` (`crate::finite`), not fatal.
     pub fn maintain(&self, budget: usize) -> Result<MaintainReport> {
         let planned = self.plan_maintain(budget)?;
         let moves = &planned.moves;
@@ -175,14 +215,20 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 j += 1;
             }
             let keys: Vec<BlockKey> = moves[i..j].iter().map(|m| m.key).collect();
-            match self.migrate_blocks(&keys, to) {
-                Ok(_) => done.extend_from_slice(&moves[i..j]),
+            // A block whose values a colder tier cannot encode is held, not fatal.
+            match self.migrate_blocks_or_hold(&keys, to) {
+                Ok((_, held)) => done.extend(
+                    moves[i..j]
+                        .iter()
+                        .filter(|m| !held.iter().any(|h| h.key == m.key)),
+                ),
                 Err(e) if e.is_corruption() => {
                     // One corrupt block must not stall tiering: move the others one by one.
                     tracing::warn!(error = %e, "maintain: corrupt block in batch, moving one by one");
                     for m in &moves[i..j] {
-                        match self.migrate_block(&m.key, to) {
-                            Ok(()) => done.push(*m),
+                        match self.migrate_blocks_or_hold(std::slice::from_ref(&m.key), to) {
+                            Ok((1, _)) => done.push(*m),
+                            Ok(_) => {}
                             Err(e) if e.is_corruption() => {}
                             Err(e) => return Err(e),
                         }
@@ -194,7 +240,17 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         }
         Ok(MaintainReport {
             moves: done,
+            held: self.held_blocks()?,
             ..planned
         })
     }
+}
+
+/// Keys of the blocks held (`crate::finite`) with the payload they have now.
+fn held_keys(idx: &BlockIndex) -> std::collections::HashSet<BlockKey, FastHash> {
+    idx.held
+        .iter()
+        .filter(|(key, (crc, _))| idx.get(key).is_some_and(|m| m.checksum == *crc))
+        .map(|(key, _)| *key)
+        .collect()
 }

@@ -92,6 +92,15 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             Some(_) => {
                 let mut vals = Vec::new();
                 codec::to_f32(info.dtype, data, &mut vals)?;
+                if let Some(bad) = crate::finite::scan_f32(&vals) {
+                    return Err(StoreErr::NonFiniteBlock {
+                        key,
+                        tier,
+                        count: bad.count,
+                        first: u64::from(key.block_index) * u64::from(self.geo.block_elems)
+                            + bad.first,
+                    });
+                }
                 let place = codec::BlockPlace {
                     kind: info.kind,
                     shape: info.shape,
@@ -127,8 +136,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// Returns once the block is as durable as the durability policy promises.
     ///
     /// # Errors
-    /// [`StoreErr::InvalidArgument`] for bad data/shape/dtype; [`StoreErr::Quant`] for
-    /// non-finite values in a quantized tier; [`StoreErr::CapacityExceeded`];
+    /// [`StoreErr::InvalidArgument`] for bad data/shape/dtype; [`StoreErr::NonFiniteBlock`]
+    /// for NaN or infinite values in a quantized tier (Tier0 keeps them bit-exact);
+    /// [`StoreErr::Quant`] if the codec refuses the values otherwise; [`StoreErr::CapacityExceeded`];
     /// [`StoreErr::Io`].
     pub fn put_block(
         &self,
