@@ -168,6 +168,15 @@ tail -1 "$log"
 py_passed=$(grep -Eo "[0-9]+ passed" "$log" | tail -1 | awk '{print $1}')
 passed=$((passed + ${py_passed:-0}))
 
+step python "_tensorvault.pyi is what scripts/gen_pyi.py generates from the wheel's module"
+if ! (cd "$pyvenv" && env PATH="$norust_path" python "$OLDPWD/scripts/gen_pyi.py" --check --installed) > "$log" 2>&1; then
+  cat "$log"
+  echo "stale stub: run python3 scripts/gen_pyi.py and commit the .pyi" >&2
+  exit 1
+fi
+cat "$log"
+passed=$((passed + 1))
+
 step python "README: every fenced block runs as written (scripts/readme_test.py, the wheel's venv)"
 case "$tv" in /*) tv_abs=$tv ;; *) tv_abs=$PWD/$tv ;; esac
 if ! (cd "$pyvenv" && env PATH="$norust_path" python "$OLDPWD/scripts/readme_test.py" "$tv_abs" --python "$PWD/bin/python" --readme "$OLDPWD/README.md") > "$log" 2>&1; then
