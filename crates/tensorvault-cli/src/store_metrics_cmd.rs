@@ -13,11 +13,14 @@
 //! log records, replay time) are the useful part. A process that embeds the store exports
 //! its live counters with `tensorvault_store::metrics::StoreMetrics` instead.
 //!
-//! The server is a minimal HTTP/1.1 responder on `std::net::TcpListener`, one connection
-//! at a time (`Connection: close`). It serves until it is killed: Ctrl-C or SIGTERM end it
-//! with the default signal action, which is safe because no store is open between scrapes
-//! and a store that is interrupted mid-open recovers on the next open (its writes are
-//! crash-safe).
+//! The server is a small HTTP/1.1 responder on `std::net::TcpListener`, one connection at
+//! a time (`Connection: close`): the request head is read into a bounded buffer (8 KiB,
+//! else `431`) under a 10 s timeout and parsed by `httparse` (hyper's parser; a malformed
+//! head is `400`). tiny_http would replace the loop but reads header lines without a
+//! length bound and without a timeout, which this endpoint (`--allow-remote`) cannot
+//! afford. It serves until it is killed: Ctrl-C or SIGTERM end it with the default signal
+//! action, which is safe because no store is open between scrapes and a store that is
+//! interrupted mid-open recovers on the next open (its writes are crash-safe).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -36,6 +39,10 @@ use crate::error::CliError;
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
 /// How long a client may take to send its request or read the response.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// After a response: how long, and how many bytes, of unread request input are discarded
+/// before the connection is closed.
+const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
+const MAX_LINGER_BYTES: u64 = 1 << 20;
 
 /// Arguments of `store serve-metrics`.
 #[derive(Debug, Args)]
@@ -137,21 +144,66 @@ pub fn serve(a: &ServeMetricsArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-/// Read the request head: bytes up to the blank line, at most [`MAX_REQUEST_HEAD`].
-fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        if head.len() >= MAX_REQUEST_HEAD {
-            return Ok(None);
+/// Most header lines a request may have.
+const MAX_HEADERS: usize = 64;
+
+/// What the request head said.
+enum Head {
+    /// A complete head: method, path (query dropped), whether OpenMetrics is accepted.
+    Request {
+        method: String,
+        path: String,
+        openmetrics: bool,
+    },
+    /// More than [`MAX_REQUEST_HEAD`] bytes or [`MAX_HEADERS`] headers.
+    TooLarge,
+    /// Not an HTTP/1.x request head (or the client closed before finishing it).
+    Malformed,
+}
+
+/// Parse a complete request head, or say that more bytes are needed (`None`).
+fn parse_head(buf: &[u8]) -> Option<Head> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(_)) => {
+            // Prometheus asks for OpenMetrics when it can parse it; anything else gets
+            // the classic text format (version 0.0.4).
+            let openmetrics = req.headers.iter().any(|h| {
+                h.name.eq_ignore_ascii_case("accept")
+                    && std::str::from_utf8(h.value)
+                        .is_ok_and(|v| v.contains("application/openmetrics-text"))
+            });
+            let target = req.path.unwrap_or("");
+            Some(Head::Request {
+                method: req.method.unwrap_or("").to_owned(),
+                path: target.split('?').next().unwrap_or("").to_owned(),
+                openmetrics,
+            })
         }
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
+        Ok(httparse::Status::Partial) => None,
+        Err(httparse::Error::TooManyHeaders) => Some(Head::TooLarge),
+        Err(_) => Some(Head::Malformed),
     }
-    Ok(Some(String::from_utf8_lossy(&head).into_owned()))
+}
+
+/// Read the request head: at most [`MAX_REQUEST_HEAD`] bytes, parsed as they arrive.
+fn read_head(stream: &mut TcpStream) -> std::io::Result<Head> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(Head::Malformed);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(head) = parse_head(&buf) {
+            return Ok(head);
+        }
+        if buf.len() >= MAX_REQUEST_HEAD {
+            return Ok(Head::TooLarge);
+        }
+    }
 }
 
 fn respond(
@@ -169,26 +221,49 @@ fn respond(
         out.push_str(body);
     }
     stream.write_all(out.as_bytes())?;
-    stream.flush()
+    stream.flush()?;
+    // Close gracefully: the client may still be sending (a head refused as too large);
+    // closing with unread bytes would reset the connection and could drop the response
+    // before the client reads it. Finish writing, then discard what is left (bounded in
+    // bytes and time).
+    stream.shutdown(std::net::Shutdown::Write)?;
+    stream.set_read_timeout(Some(LINGER_TIMEOUT))?;
+    let _ = std::io::copy(
+        &mut (&mut *stream).take(MAX_LINGER_BYTES),
+        &mut std::io::sink(),
+    );
+    Ok(())
 }
 
 fn handle(mut stream: TcpStream, root: &Path, last: &mut LastErrors) -> std::io::Result<()> {
     stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
     let plain = "text/plain; charset=utf-8";
-    let Some(head) = read_head(&mut stream)? else {
-        return respond(
-            &mut stream,
-            "431 Request Header Fields Too Large",
-            plain,
-            "request head too large\n",
-            false,
-        );
+    let (method, path, openmetrics) = match read_head(&mut stream)? {
+        Head::Request {
+            method,
+            path,
+            openmetrics,
+        } => (method, path, openmetrics),
+        Head::TooLarge => {
+            return respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                plain,
+                "request head too large\n",
+                false,
+            )
+        }
+        Head::Malformed => {
+            return respond(
+                &mut stream,
+                "400 Bad Request",
+                plain,
+                "not an HTTP/1.x request\n",
+                false,
+            )
+        }
     };
-    let mut lines = head.lines();
-    let mut parts = lines.next().unwrap_or("").split_whitespace();
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
     let head_only = method == "HEAD";
     if method != "GET" && !head_only {
         return respond(
@@ -208,13 +283,6 @@ fn handle(mut stream: TcpStream, root: &Path, last: &mut LastErrors) -> std::io:
             head_only,
         );
     }
-    // Prometheus asks for OpenMetrics when it can parse it; anything else gets the classic
-    // text format (version 0.0.4).
-    let openmetrics = lines.any(|l| {
-        l.split_once(':').is_some_and(|(k, v)| {
-            k.trim().eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text")
-        })
-    });
     match collect(root, last) {
         Ok(m) => {
             let mut body = String::new();
