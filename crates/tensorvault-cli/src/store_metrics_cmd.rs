@@ -4,10 +4,11 @@
 //! `Accept` header asks for it, as Prometheus itself does).
 //!
 //! Collections are opened per exposition, not held: each scrape lists the collections
-//! under ROOT, opens each one (replaying its log, which takes its exclusive lock for that
-//! moment), takes a snapshot and closes it again. So the server never keeps other
-//! processes out of a collection between scrapes, and new collections show up by
-//! themselves. A collection that another process holds open is exported as
+//! under ROOT and opens each one as a lock-free snapshot (`DirStore::open_path_snapshot`:
+//! its log replayed read-only to the end, nothing written, no lock taken), so a scrape
+//! never waits for a writer (a 30 s wait per held collection would outlast Prometheus's
+//! default 10 s scrape timeout) and never keeps anyone out; new collections show up by
+//! themselves. A collection that cannot be read (damaged, unreadable) is exported as
 //! `tensorvault_store_up{...} 0` (with the reason on stderr, once per change) and nothing
 //! else. Counters count since open, so here they stay 0; the gauges (blocks, bytes, slots,
 //! log records, replay time) are the useful part. A process that embeds the store exports
@@ -66,7 +67,7 @@ fn collect(root: &Path, last: &mut LastErrors) -> Result<StoreMetrics, CliError>
     let mut m = StoreMetrics::new();
     let mut errors = LastErrors::new();
     for (tenant, collection) in list_collections(root)? {
-        let snap = DirStore::open_path_shared(root, &tenant, &collection, StoreConfig::default())
+        let snap = DirStore::open_path_snapshot(root, &tenant, &collection, StoreConfig::default())
             .and_then(|s| {
                 m.add(&s)?;
                 s.close()

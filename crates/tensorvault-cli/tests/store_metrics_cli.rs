@@ -164,7 +164,7 @@ fn serve_metrics_answers_a_scrape_and_refreshes() {
     let (_, _, body) = get(&addr, "/metrics", None);
     assert_eq!(sample(&body, BLOCKS_T1), Some(4.0), "{body}");
 
-    // A collection held open by another process is reported as down, then up again.
+    // A collection a writer holds open is still read (a snapshot, no lock), at once.
     let held = tensorvault_store::DirStore::open_path(
         &root,
         "t",
@@ -173,13 +173,30 @@ fn serve_metrics_answers_a_scrape_and_refreshes() {
         false,
     )
     .unwrap();
+    let t = std::time::Instant::now();
     let (status, _, body) = get(&addr, "/metrics", None);
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "waited {:?}",
+        t.elapsed()
+    );
     assert_eq!(status, "HTTP/1.1 200 OK");
-    assert_eq!(sample(&body, UP), Some(0.0), "{body}");
-    assert_eq!(sample(&body, BLOCKS_T1), None, "{body}");
+    assert_eq!(sample(&body, UP), Some(1.0), "{body}");
+    assert_eq!(sample(&body, BLOCKS_T1), Some(4.0), "{body}");
     held.close().unwrap();
+    // One that cannot be read is down (a meta.log that is a directory), the rest is up.
+    let bad = root.join("t").join("broken");
+    std::fs::create_dir_all(bad.join("meta.log")).unwrap();
     let (_, _, body) = get(&addr, "/metrics", None);
     assert_eq!(sample(&body, UP), Some(1.0), "{body}");
+    assert_eq!(
+        sample(
+            &body,
+            r#"tensorvault_store_up{tenant="t",collection="broken"}"#
+        ),
+        Some(0.0),
+        "{body}"
+    );
 }
 
 /// Send `request` as it is (then close the write side); returns the whole response.
