@@ -305,3 +305,67 @@ fn handle(mut stream: TcpStream, root: &Path, last: &mut LastErrors) -> std::io:
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(h: Option<Head>) -> (String, String, bool) {
+        match h {
+            Some(Head::Request {
+                method,
+                path,
+                openmetrics,
+            }) => (method, path, openmetrics),
+            _ => panic!("expected a complete request"),
+        }
+    }
+
+    #[test]
+    fn a_scrape_head_parses_and_every_prefix_asks_for_more() {
+        let head = b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nAccept: application/openmetrics-text;version=1.0.0\r\n\r\n";
+        assert_eq!(
+            request(parse_head(head)),
+            ("GET".into(), "/metrics".into(), true)
+        );
+        for n in 0..head.len() {
+            assert!(parse_head(&head[..n]).is_none(), "prefix of {n} bytes");
+        }
+        let plain = b"HEAD /metrics HTTP/1.0\r\n\r\n";
+        assert_eq!(
+            request(parse_head(plain)),
+            ("HEAD".into(), "/metrics".into(), false)
+        );
+    }
+
+    #[test]
+    fn garbage_and_oversized_heads_are_refused_without_panics() {
+        assert!(matches!(
+            parse_head(b"hello there\r\n\r\n"),
+            Some(Head::Malformed)
+        ));
+        let mut many = b"GET / HTTP/1.1\r\n".to_vec();
+        for i in 0..=MAX_HEADERS {
+            many.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        assert!(matches!(parse_head(&many), Some(Head::TooLarge)));
+        // Pseudo-random bytes (xorshift), with and without a valid request line in front:
+        // every answer is a value, never a panic.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for round in 0..2000 {
+            let mut buf = if round % 2 == 0 {
+                b"GET /metrics HTTP/1.1\r\n".to_vec()
+            } else {
+                Vec::new()
+            };
+            for _ in 0..(round % 300) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                buf.push((x >> 24) as u8);
+            }
+            let _ = parse_head(&buf);
+        }
+    }
+}
