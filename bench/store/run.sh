@@ -11,16 +11,16 @@
 #                                           ~0.5 GB free, plus a 4 GB sparse file)
 #
 # The criterion benches of the same core latencies:
-#   cargo bench -p tensorvault-store --bench store
+#   cargo bench -p tensorvault-bench --bench store
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rounds=${1:-5}
 dir=${2:-${TMPDIR:-/tmp}}
 cd "$root"
-cargo build --release -q -p tensorvault-store --example store_bench
+cargo build --release -q -p tensorvault-bench --example store_bench
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
   "$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(uname -r)," \
   "fs $(df -T "$dir" | awk 'NR == 2 {print $2}'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== $(rustc --version); redb $(cargo tree -q -p tensorvault-store -e dev -i redb --depth 0 2>/dev/null | awk '{print $2}')"
+echo "== $(rustc --version); redb $(cargo tree -q -p tensorvault-bench -e dev -i redb --depth 0 2>/dev/null | awk '{print $2}')"
 "$root/target/release/examples/store_bench" "$rounds" "$dir"
 echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -82,9 +82,9 @@ fn main() {
         Cmd::Cgeb(c) => cgeb_cmd::run(c, &ctx),
         Cmd::Cvc(c) => cvc_cmd::run(c, ctx.quiet),
         Cmd::Demo(a) => demo::run(&a, ctx.quiet).map(|()| 0),
-        Cmd::Mobi(c) => mobi_cmd::run(c),
+        Cmd::Mobi(c) => mobi_cmd::run(c, &ctx),
         Cmd::Quant(c) => quant_cmd::run(c, &ctx),
-        Cmd::Registry(c) => registry_cmd::run(c),
+        Cmd::Registry(c) => registry_cmd::run(c, &ctx),
         Cmd::Store(c) => store_cmd::run_args(c, ctx.quiet),
     };
     match result {

@@ -117,14 +117,14 @@ pub struct ExampleArgs {
 ///
 /// # Errors
 /// Any [`CliError`]; the caller prints it on one line and exits with code 2.
-pub fn run(cmd: MobiCmd) -> Result<i32, CliError> {
+pub fn run(cmd: MobiCmd, ctx: &crate::report::Ctx) -> Result<i32, CliError> {
     match cmd {
         MobiCmd::Inspect(a) => inspect(&a).map(|()| 0),
         MobiCmd::Validate(a) => validate_cmd(&a),
         MobiCmd::Quantize(a) => quantize(&a).map(|()| 0),
         MobiCmd::Graph(a) => graph(&a).map(|()| 0),
         MobiCmd::Example(a) => example(&a).map(|()| 0),
-        MobiCmd::Convert(a) => crate::mobi_convert_cmd::run(&a),
+        MobiCmd::Convert(a) => crate::mobi_convert_cmd::run(&a, ctx),
         MobiCmd::Run(a) => crate::mobi_run_cmd::run(&a).map(|()| 0),
     }
 }

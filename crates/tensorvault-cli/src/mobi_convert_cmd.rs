@@ -2,18 +2,18 @@
 //! and write it as MOBI, atomically; nothing is written when the model cannot be
 //! expressed.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde_json::json;
 use tensorvault_onnx::{convert_file, ImportOptions, ImportStats, WeightsMode};
 
 use crate::error::CliError;
 use crate::report;
 
-/// Models with more nodes than this show a progress bar (on a terminal).
+/// Models with more nodes than this show a progress bar (on a terminal, without `-q` or
+/// `--json`).
 const PROGRESS_MIN_NODES: usize = 256;
 
 /// How weights are stored.
@@ -91,29 +91,20 @@ fn folds(s: &ImportStats) -> Vec<(&'static str, usize)> {
 ///
 /// # Errors
 /// [`CliError::Onnx`] for a model that cannot be read or expressed (nothing written).
-pub fn run(a: &ConvertArgs) -> Result<i32, CliError> {
+pub fn run(a: &ConvertArgs, ctx: &report::Ctx) -> Result<i32, CliError> {
     let opts = ImportOptions {
         weights: a.weights.into(),
         pin_symbolic_dims: a.batch,
         max_model_bytes: a.max_model_bytes,
     };
+    // The importer reports (nodes done, nodes total); the bar is the CLI's one kind.
     let mut bar: Option<ProgressBar> = None;
-    let show = !a.json && std::io::stderr().is_terminal();
     let mut progress = |done: usize, total: usize| {
-        if !show || total < PROGRESS_MIN_NODES {
+        if total < PROGRESS_MIN_NODES {
             return;
         }
-        let pb = bar.get_or_insert_with(|| {
-            let pb = ProgressBar::new(total as u64);
-            if let Ok(style) =
-                ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} nodes")
-            {
-                pb.set_style(style.progress_chars("=> "));
-            }
-            pb.set_message("converting");
-            pb
-        });
-        pb.set_position(done as u64);
+        bar.get_or_insert_with(|| ctx.bar(total as u64, "converting", report::Unit::Nodes, a.json))
+            .set_position(done as u64);
     };
     let result = convert_file(&a.input, &a.output, &opts, a.gzip, &mut progress);
     if let Some(pb) = bar {

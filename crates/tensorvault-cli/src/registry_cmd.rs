@@ -138,13 +138,13 @@ impl StrategyArg {
 ///
 /// # Errors
 /// Never: the `Result` matches the other subcommands' signature.
-pub fn run(cmd: RegistryCmd) -> Result<i32, crate::error::CliError> {
+pub fn run(cmd: RegistryCmd, ctx: &crate::report::Ctx) -> Result<i32, crate::error::CliError> {
     let verifying = matches!(cmd, RegistryCmd::Verify { .. });
     let r = match cmd {
         RegistryCmd::Init(a) => init(&a),
         RegistryCmd::Ls { root, json } => ls(&root, json),
         RegistryCmd::Verify { root, version } => verify(&root, &version),
-        RegistryCmd::Save(a) => save(&a),
+        RegistryCmd::Save(a) => save(&a, ctx),
         RegistryCmd::Activate { root, version } => activate(&root, &version, false),
         RegistryCmd::Rollback { root, version } => activate(&root, &version, true),
         RegistryCmd::Inspect {

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
+use indicatif::ProgressBar;
 use serde_json::json;
 use tensorvault_registry::checkpoint::{
     load_checkpoint_dir, read_metadata, verify_checkpoint, LoadOptions, METADATA_FILE, WEIGHTS_FILE,
@@ -19,7 +20,7 @@ use tensorvault_registry::{
 use tensorvault_registry::{ModelRegistry, Preset, SaveOptions};
 
 use crate::registry_open::{existing, open};
-use crate::report::Table;
+use crate::report::{Ctx, Table, Unit};
 
 /// What a safetensors model given to `--from` must hold.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -147,19 +148,24 @@ fn registry_config(probe: &WeightRegistry) -> Result<FusionConfig, RegistryError
     })
 }
 
-/// Runs `registry save`.
+/// Runs `registry save`, with a bar over the bytes written and hashed (hidden by `-q` and
+/// `--json`).
 ///
 /// # Errors
 /// Registry errors (the version taken or invalid, a bad checkpoint, I/O).
-pub fn save(a: &SaveArgs) -> Result<(), RegistryError> {
-    match &a.from {
-        Some(src) if !is_fusemoe_checkpoint(src)? => save_safetensors(a, src),
-        from => save_fusemoe(a, from.as_deref()),
-    }
+pub fn save(a: &SaveArgs, ctx: &Ctx) -> Result<(), RegistryError> {
+    // The library reports (done, total) in bytes; the total is known once the source is read.
+    let pb = ctx.bar(0, "saving", Unit::Bytes, a.json);
+    let r = match &a.from {
+        Some(src) if !is_fusemoe_checkpoint(src)? => save_safetensors(a, src, &pb),
+        from => save_fusemoe(a, from.as_deref(), &pb),
+    };
+    pb.finish_and_clear();
+    r
 }
 
 /// A FuseMoE checkpoint directory, or (`from` absent) the registry's active weights.
-fn save_fusemoe(a: &SaveArgs, from: Option<&Path>) -> Result<(), RegistryError> {
+fn save_fusemoe(a: &SaveArgs, from: Option<&Path>, pb: &ProgressBar) -> Result<(), RegistryError> {
     let (config, current) = match (from, a.root.join(MANIFEST_FILE).is_file()) {
         // A new registry takes the checkpoint's own shapes.
         (Some(dir), false) => (read_metadata(dir)?.config, None),
@@ -210,7 +216,10 @@ fn save_fusemoe(a: &SaveArgs, from: Option<&Path>) -> Result<(), RegistryError> 
         weights.version.source_id.clone_from(id);
     }
     let reg = open(&a.root, config, 42)?;
-    let v = reg.save_checkpoint(&weights, training_metrics(&a.metrics))?;
+    let progress = Ctx::sized_callback(pb);
+    let v =
+        reg.save_checkpoint_progress(&weights, training_metrics(&a.metrics), Some(&progress))?;
+    pb.finish_and_clear();
     let file = reg.version_dir(&v.version)?.join(WEIGHTS_FILE);
     let bytes = std::fs::metadata(&file)
         .map_err(|source| RegistryError::Io {
@@ -237,7 +246,7 @@ fn save_fusemoe(a: &SaveArgs, from: Option<&Path>) -> Result<(), RegistryError> 
 }
 
 /// Any safetensors model, copied verbatim.
-fn save_safetensors(a: &SaveArgs, src: &Path) -> Result<(), RegistryError> {
+fn save_safetensors(a: &SaveArgs, src: &Path, pb: &ProgressBar) -> Result<(), RegistryError> {
     let preset = match a.preset {
         PresetArg::Any => Preset::Any,
         PresetArg::Fusemoe => {
@@ -251,14 +260,16 @@ fn save_safetensors(a: &SaveArgs, src: &Path) -> Result<(), RegistryError> {
     };
     let reg = ModelRegistry::open(&a.root, preset)?;
     let t = std::time::Instant::now();
-    let v = reg.save_from_path(
+    let v = reg.save_from_path_progress(
         src,
         SaveOptions {
             version: a.version(),
             source_id: a.source_id.clone(),
             metrics: training_metrics(&a.metrics),
         },
+        Some(&Ctx::sized_callback(pb)),
     )?;
+    pb.finish_and_clear();
     let secs = t.elapsed().as_secs_f64();
     let meta = reg.metadata(&v.version)?;
     let bytes: u64 = meta.files.iter().map(|f| f.bytes).sum();

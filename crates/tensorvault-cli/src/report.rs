@@ -81,6 +81,8 @@ pub enum Unit {
     Bytes,
     /// Steps of a computation (settings tried, files): "3/7".
     Steps,
+    /// Graph nodes (a model conversion): "1,024/2,048 nodes".
+    Nodes,
 }
 
 impl Ctx {
@@ -96,6 +98,7 @@ impl Ctx {
                 "{msg:>12} [{bar:40}] {binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, eta {eta})"
             }
             Unit::Steps => "{msg:>12} [{bar:40}] {pos}/{len} (eta {eta})",
+            Unit::Nodes => "{msg:>12} [{bar:40}] {human_pos}/{human_len} nodes (eta {eta})",
         };
         let style = ProgressStyle::with_template(template)
             .expect("valid template")
@@ -117,6 +120,19 @@ impl Ctx {
     pub fn callback(pb: &ProgressBar) -> tensorvault_core::progress::ProgressFn {
         let pb = pb.clone();
         std::sync::Arc::new(move |done, _total| pb.set_position(done))
+    }
+
+    /// [`Self::callback`] for work whose total the library learns as it goes (a bar made
+    /// with length 0): each call also sets the bar's length.
+    #[must_use]
+    pub fn sized_callback(pb: &ProgressBar) -> tensorvault_core::progress::ProgressFn {
+        let pb = pb.clone();
+        std::sync::Arc::new(move |done, total| {
+            if pb.length() != Some(total) {
+                pb.set_length(total);
+            }
+            pb.set_position(done);
+        })
     }
 }
 
@@ -159,6 +175,26 @@ pub fn size(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quiet_or_json_hides_every_kind_of_bar() {
+        for unit in [Unit::Rows, Unit::Bytes, Unit::Steps, Unit::Nodes] {
+            assert!(Ctx { quiet: true }.bar(10, "x", unit, false).is_hidden());
+            assert!(Ctx { quiet: false }.bar(10, "x", unit, true).is_hidden());
+        }
+    }
+
+    #[test]
+    fn a_sized_callback_takes_the_total_from_the_library() {
+        let pb = Ctx { quiet: true }.bar(0, "saving", Unit::Bytes, false);
+        let cb = Ctx::sized_callback(&pb);
+        cb(0, 5000);
+        assert_eq!(pb.length(), Some(5000));
+        cb(1200, 5000);
+        assert_eq!(pb.position(), 1200);
+        cb(5000, 5000);
+        assert_eq!((pb.position(), pb.length()), (5000, Some(5000)));
+    }
 
     #[test]
     fn counts_have_thousands_separators() {

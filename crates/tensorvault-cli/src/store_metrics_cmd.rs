@@ -4,20 +4,24 @@
 //! `Accept` header asks for it, as Prometheus itself does).
 //!
 //! Collections are opened per exposition, not held: each scrape lists the collections
-//! under ROOT, opens each one (replaying its log, which takes its exclusive lock for that
-//! moment), takes a snapshot and closes it again. So the server never keeps other
-//! processes out of a collection between scrapes, and new collections show up by
-//! themselves. A collection that another process holds open is exported as
+//! under ROOT and opens each one as a lock-free snapshot (`DirStore::open_path_snapshot`:
+//! its log replayed read-only to the end, nothing written, no lock taken), so a scrape
+//! never waits for a writer (a 30 s wait per held collection would outlast Prometheus's
+//! default 10 s scrape timeout) and never keeps anyone out; new collections show up by
+//! themselves. A collection that cannot be read (damaged, unreadable) is exported as
 //! `tensorvault_store_up{...} 0` (with the reason on stderr, once per change) and nothing
 //! else. Counters count since open, so here they stay 0; the gauges (blocks, bytes, slots,
 //! log records, replay time) are the useful part. A process that embeds the store exports
 //! its live counters with `tensorvault_store::metrics::StoreMetrics` instead.
 //!
-//! The server is a minimal HTTP/1.1 responder on `std::net::TcpListener`, one connection
-//! at a time (`Connection: close`). It serves until it is killed: Ctrl-C or SIGTERM end it
-//! with the default signal action, which is safe because no store is open between scrapes
-//! and a store that is interrupted mid-open recovers on the next open (its writes are
-//! crash-safe).
+//! The server is a small HTTP/1.1 responder on `std::net::TcpListener`, one connection at
+//! a time (`Connection: close`): the request head is read into a bounded buffer (8 KiB,
+//! else `431`) under a 10 s timeout and parsed by `httparse` (hyper's parser; a malformed
+//! head is `400`). tiny_http would replace the loop but reads header lines without a
+//! length bound and without a timeout, which this endpoint (`--allow-remote`) cannot
+//! afford. It serves until it is killed: Ctrl-C or SIGTERM end it with the default signal
+//! action, which is safe because no store is open between scrapes and a store that is
+//! interrupted mid-open recovers on the next open (its writes are crash-safe).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -36,6 +40,10 @@ use crate::error::CliError;
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
 /// How long a client may take to send its request or read the response.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// After a response: how long, and how many bytes, of unread request input are discarded
+/// before the connection is closed.
+const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
+const MAX_LINGER_BYTES: u64 = 1 << 20;
 
 /// Arguments of `store serve-metrics`.
 #[derive(Debug, Args)]
@@ -59,7 +67,7 @@ fn collect(root: &Path, last: &mut LastErrors) -> Result<StoreMetrics, CliError>
     let mut m = StoreMetrics::new();
     let mut errors = LastErrors::new();
     for (tenant, collection) in list_collections(root)? {
-        let snap = DirStore::open_path_shared(root, &tenant, &collection, StoreConfig::default())
+        let snap = DirStore::open_path_snapshot(root, &tenant, &collection, StoreConfig::default())
             .and_then(|s| {
                 m.add(&s)?;
                 s.close()
@@ -137,21 +145,66 @@ pub fn serve(a: &ServeMetricsArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-/// Read the request head: bytes up to the blank line, at most [`MAX_REQUEST_HEAD`].
-fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        if head.len() >= MAX_REQUEST_HEAD {
-            return Ok(None);
+/// Most header lines a request may have.
+const MAX_HEADERS: usize = 64;
+
+/// What the request head said.
+enum Head {
+    /// A complete head: method, path (query dropped), whether OpenMetrics is accepted.
+    Request {
+        method: String,
+        path: String,
+        openmetrics: bool,
+    },
+    /// More than [`MAX_REQUEST_HEAD`] bytes or [`MAX_HEADERS`] headers.
+    TooLarge,
+    /// Not an HTTP/1.x request head (or the client closed before finishing it).
+    Malformed,
+}
+
+/// Parse a complete request head, or say that more bytes are needed (`None`).
+fn parse_head(buf: &[u8]) -> Option<Head> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(_)) => {
+            // Prometheus asks for OpenMetrics when it can parse it; anything else gets
+            // the classic text format (version 0.0.4).
+            let openmetrics = req.headers.iter().any(|h| {
+                h.name.eq_ignore_ascii_case("accept")
+                    && std::str::from_utf8(h.value)
+                        .is_ok_and(|v| v.contains("application/openmetrics-text"))
+            });
+            let target = req.path.unwrap_or("");
+            Some(Head::Request {
+                method: req.method.unwrap_or("").to_owned(),
+                path: target.split('?').next().unwrap_or("").to_owned(),
+                openmetrics,
+            })
         }
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
+        Ok(httparse::Status::Partial) => None,
+        Err(httparse::Error::TooManyHeaders) => Some(Head::TooLarge),
+        Err(_) => Some(Head::Malformed),
     }
-    Ok(Some(String::from_utf8_lossy(&head).into_owned()))
+}
+
+/// Read the request head: at most [`MAX_REQUEST_HEAD`] bytes, parsed as they arrive.
+fn read_head(stream: &mut TcpStream) -> std::io::Result<Head> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(Head::Malformed);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(head) = parse_head(&buf) {
+            return Ok(head);
+        }
+        if buf.len() >= MAX_REQUEST_HEAD {
+            return Ok(Head::TooLarge);
+        }
+    }
 }
 
 fn respond(
@@ -169,26 +222,49 @@ fn respond(
         out.push_str(body);
     }
     stream.write_all(out.as_bytes())?;
-    stream.flush()
+    stream.flush()?;
+    // Close gracefully: the client may still be sending (a head refused as too large);
+    // closing with unread bytes would reset the connection and could drop the response
+    // before the client reads it. Finish writing, then discard what is left (bounded in
+    // bytes and time).
+    stream.shutdown(std::net::Shutdown::Write)?;
+    stream.set_read_timeout(Some(LINGER_TIMEOUT))?;
+    let _ = std::io::copy(
+        &mut (&mut *stream).take(MAX_LINGER_BYTES),
+        &mut std::io::sink(),
+    );
+    Ok(())
 }
 
 fn handle(mut stream: TcpStream, root: &Path, last: &mut LastErrors) -> std::io::Result<()> {
     stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
     let plain = "text/plain; charset=utf-8";
-    let Some(head) = read_head(&mut stream)? else {
-        return respond(
-            &mut stream,
-            "431 Request Header Fields Too Large",
-            plain,
-            "request head too large\n",
-            false,
-        );
+    let (method, path, openmetrics) = match read_head(&mut stream)? {
+        Head::Request {
+            method,
+            path,
+            openmetrics,
+        } => (method, path, openmetrics),
+        Head::TooLarge => {
+            return respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                plain,
+                "request head too large\n",
+                false,
+            )
+        }
+        Head::Malformed => {
+            return respond(
+                &mut stream,
+                "400 Bad Request",
+                plain,
+                "not an HTTP/1.x request\n",
+                false,
+            )
+        }
     };
-    let mut lines = head.lines();
-    let mut parts = lines.next().unwrap_or("").split_whitespace();
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
     let head_only = method == "HEAD";
     if method != "GET" && !head_only {
         return respond(
@@ -208,13 +284,6 @@ fn handle(mut stream: TcpStream, root: &Path, last: &mut LastErrors) -> std::io:
             head_only,
         );
     }
-    // Prometheus asks for OpenMetrics when it can parse it; anything else gets the classic
-    // text format (version 0.0.4).
-    let openmetrics = lines.any(|l| {
-        l.split_once(':').is_some_and(|(k, v)| {
-            k.trim().eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text")
-        })
-    });
     match collect(root, last) {
         Ok(m) => {
             let mut body = String::new();
@@ -234,5 +303,69 @@ fn handle(mut stream: TcpStream, root: &Path, last: &mut LastErrors) -> std::io:
             &format!("{e}\n"),
             head_only,
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(h: Option<Head>) -> (String, String, bool) {
+        match h {
+            Some(Head::Request {
+                method,
+                path,
+                openmetrics,
+            }) => (method, path, openmetrics),
+            _ => panic!("expected a complete request"),
+        }
+    }
+
+    #[test]
+    fn a_scrape_head_parses_and_every_prefix_asks_for_more() {
+        let head = b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nAccept: application/openmetrics-text;version=1.0.0\r\n\r\n";
+        assert_eq!(
+            request(parse_head(head)),
+            ("GET".into(), "/metrics".into(), true)
+        );
+        for n in 0..head.len() {
+            assert!(parse_head(&head[..n]).is_none(), "prefix of {n} bytes");
+        }
+        let plain = b"HEAD /metrics HTTP/1.0\r\n\r\n";
+        assert_eq!(
+            request(parse_head(plain)),
+            ("HEAD".into(), "/metrics".into(), false)
+        );
+    }
+
+    #[test]
+    fn garbage_and_oversized_heads_are_refused_without_panics() {
+        assert!(matches!(
+            parse_head(b"hello there\r\n\r\n"),
+            Some(Head::Malformed)
+        ));
+        let mut many = b"GET / HTTP/1.1\r\n".to_vec();
+        for i in 0..=MAX_HEADERS {
+            many.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        assert!(matches!(parse_head(&many), Some(Head::TooLarge)));
+        // Pseudo-random bytes (xorshift), with and without a valid request line in front:
+        // every answer is a value, never a panic.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for round in 0..2000 {
+            let mut buf = if round % 2 == 0 {
+                b"GET /metrics HTTP/1.1\r\n".to_vec()
+            } else {
+                Vec::new()
+            };
+            for _ in 0..(round % 300) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                buf.push((x >> 24) as u8);
+            }
+            let _ = parse_head(&buf);
+        }
     }
 }

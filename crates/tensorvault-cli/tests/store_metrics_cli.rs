@@ -164,7 +164,7 @@ fn serve_metrics_answers_a_scrape_and_refreshes() {
     let (_, _, body) = get(&addr, "/metrics", None);
     assert_eq!(sample(&body, BLOCKS_T1), Some(4.0), "{body}");
 
-    // A collection held open by another process is reported as down, then up again.
+    // A collection a writer holds open is still read (a snapshot, no lock), at once.
     let held = tensorvault_store::DirStore::open_path(
         &root,
         "t",
@@ -173,13 +173,89 @@ fn serve_metrics_answers_a_scrape_and_refreshes() {
         false,
     )
     .unwrap();
+    let t = std::time::Instant::now();
     let (status, _, body) = get(&addr, "/metrics", None);
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "waited {:?}",
+        t.elapsed()
+    );
     assert_eq!(status, "HTTP/1.1 200 OK");
-    assert_eq!(sample(&body, UP), Some(0.0), "{body}");
-    assert_eq!(sample(&body, BLOCKS_T1), None, "{body}");
+    assert_eq!(sample(&body, UP), Some(1.0), "{body}");
+    assert_eq!(sample(&body, BLOCKS_T1), Some(4.0), "{body}");
     held.close().unwrap();
+    // One that cannot be read is down (a meta.log that is a directory), the rest is up.
+    let bad = root.join("t").join("broken");
+    std::fs::create_dir_all(bad.join("meta.log")).unwrap();
     let (_, _, body) = get(&addr, "/metrics", None);
     assert_eq!(sample(&body, UP), Some(1.0), "{body}");
+    assert_eq!(
+        sample(
+            &body,
+            r#"tensorvault_store_up{tenant="t",collection="broken"}"#
+        ),
+        Some(0.0),
+        "{body}"
+    );
+}
+
+/// Send `request` as it is (then close the write side); returns the whole response.
+fn raw(addr: &str, request: &[u8]) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.write_all(request).unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut resp = String::new();
+    c.read_to_string(&mut resp).unwrap();
+    resp
+}
+
+#[test]
+fn serve_metrics_answers_bad_requests_with_their_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    put(&root, "w", 10_000, "1");
+    let (_server, addr) = serve(&root);
+    let status = |resp: &str| resp.lines().next().unwrap_or("").to_owned();
+
+    let r = raw(&addr, b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(status(&r), "HTTP/1.1 405 Method Not Allowed", "{r}");
+    // HEAD: the headers of a scrape, no body.
+    let r = raw(&addr, b"HEAD /metrics?x=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(status(&r), "HTTP/1.1 200 OK", "{r}");
+    let (head, body) = r.split_once("\r\n\r\n").unwrap();
+    assert!(head.contains("Content-Length: ") && !head.contains("Content-Length: 0\r"));
+    assert_eq!(body, "");
+    // Not HTTP, or a head cut off by the client: 400.
+    let r = raw(&addr, b"hello there\r\n\r\n");
+    assert_eq!(status(&r), "HTTP/1.1 400 Bad Request", "{r}");
+    let r = raw(&addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n");
+    assert_eq!(status(&r), "HTTP/1.1 400 Bad Request", "{r}");
+    // A head over 8 KiB, or with too many headers: 431, without reading it all.
+    let mut big = b"GET /metrics HTTP/1.1\r\nX-Long: ".to_vec();
+    big.extend(std::iter::repeat_n(b'a', 9000));
+    big.extend_from_slice(b"\r\n\r\n");
+    let r = raw(&addr, &big);
+    assert_eq!(
+        status(&r),
+        "HTTP/1.1 431 Request Header Fields Too Large",
+        "{r}"
+    );
+    let mut many = b"GET /metrics HTTP/1.1\r\n".to_vec();
+    for i in 0..100 {
+        many.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
+    }
+    many.extend_from_slice(b"\r\n");
+    let r = raw(&addr, &many);
+    assert_eq!(
+        status(&r),
+        "HTTP/1.1 431 Request Header Fields Too Large",
+        "{r}"
+    );
+    // The server still answers a good scrape afterwards.
+    let (status, _, body) = get(&addr, "/metrics", None);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(sample(&body, BLOCKS_T1), Some(3.0), "{body}");
 }
 
 #[test]

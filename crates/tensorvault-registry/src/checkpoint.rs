@@ -19,9 +19,10 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 use tensorvault_core::atomic::sync_dir;
+use tensorvault_core::progress::{report, ProgressFn};
 use tracing::{debug, warn};
 
-use crate::digest::{digest_all, verify_chunks, ChunkDigests};
+use crate::digest::{digest_all_reporting, verify_chunks, ChunkDigests};
 use crate::error::{RegistryError, Result};
 use crate::initializer::{assemble, WeightInitializer};
 use crate::st_error::st_err;
@@ -100,6 +101,21 @@ pub fn write_checkpoint(
     weights: &LoadedWeights,
     config: &FusionConfig,
 ) -> Result<WeightVersion> {
+    write_checkpoint_reporting(dest, weights, config, None)
+}
+
+/// [`write_checkpoint`], reporting to `progress` `(done, total)` in bytes of
+/// `weights.safetensors` hashed, from `(0, total)` once the file is serialized to
+/// `(total, total)` once it is durable.
+///
+/// # Errors
+/// See [`write_checkpoint`].
+pub fn write_checkpoint_reporting(
+    dest: &Path,
+    weights: &LoadedWeights,
+    config: &FusionConfig,
+    progress: Option<&ProgressFn>,
+) -> Result<WeightVersion> {
     weights.validate(config)?;
     if dest.exists() {
         return Err(RegistryError::VersionExists {
@@ -115,7 +131,7 @@ pub fn write_checkpoint(
         .map_or(0, |d| d.as_nanos());
     let tmp = parent.join(format!(".tmp-{leaf}-{}-{nanos}", std::process::id()));
     fs::create_dir_all(&tmp).map_err(RegistryError::io(&tmp))?;
-    let result = write_into(&tmp, weights, config).and_then(|version| {
+    let result = write_into(&tmp, weights, config, progress).and_then(|version| {
         sync_dir(&tmp).map_err(RegistryError::io(&tmp))?;
         tensorvault_core::fsio::rename(&tmp, dest).map_err(RegistryError::io(dest))?;
         sync_dir(parent).map_err(RegistryError::io(parent))?;
@@ -127,7 +143,12 @@ pub fn write_checkpoint(
     result
 }
 
-fn write_into(dir: &Path, weights: &LoadedWeights, config: &FusionConfig) -> Result<WeightVersion> {
+fn write_into(
+    dir: &Path,
+    weights: &LoadedWeights,
+    config: &FusionConfig,
+    progress: Option<&ProgressFn>,
+) -> Result<WeightVersion> {
     let wpath = dir.join(WEIGHTS_FILE);
     let named = weights.named_tensors();
     let bytes: Vec<(String, std::borrow::Cow<'_, [u8]>, Vec<usize>)> = named
@@ -148,12 +169,14 @@ fn write_into(dir: &Path, weights: &LoadedWeights, config: &FusionConfig) -> Res
     safetensors::serialize_to_file(views, &Some(info), &wpath)
         .map_err(|e| st_err(&wpath, None, &e))?;
     let map = map_file(&wpath)?;
+    let total = map.len() as u64;
+    report(progress, 0, total);
     // The digests are computed from the page cache while the file is flushed to disk: the
     // fsync waits on the device, not the CPU, so it runs on its own thread and both rayon
     // workers hash.
     let (synced, (whole, chunks)) = std::thread::scope(|s| {
         let sync = s.spawn(|| fsync_file(&wpath));
-        let d = digest_all(&map);
+        let d = digest_all_reporting(&map, &|n| report(progress, n, total));
         (sync.join(), d)
     });
     synced.unwrap_or_else(|_| {
@@ -162,6 +185,7 @@ fn write_into(dir: &Path, weights: &LoadedWeights, config: &FusionConfig) -> Res
             source: std::io::Error::other("fsync thread panicked"),
         })
     })?;
+    report(progress, total, total);
     let mut version = weights.version.clone();
     version.checksum = whole;
     let meta = CheckpointMetadata {

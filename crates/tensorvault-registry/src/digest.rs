@@ -30,6 +30,20 @@ pub struct ChunkDigests {
     pub blake3: Vec<String>,
 }
 
+/// Digests of one file of a version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDigest {
+    /// File name inside the version directory (a plain name: see [`crate::model::validate_file_name`]).
+    pub path: String,
+    /// Length in bytes.
+    pub bytes: u64,
+    /// `sha256:<hex>` of the whole file.
+    pub sha256: String,
+    /// BLAKE3 digests of the file's chunks (absent: only the whole-file digest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<ChunkDigests>,
+}
+
 impl ChunkDigests {
     /// Whether these digests can describe a `len`-byte file: a chunk size within
     /// [`MIN_CHUNK_BYTES`]..=[`MAX_CHUNK_BYTES`], one digest per chunk, all 64 hex digits.
@@ -60,8 +74,28 @@ pub fn blake3_hex(bytes: &[u8]) -> String {
 /// while one core hashes the whole.
 #[must_use]
 pub fn digest_all(bytes: &[u8]) -> (String, ChunkDigests) {
+    digest_all_reporting(bytes, &|_| {})
+}
+
+/// [`digest_all`], calling `hashed(n)` with the bytes of the whole-file SHA-256 done so far
+/// after every [`CHUNK_BYTES`] (the sequential hash is the slow side: the chunk digests run
+/// on the other cores at the same time), and once with `bytes.len()` at the end.
+#[must_use]
+pub fn digest_all_reporting(bytes: &[u8], hashed: &(dyn Fn(u64) + Sync)) -> (String, ChunkDigests) {
     let (whole, chunks) = rayon::join(
-        || sha256_hex(bytes),
+        || {
+            let mut h = sha2::Sha256::new();
+            let mut done = 0u64;
+            for part in bytes.chunks(CHUNK_BYTES as usize) {
+                h.update(part);
+                done += part.len() as u64;
+                hashed(done);
+            }
+            if bytes.is_empty() {
+                hashed(0);
+            }
+            tensorvault_core::checksum::hex(&h.finalize())
+        },
         || {
             bytes
                 .par_chunks(CHUNK_BYTES as usize)

@@ -10,6 +10,7 @@
 pub mod checkpoint;
 pub mod digest;
 pub mod error;
+mod hashed_write;
 pub mod initializer;
 pub mod manifest;
 pub mod model;
@@ -27,7 +28,8 @@ pub mod version;
 pub mod weights;
 
 pub use checkpoint::{
-    load_checkpoint_dir, verify_checkpoint, write_checkpoint, CheckpointMetadata,
+    load_checkpoint_dir, verify_checkpoint, write_checkpoint, write_checkpoint_reporting,
+    CheckpointMetadata,
 };
 pub use error::{RegistryError, Result};
 pub use initializer::WeightInitializer;

@@ -8,17 +8,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
-use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use safetensors::tensor::{Dtype, SafeTensors};
 use serde::{Deserialize, Serialize};
 use tensorvault_core::atomic::sync_dir;
+use tensorvault_core::progress::ProgressFn;
 
 use crate::checkpoint::{self, map_file, CHECKSUM_PREFIX, METADATA_FILE, WEIGHTS_FILE};
-use crate::digest::{digest_all, sha256_hex, ChunkDigests};
+use crate::digest::sha256_hex;
+pub use crate::digest::FileDigest;
 use crate::error::{RegistryError, Result};
+use crate::hashed_write::{write_hashed, SaveProgress};
 use crate::st_error::st_err;
 use crate::version::WeightVersion;
 use crate::weights::FusionConfig;
@@ -96,20 +98,6 @@ impl Preset {
             None => Ok(()),
         }
     }
-}
-
-/// Digests of one file of a version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileDigest {
-    /// File name inside the version directory (a plain name: see [`validate_file_name`]).
-    pub path: String,
-    /// Length in bytes.
-    pub bytes: u64,
-    /// `sha256:<hex>` of the whole file.
-    pub sha256: String,
-    /// BLAKE3 digests of the file's chunks (absent: only the whole-file digest).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chunks: Option<ChunkDigests>,
 }
 
 /// Contents of a model version's `metadata.json`.
@@ -367,34 +355,6 @@ fn fsync_file(path: &Path) -> Result<()> {
         .map_err(RegistryError::io(path))
 }
 
-/// Writes `bytes` to `path` (fsynced) while hashing them whole and per chunk, in parallel.
-pub(crate) fn write_hashed(path: &Path, name: &str, bytes: &[u8]) -> Result<FileDigest> {
-    let write = || -> Result<()> {
-        let mut f = File::create(path).map_err(RegistryError::io(path))?;
-        f.write_all(bytes).map_err(RegistryError::io(path))?;
-        tensorvault_core::fsio::sync_all(&f, path).map_err(RegistryError::io(path))
-    };
-    // Writing and fsync wait mostly on the page cache and the device: they run on their
-    // own thread so that both rayon workers hash.
-    let (written, (whole, chunks)) = std::thread::scope(|s| {
-        let w = s.spawn(write);
-        let d = digest_all(bytes);
-        (w.join(), d)
-    });
-    written.unwrap_or_else(|_| {
-        Err(RegistryError::Io {
-            path: path.to_owned(),
-            source: std::io::Error::other("writer thread panicked"),
-        })
-    })?;
-    Ok(FileDigest {
-        path: name.to_owned(),
-        bytes: bytes.len() as u64,
-        sha256: whole,
-        chunks: Some(chunks),
-    })
-}
-
 /// Creates `dest` (which must not exist) atomically: `fill` writes into a hidden temporary
 /// sibling directory, which is fsynced and renamed into place, then the parent is fsynced.
 pub(crate) fn write_dir_atomically<T>(
@@ -440,13 +400,31 @@ pub fn write_model_checkpoint(
     version: WeightVersion,
     preset: &Preset,
 ) -> Result<ModelMetadata> {
-    let origins: Vec<PathBuf> = shards.iter().map(|(n, _)| dest.join(n)).collect();
-    write_named(dest, shards, &origins, dest, index, version, preset)
+    write_model_checkpoint_reporting(dest, shards, index, version, preset, None)
 }
 
-/// [`write_model_checkpoint`] with `origins[i]`, the path shard `i` was read from, and
-/// `checkpoint`, the checkpoint as given, named in errors about the source bytes (a bad
-/// source file is reported under its own path, not the destination that is never made).
+/// [`write_model_checkpoint`], reporting to `progress` the bytes of the files (shards, then
+/// the index) written and hashed, out of their sum.
+///
+/// # Errors
+/// See [`write_model_checkpoint`].
+pub fn write_model_checkpoint_reporting(
+    dest: &Path,
+    shards: &[(String, &[u8])],
+    index: Option<(&Path, &[u8])>,
+    version: WeightVersion,
+    preset: &Preset,
+    progress: Option<&ProgressFn>,
+) -> Result<ModelMetadata> {
+    let origins: Vec<PathBuf> = shards.iter().map(|(n, _)| dest.join(n)).collect();
+    write_named(dest, shards, &origins, dest, index, version, preset, progress)
+}
+
+/// [`write_model_checkpoint_reporting`] with `origins[i]`, the path shard `i` was read
+/// from, and `checkpoint`, the checkpoint as given, named in errors about the source bytes
+/// (a bad source file is reported under its own path, not the destination that is never
+/// made).
+#[allow(clippy::too_many_arguments)]
 fn write_named(
     dest: &Path,
     shards: &[(String, &[u8])],
@@ -455,6 +433,7 @@ fn write_named(
     index: Option<(&Path, &[u8])>,
     mut version: WeightVersion,
     preset: &Preset,
+    progress: Option<&ProgressFn>,
 ) -> Result<ModelMetadata> {
     let named: Vec<(PathBuf, &[u8])> = origins
         .iter()
@@ -481,13 +460,21 @@ fn write_named(
         checkpoint,
     )?;
     let v = version.version.clone();
+    let total = shards.iter().map(|(_, m)| m.len() as u64).sum::<u64>()
+        + index.map_or(0, |(_, b)| b.len() as u64);
     write_dir_atomically(dest, &v, |tmp| {
+        let mut p = SaveProgress::new(progress, total);
         let mut files = Vec::with_capacity(shards.len() + 1);
         for (name, map) in shards {
-            files.push(write_hashed(&tmp.join(name), name, map)?);
+            files.push(write_hashed(&tmp.join(name), name, map, &mut p)?);
         }
         if let Some((_, bytes)) = index {
-            files.push(write_hashed(&tmp.join(INDEX_FILE), INDEX_FILE, bytes)?);
+            files.push(write_hashed(
+                &tmp.join(INDEX_FILE),
+                INDEX_FILE,
+                bytes,
+                &mut p,
+            )?);
         }
         let index_name = index.map(|_| INDEX_FILE.to_owned());
         version.checksum = version_checksum(&files, index_name.as_deref());
@@ -518,6 +505,20 @@ pub fn copy_checkpoint(
     version: WeightVersion,
     preset: &Preset,
 ) -> Result<ModelMetadata> {
+    copy_checkpoint_reporting(dest, src, version, preset, None)
+}
+
+/// [`copy_checkpoint`] with progress in bytes ([`write_model_checkpoint_reporting`]).
+///
+/// # Errors
+/// See [`copy_checkpoint`].
+pub fn copy_checkpoint_reporting(
+    dest: &Path,
+    src: &CheckpointSource,
+    version: WeightVersion,
+    preset: &Preset,
+    progress: Option<&ProgressFn>,
+) -> Result<ModelMetadata> {
     let maps = src
         .shards
         .iter()
@@ -546,6 +547,7 @@ pub fn copy_checkpoint(
         index.as_ref().map(|(p, b)| (*p, b.as_slice())),
         version,
         preset,
+        progress,
     )
 }
 

@@ -7,13 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
+use tensorvault_core::progress::ProgressFn;
 use tracing::{info, warn};
 
 use crate::error::{RegistryError, Result};
 use crate::manifest::ManifestStore;
 use crate::model::{
-    copy_checkpoint, resolve_source, write_model_checkpoint, ModelMetadata, Preset, Verify,
-    SINGLE_FILE,
+    copy_checkpoint_reporting, resolve_source, write_model_checkpoint, ModelMetadata, Preset,
+    Verify, SINGLE_FILE,
 };
 use crate::model_tensor::{load_model_dir, verify_model_dir, LoadedModel};
 use crate::version::{now_rfc3339, TrainingMetrics, WeightVersion};
@@ -130,9 +131,26 @@ impl ModelRegistry {
     /// [`RegistryError::UnsafeFileName`] (an index naming a shard outside its directory),
     /// safetensors, preset and I/O errors; nothing is listed unless everything is durable.
     pub fn save_from_path(&self, src: &Path, opts: SaveOptions) -> Result<WeightVersion> {
+        self.save_from_path_progress(src, opts, None)
+    }
+
+    /// [`Self::save_from_path`], reporting to `progress` (the workspace's one progress
+    /// layer, [`tensorvault_core::progress`]) `(done, total)` in bytes: the checkpoint's
+    /// files (shards, then the index) written and hashed, out of their sum. The first call
+    /// is `(0, total)` once the source is validated, the last `(total, total)` once every
+    /// file is durable (the metadata file and the listing follow).
+    ///
+    /// # Errors
+    /// See [`Self::save_from_path`].
+    pub fn save_from_path_progress(
+        &self,
+        src: &Path,
+        opts: SaveOptions,
+        progress: Option<&ProgressFn>,
+    ) -> Result<WeightVersion> {
         let source = resolve_source(src)?;
         self.save_with(opts, src.display().to_string(), |dir, v| {
-            copy_checkpoint(dir, &source, v, &self.preset)
+            copy_checkpoint_reporting(dir, &source, v, &self.preset, progress)
         })
     }
 

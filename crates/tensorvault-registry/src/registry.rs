@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwapOption;
+use tensorvault_core::progress::ProgressFn;
 use tracing::{info, warn};
 
 use crate::checkpoint::{self, load_checkpoint_dir, CheckpointMetadata, LoadOptions};
@@ -426,6 +427,21 @@ impl WeightRegistry {
         weights: &LoadedWeights,
         metrics: Option<TrainingMetrics>,
     ) -> Result<WeightVersion> {
+        self.save_checkpoint_progress(weights, metrics, None)
+    }
+
+    /// [`Self::save_checkpoint`], reporting to `progress` (the workspace's one progress
+    /// layer, [`tensorvault_core::progress`]) `(done, total)` in bytes of the new
+    /// `weights.safetensors` hashed, up to `(total, total)` once it is durable.
+    ///
+    /// # Errors
+    /// See [`Self::save_checkpoint`].
+    pub fn save_checkpoint_progress(
+        &self,
+        weights: &LoadedWeights,
+        metrics: Option<TrainingMetrics>,
+        progress: Option<&ProgressFn>,
+    ) -> Result<WeightVersion> {
         let mut m = self.store.lock();
         let wanted = Some(weights.version.version.as_str()).filter(|v| !v.is_empty());
         let version = m.claim_version(wanted)?;
@@ -438,7 +454,7 @@ impl WeightRegistry {
             metrics,
         };
         let dir = self.version_dir(&version)?;
-        let saved = checkpoint::write_checkpoint(&dir, &w, &self.fusion)?;
+        let saved = checkpoint::write_checkpoint_reporting(&dir, &w, &self.fusion, progress)?;
         let mut next = m.clone();
         next.versions.push(saved.clone());
         self.store.persist(&next)?;

@@ -4,44 +4,44 @@
 //! hit is still checked against its trailer's CRC32C and dropped if damaged. The cache is
 //! disposable: files are written with rename but never fsynced.
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// LRU bookkeeping: name -> (size, tick) and tick -> name.
-#[derive(Default)]
+use lru::LruCache;
+
+/// LRU bookkeeping: the `lru` crate's order (name -> size, unbounded by count) and the
+/// total size, which bounds the cache in bytes.
 struct Lru {
-    entries: HashMap<String, (u64, u64)>,
-    order: BTreeMap<u64, String>,
+    order: LruCache<String, u64>,
     total: u64,
-    tick: u64,
+}
+
+impl Default for Lru {
+    fn default() -> Self {
+        Lru {
+            order: LruCache::unbounded(),
+            total: 0,
+        }
+    }
 }
 
 impl Lru {
+    /// Mark `name` most recently used; false if it is not cached.
     fn touch(&mut self, name: &str) -> bool {
-        let Some((_, t)) = self.entries.get_mut(name) else {
-            return false;
-        };
-        self.order.remove(t);
-        self.tick += 1;
-        *t = self.tick;
-        self.order.insert(self.tick, name.to_owned());
-        true
+        self.order.get(name).is_some()
     }
 
     fn insert(&mut self, name: String, size: u64) {
-        self.remove(&name);
-        self.tick += 1;
-        self.order.insert(self.tick, name.clone());
-        self.entries.insert(name, (size, self.tick));
+        if let Some(old) = self.order.put(name, size) {
+            self.total -= old;
+        }
         self.total += size;
     }
 
     fn remove(&mut self, name: &str) -> bool {
-        match self.entries.remove(name) {
-            Some((size, t)) => {
-                self.order.remove(&t);
+        match self.order.pop(name) {
+            Some(size) => {
                 self.total -= size;
                 true
             }
@@ -50,10 +50,8 @@ impl Lru {
     }
 
     fn pop_oldest(&mut self) -> Option<String> {
-        let (_, name) = self.order.pop_first()?;
-        if let Some((size, _)) = self.entries.remove(&name) {
-            self.total -= size;
-        }
+        let (name, size) = self.order.pop_lru()?;
+        self.total -= size;
         Some(name)
     }
 }
@@ -192,7 +190,7 @@ impl BlockCache {
             misses: self.misses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
             bytes: l.total,
-            entries: l.entries.len() as u64,
+            entries: l.order.len() as u64,
         }
     }
 }
@@ -224,5 +222,21 @@ mod tests {
         let s = c.stats();
         assert_eq!(s.entries, 1);
         assert!(s.bytes <= 150);
+    }
+
+    #[test]
+    fn a_replaced_entry_counts_its_new_size_once() {
+        let d = tempfile::tempdir().unwrap();
+        let c = BlockCache::open(d.path(), 250).unwrap();
+        c.put("a", &[1u8; 100]);
+        c.put("b", &[2u8; 100]);
+        c.put("a", &[3u8; 40]); // replaced: 140 bytes, a most recent
+        let s = c.stats();
+        assert_eq!((s.entries, s.bytes, s.evictions), (2, 140, 0));
+        c.put("c", &[4u8; 150]); // 290 > 250: evicts b (the oldest), not a
+        assert!(c.get("b").is_none());
+        assert_eq!(c.get("a").unwrap(), vec![3u8; 40]);
+        let s = c.stats();
+        assert_eq!((s.entries, s.bytes, s.evictions), (2, 190, 1));
     }
 }

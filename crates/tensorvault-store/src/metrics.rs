@@ -355,6 +355,9 @@ impl StoreMetrics {
 
 /// Rewrite OpenMetrics text into the classic Prometheus text format: counter families
 /// are named after their `_total` samples, `# UNIT` and `# EOF` lines are dropped.
+/// (`prometheus-client`, 0.25 included, encodes OpenMetrics only; the crates that write the
+/// classic format are whole metrics libraries with their own registries. This renames
+/// lines of our own encoder's output and parses nothing from outside.)
 fn openmetrics_to_classic(om: &str) -> String {
     let counters: std::collections::HashSet<&str> = om
         .lines()

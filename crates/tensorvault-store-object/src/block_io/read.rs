@@ -60,6 +60,21 @@ impl ObjectBlockIO {
         len: u32,
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<()> {
+        // As every BlockIO: a bad argument is InvalidArgument naming it, a slot start
+        // this backend never handed out is NotFound.
+        let sl = self.slot_len[tier.index()];
+        if offset % u64::from(sl) != 0 || offset.checked_add(u64::from(len)).is_none() {
+            return Err(StoreErr::InvalidArgument {
+                field: "offset",
+                reason: format!("{offset} is not a slot start of {tier} ({sl}-byte slots)"),
+            });
+        }
+        if len > sl {
+            return Err(StoreErr::InvalidArgument {
+                field: "len",
+                reason: format!("{len} bytes, a {tier} slot holds {sl}"),
+            });
+        }
         let slot = self.slot_of(tier, offset).map_err(|_| StoreErr::NotFound {
             key,
             tier: Some(tier),

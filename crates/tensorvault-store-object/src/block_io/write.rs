@@ -118,6 +118,10 @@ impl ObjectBlockIO {
             }
             .into_store("put"));
         }
+        // The block may still be in flight (written, not yet synced; in a pack not yet
+        // sealed): finish every upload first, so the repaired object is not overwritten by
+        // the original upload afterwards and reads do not keep serving the old bytes.
+        tensorvault_store::BlockIO::sync(self)?;
         let bytes = Bytes::from(frame::seal(src.to_vec()));
         let (key, at) = self.location(tier, slot);
         let c = &self.coll;

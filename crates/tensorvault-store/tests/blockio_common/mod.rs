@@ -9,6 +9,12 @@ pub struct Backend {
     pub name: &'static str,
     pub io: Box<dyn BlockIO>,
     pub geometry: CollectionConfig,
+    /// Slots are fixed-size places in a buffer or file: freed slots are handed out
+    /// again, lowest first, liveness is tracked per slot (a double free is refused) and a
+    /// slot holds `slot_len` bytes whatever was written. False for the object store's
+    /// immutable block objects: numbers are never reused, live blocks are counted, an
+    /// object holds what was written.
+    pub slot_files: bool,
     #[cfg(feature = "mmap")]
     pub dir: Option<tempfile::TempDir>,
 }
@@ -19,6 +25,7 @@ pub fn backends_with(geometry: CollectionConfig) -> Vec<Backend> {
         name: "buffer",
         io: Box::new(BufferBlockIO::new(&geometry)),
         geometry,
+        slot_files: true,
         #[cfg(feature = "mmap")]
         dir: None,
     };
@@ -30,6 +37,7 @@ pub fn backends_with(geometry: CollectionConfig) -> Vec<Backend> {
             name: "mmap",
             io: Box::new(io),
             geometry,
+            slot_files: true,
             dir: Some(dir),
         };
         vec![buffer, mmap]

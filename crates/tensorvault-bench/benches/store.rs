@@ -3,7 +3,7 @@
 //! blocks for comparison. The side-by-side table with percentiles, throughput, replay
 //! and memory is `examples/store_bench.rs` (`bench/store/run.sh`).
 //!
-//! `cargo bench -p tensorvault-store --bench store`
+//! `cargo bench -p tensorvault-bench --bench store`
 
 // criterion's macros generate undocumented items.
 #![allow(missing_docs)]

@@ -1,6 +1,6 @@
 //! The temporal tensor store side by side with redb, in one run (issue 5, "Performance").
 //!
-//! `cargo run --release -p tensorvault-store --example store_bench -- [ROUNDS] [DIR]`
+//! `cargo run --release -p tensorvault-bench --example store_bench -- [ROUNDS] [DIR]`
 //!
 //! Every figure is measured `ROUNDS` times (default 5); each round measures ours and
 //! redb back to back on fresh files, so the ratios are same-run ratios. The table shows
