@@ -10,7 +10,7 @@ use super::chain::{chunk_ids, chunk_name};
 use super::counts::ModelCounts;
 use super::evict::AgeTiers;
 use super::kv_io::{block_bytes, KvData, KvShape, LoadedKv};
-use super::manifest::{ModelManifest, MANIFEST_FILE, MAX_MODEL_LEN, MODEL_OFFSET};
+use super::manifest::{ModelManifest, MANIFEST_FILE};
 use super::{collection_name, TENANT};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{CollectionConfig, Durability, StoreConfig};
@@ -260,7 +260,7 @@ impl<C: Clock> PrefixCache<C> {
         let view = if cfg.read_only {
             let stamp = Stamp::of(&dir)?;
             let v = open_view(stamp)?;
-            match read_manifest(&dir.join(MANIFEST_FILE))? {
+            match ModelManifest::read(&dir)? {
                 Some(stored) => check_manifest(&stored, &manifest)?,
                 None => {
                     let path = dir.join(MANIFEST_FILE);
@@ -280,7 +280,7 @@ impl<C: Clock> PrefixCache<C> {
             // waits, then finds the manifest.
             let store = open_writer(root, &coll, &clock, &scfg, true)?;
             let path = dir.join(MANIFEST_FILE);
-            match read_manifest(&path)? {
+            match ModelManifest::read(&dir)? {
                 Some(stored) => check_manifest(&stored, &manifest)?,
                 None => tensorvault_core::atomic::write_atomic(&path, &wanted)
                     .map_err(|e| StoreErr::io("write", &path, std::io::Error::other(e)))?,
@@ -751,25 +751,4 @@ fn check_manifest(stored: &ModelManifest, given: &ModelManifest) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Read `prefix.model` if present, refusing a file larger than any valid manifest before
-/// reading it.
-fn read_manifest(path: &Path) -> Result<Option<ModelManifest>> {
-    let len = match std::fs::symlink_metadata(path) {
-        Ok(m) => m.len(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreErr::io("stat", path, e)),
-    };
-    let max = (MODEL_OFFSET + MAX_MODEL_LEN + 4) as u64;
-    if len > max {
-        return Err(StoreErr::BadHeader {
-            file: MANIFEST_FILE.to_owned(),
-            field: "length",
-            offset: 0,
-            reason: format!("{len} bytes, a manifest has at most {max}"),
-        });
-    }
-    let bytes = std::fs::read(path).map_err(|e| StoreErr::io("read", path, e))?;
-    ModelManifest::decode(&bytes).map(Some)
 }

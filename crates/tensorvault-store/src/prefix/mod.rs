@@ -59,6 +59,26 @@ pub use manifest::ModelManifest;
 /// The tenant every prefix-cache collection lives under.
 pub const TENANT: &str = "prefix";
 
+/// The collection directories of every model's prefix cache under `root` (collections of
+/// tenant [`TENANT`] whose name is `m` + 32 hex digits), sorted; read their
+/// [`ModelManifest::read`] for the model each holds.
+///
+/// # Errors
+/// [`crate::StoreErr::Io`] if `root` cannot be listed.
+#[cfg(feature = "mmap")]
+pub fn model_dirs(root: &std::path::Path) -> crate::Result<Vec<std::path::PathBuf>> {
+    Ok(crate::fs::list_collections(root)?
+        .into_iter()
+        .filter(|(t, c)| {
+            t == TENANT
+                && c.len() == 33
+                && c.starts_with('m')
+                && c[1..].bytes().all(|b| b.is_ascii_hexdigit())
+        })
+        .map(|(t, c)| root.join(t).join(c))
+        .collect())
+}
+
 /// The collection of `model`: `m` + the first 16 bytes of `blake3(model)` in hex.
 #[must_use]
 pub fn collection_name(model: &str) -> String {

@@ -51,4 +51,16 @@ impl<C: Clock> PrefixCache<C> {
             Ok(report)
         })
     }
+
+    /// Evict chunks (the least recently used that no other chunk extends, repeatedly)
+    /// until the model's chunks take at most `bytes` payload bytes (0: evict all), in one
+    /// commit; returns the chunks evicted. For `tensorvault kv evict`.
+    ///
+    /// # Errors
+    /// [`crate::StoreErr::ReadOnly`]; [`crate::StoreErr::Locked`] if other writers kept
+    /// the lock past `lock_wait`; the store's delete errors.
+    pub fn evict_to_bytes(&self, bytes: u64) -> Result<u64> {
+        self.check_writable("evict")?;
+        self.commit(|w| self.evict_to(w, bytes))
+    }
 }
