@@ -248,12 +248,17 @@ impl<C: Clock> PrefixCache<C> {
         let coll = collection_name(model);
         let dir = collection_dir(root, TENANT, &coll)?;
         let clock = SharedClock::new(clock);
+        let form = ChunkForm {
+            shape: [2, layers, kv_heads, cfg.chunk_tokens, head_dim],
+            blocks: 2 * layers * kv_heads,
+        };
         let open_view = |stamp| -> Result<View<C>> {
             let store =
                 DirStore::open_dir_snapshot(root, TENANT, &coll, clock.clone(), scfg.clone())?;
+            let (table, _incomplete) = chunk_table(&store, form)?;
             Ok(View {
                 store: Arc::new(store),
-                table: HashMap::new(),
+                table,
                 stamp,
             })
         };
@@ -285,10 +290,6 @@ impl<C: Clock> PrefixCache<C> {
                 None => tensorvault_core::atomic::write_atomic(&path, &wanted)
                     .map_err(|e| StoreErr::io("write", &path, std::io::Error::other(e)))?,
             }
-            let form = ChunkForm {
-                shape: [2, layers, kv_heads, cfg.chunk_tokens, head_dim],
-                blocks: 2 * layers * kv_heads,
-            };
             writer_table(&store, form)?;
             store.close()?;
             open_view(Stamp::of(&dir)?)?
@@ -331,14 +332,13 @@ impl<C: Clock> PrefixCache<C> {
         }
     }
 
-    /// Check the collection's block size and build the first chunk table.
+    /// Check the collection's block size.
     fn finish_open(self) -> Result<Self> {
         let block_elems = self.current()?.store.geometry().block_elems;
         let want = u64::from(self.cfg.chunk_tokens) * u64::from(self.shape.head_dim);
         if u64::from(block_elems) != want {
             return Err(mismatch("block_elems", block_elems, want));
         }
-        self.refresh(true)?;
         Ok(self)
     }
 
