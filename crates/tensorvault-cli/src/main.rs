@@ -10,6 +10,7 @@ mod demo;
 mod demo_common;
 mod demo_store;
 mod error;
+mod kv_cmd;
 mod mobi_cmd;
 mod mobi_convert_cmd;
 mod mobi_run_cmd;
@@ -58,6 +59,10 @@ enum Cmd {
     /// Run the main workload end to end: 100,000 x 768 embeddings packed as fp16, int8 and
     /// bf16, loaded back, with sizes, ratios, throughput and reconstruction error.
     Demo(demo::DemoArgs),
+    /// KV prefix caches (prompt KV reused across requests and processes): ls, stats,
+    /// verify, evict.
+    #[command(subcommand)]
+    Kv(kv_cmd::KvCmd),
     /// Compact mobile model files (.mobi): inspect, validate, quantize, graph, example.
     #[command(subcommand)]
     Mobi(mobi_cmd::MobiCmd),
@@ -82,6 +87,7 @@ fn main() {
         Cmd::Cgeb(c) => cgeb_cmd::run(c, &ctx),
         Cmd::Cvc(c) => cvc_cmd::run(c, ctx.quiet),
         Cmd::Demo(a) => demo::run(&a, ctx.quiet).map(|()| 0),
+        Cmd::Kv(c) => kv_cmd::run(c),
         Cmd::Mobi(c) => mobi_cmd::run(c, &ctx),
         Cmd::Quant(c) => quant_cmd::run(c, &ctx),
         Cmd::Registry(c) => registry_cmd::run(c, &ctx),

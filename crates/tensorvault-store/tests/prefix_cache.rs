@@ -271,12 +271,12 @@ fn budget_evicts_least_recently_used_suffixes_first() {
     let a = toks(12, 1); // 3 chunks
     let b = toks(8, 2); // 2 chunks
     store(&c, &a);
-    c.tensor_store().clock().advance(10);
+    c.clock().advance(10);
     store(&c, &b);
-    c.tensor_store().clock().advance(10);
+    c.clock().advance(10);
     // Use prompt a: it becomes the most recently used.
     assert_eq!(c.load(&a, None).unwrap().tokens, 12);
-    c.tensor_store().clock().advance(10);
+    c.clock().advance(10);
     assert_eq!(c.stats().unwrap().chunks, 5);
     // One more chunk: over budget by one: b's last chunk (the LRU leaf) goes.
     let d = toks(4, 3);
@@ -285,7 +285,7 @@ fn budget_evicts_least_recently_used_suffixes_first() {
     assert_eq!(c.lookup(&a).unwrap(), 12);
     assert_eq!(c.lookup(&d).unwrap(), 4);
     // Two more: b's first chunk (now a leaf, still the LRU) then a's suffix end.
-    c.tensor_store().clock().advance(10);
+    c.clock().advance(10);
     store(&c, &toks(8, 4));
     assert_eq!(c.lookup(&b).unwrap(), 0);
     assert_eq!(
@@ -310,10 +310,12 @@ fn a_flipped_byte_is_a_miss_never_wrong_data() {
         let ids = tensorvault_store::prefix::chain::chunk_ids("m", 8, &t);
         let (id, parent) = ids[2];
         c.tensor_store()
+            .unwrap()
             .tensor_id_of(&tensorvault_store::prefix::chain::chunk_name(id, parent))
     };
     let meta = c
         .tensor_store()
+        .unwrap()
         .meta(&tensorvault_store::BlockKey::new(chunk2, 3))
         .unwrap()
         .unwrap();
@@ -405,7 +407,7 @@ fn maintain_demotes_idle_chunks_and_loads_stay_close() {
     let mut errs = Vec::new();
     // Each load is a use, so the idle time counts from it: 10, then 20, then 30 ticks.
     for (advance, tier) in [(10, Tier::Tier1), (20, Tier::Tier2), (30, Tier::Tier3)] {
-        c.tensor_store().clock().advance(advance);
+        c.clock().advance(advance);
         let r = c.maintain().unwrap();
         assert_eq!(r.demoted[tier.index()], 2, "{tier}");
         let s = c.stats().unwrap();
@@ -443,13 +445,15 @@ fn verify_reports_damage_without_touching_access_and_drops_it_when_writable() {
     let ids = tensorvault_store::prefix::chain::chunk_ids("m", 8, &t);
     let c = open(dir.path(), "m", 8);
     store(&c, &t);
-    let tid = c
-        .tensor_store()
-        .tensor_id_of(&tensorvault_store::prefix::chain::chunk_name(
-            ids[1].0, ids[1].1,
-        ));
+    let tid =
+        c.tensor_store()
+            .unwrap()
+            .tensor_id_of(&tensorvault_store::prefix::chain::chunk_name(
+                ids[1].0, ids[1].1,
+            ));
     let meta = c
         .tensor_store()
+        .unwrap()
         .meta(&tensorvault_store::BlockKey::new(tid, 5))
         .unwrap()
         .unwrap();
@@ -482,12 +486,14 @@ fn verify_reports_damage_without_touching_access_and_drops_it_when_writable() {
     );
     let before = ro
         .tensor_store()
+        .unwrap()
         .meta(&tensorvault_store::BlockKey::new(tid, 0))
         .unwrap()
         .unwrap();
     ro.verify().unwrap();
     let after = ro
         .tensor_store()
+        .unwrap()
         .meta(&tensorvault_store::BlockKey::new(tid, 0))
         .unwrap()
         .unwrap();

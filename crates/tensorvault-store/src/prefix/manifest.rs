@@ -183,6 +183,40 @@ impl ModelManifest {
     }
 }
 
+impl ModelManifest {
+    /// Read `prefix.model` of the collection directory `dir` if present (`None` if not),
+    /// refusing a file that is not a regular file or is larger than any valid manifest
+    /// before reading it.
+    ///
+    /// # Errors
+    /// [`StoreErr::Io`]; [`StoreErr::NotRegularFile`]; [`StoreErr::BadHeader`] (field
+    /// `length` for an over-long file, else as [`ModelManifest::decode`]).
+    pub fn read(dir: &std::path::Path) -> Result<Option<Self>> {
+        use std::io::Read;
+        let path = dir.join(MANIFEST_FILE);
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreErr::io("stat", &path, e)),
+        }
+        let file = StoreErr::open_regular("open", &path, std::fs::OpenOptions::new().read(true))?;
+        let max = (MODEL_OFFSET + MAX_MODEL_LEN + 4) as u64;
+        let mut bytes = Vec::new();
+        (&file)
+            .take(max + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| StoreErr::io("read", &path, e))?;
+        if bytes.len() as u64 > max {
+            return Err(bad(
+                "length",
+                0,
+                format!("over {max} bytes, a manifest has at most {max}"),
+            ));
+        }
+        Self::decode(&bytes).map(Some)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
