@@ -2,6 +2,7 @@
 
 use tensorvault_formats::mobi::OperatorType as Op;
 
+use super::act::Act;
 use super::{broadcast, f32_tensor, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;
 
@@ -38,6 +39,12 @@ fn softplus(x: f32) -> f32 {
 pub(crate) fn unary(cx: &Ctx<'_>) -> OpResult<Tensor> {
     let x = cx.f32(0)?;
     let shape = cx.shape(0)?.to_vec();
+    if let Some(a) = Act::of(cx.op) {
+        // Relu and Clip in one vectorizable pass (the same functions fused ones use).
+        let mut y = x.to_vec();
+        a.apply(&mut y);
+        return Ok(f32_tensor(shape, y));
+    }
     let p = cx.params();
     let f: Box<dyn Fn(f32) -> f32> = match cx.op.op {
         Op::Relu => Box::new(|x: f32| if x < 0.0 { 0.0 } else { x }),

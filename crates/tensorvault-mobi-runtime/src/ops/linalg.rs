@@ -1,6 +1,7 @@
 //! Matrix products: FullyConnected (X * W^T + B) and numpy MatMul, through
 //! `matrixmultiply::sgemm`.
 
+use super::act::{epilogue, Act};
 use super::{broadcast, f32_tensor, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;
 
@@ -50,8 +51,9 @@ pub(crate) fn sgemm(
     }
 }
 
-/// FullyConnected: X [..., K], W [M, K], B [M] -> [..., M].
-pub(crate) fn fully_connected(cx: &Ctx<'_>) -> OpResult<Tensor> {
+/// FullyConnected: X [..., K], W [M, K], B [M] -> [..., M], with the activation `act`
+/// fused into the bias loop.
+pub(crate) fn fully_connected(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Tensor> {
     let (xs, ws) = (cx.shape(0)?, cx.shape(1)?);
     let (x, w) = (cx.f32(0)?, cx.f32(1)?);
     let [m, k] = *ws else {
@@ -70,19 +72,28 @@ pub(crate) fn fully_connected(cx: &Ctx<'_>) -> OpResult<Tensor> {
     let mut out_shape = xs[..xs.len() - 1].to_vec();
     out_shape.push(m);
     let n = cx.alloc(&out_shape)?;
+    let bias = match cx.inputs.len() {
+        3 => Some(cx.f32(2)?),
+        _ => None,
+    };
+    if bias.is_some_and(|b| b.len() != m) {
+        return Err(OpError::Shape {
+            input: 2,
+            rule: "bias length must equal M",
+        });
+    }
     let mut y = vec![0f32; n];
     sgemm(rows, k, m, x, (k, 1), w, (1, k), &mut y);
-    if cx.inputs.len() == 3 {
-        let b = cx.f32(2)?;
-        if b.len() != m {
-            return Err(OpError::Shape {
-                input: 2,
-                rule: "bias length must equal M",
-            });
+    match (bias, act) {
+        (Some(b), act) => {
+            for row in y.chunks_exact_mut(m.max(1)) {
+                row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+                if let Some(a) = act {
+                    a.apply(row);
+                }
+            }
         }
-        for row in y.chunks_exact_mut(m.max(1)) {
-            row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
-        }
+        (None, act) => epilogue(&mut y, m, None, act),
     }
     Ok(f32_tensor(out_shape, y))
 }
