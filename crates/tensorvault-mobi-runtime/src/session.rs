@@ -37,6 +37,8 @@ pub struct Session {
     last_use: HashMap<u32, usize>,
     /// Per operator, an activation fused into it (the next operator, then skipped).
     fused: Vec<Option<ops::Act>>,
+    /// Buffers of freed values and scratch, reused by the next runs.
+    pool: ops::Pool,
     limits: Limits,
 }
 
@@ -139,6 +141,7 @@ impl Session {
             constants,
             last_use,
             fused,
+            pool: ops::Pool::default(),
             limits,
         })
     }
@@ -225,6 +228,7 @@ impl Session {
         }
         let mut values: HashMap<u32, Tensor> = HashMap::new();
         let mut skip = false;
+        let buffers = self.pool.lend();
         for (index, op) in self.operators.iter().enumerate() {
             if std::mem::take(&mut skip) {
                 continue; // an activation fused into the previous operator
@@ -246,6 +250,7 @@ impl Session {
                 op,
                 inputs: args,
                 limit: self.limits.max_elements,
+                buffers: &buffers,
             };
             let act = self.fused[index];
             let outs = ops::eval(&cx, act).map_err(|e| self.name_error(index, op, &cx, e))?;
@@ -261,10 +266,13 @@ impl Session {
             }
             for &id in &op.inputs {
                 if self.last_use.get(&id) == Some(&index) {
-                    values.remove(&id);
+                    if let Some(t) = values.remove(&id) {
+                        buffers.recycle(t);
+                    }
                 }
             }
         }
+        self.pool.restore(buffers);
         let mut out = Vec::with_capacity(self.outputs.len());
         for (name, id) in &self.outputs {
             let t = values

@@ -366,3 +366,26 @@ proptest! {
         close(&y, &shape, &want, 1e-6);
     }
 }
+
+#[test]
+fn recycled_buffers_do_not_leak_between_runs() {
+    // One session reuses the buffers of freed values and scratch across runs; runs of
+    // different batch sizes and inputs must equal runs of fresh sessions.
+    use tensorvault_formats::mobi::models;
+    for (model, c, hw) in [
+        (models::lenet5(3).unwrap(), 1, 28),
+        (models::cifar10_cnn(3).unwrap(), 3, 32),
+    ] {
+        let shared = Session::new(&model).unwrap();
+        for (i, batch) in [3usize, 1, 4, 1].into_iter().enumerate() {
+            let n = batch * c * hw * hw;
+            let x = Tensor::f32(vec![batch, c, hw, hw], rnd(i as u32, n)).unwrap();
+            let fresh = Session::new(&model)
+                .unwrap()
+                .run(&[("image", x.clone())])
+                .unwrap();
+            let again = shared.run(&[("image", x)]).unwrap();
+            assert_eq!(fresh, again, "run {i}, batch {batch}");
+        }
+    }
+}

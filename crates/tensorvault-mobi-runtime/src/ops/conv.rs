@@ -60,7 +60,8 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
     let (ay, ax) = geometry(cx, h, w, kh, kw, false)?;
     let out_shape = vec![n, m, ay.out, ax.out];
     let total = cx.alloc(&out_shape)?;
-    let mut y = vec![0f32; total];
+    // Every element is written: by the depthwise kernel's row copies or by sgemm (beta 0).
+    let mut y = cx.buffer(total);
     if cg == 1 {
         let dw = Depthwise {
             n,
@@ -71,8 +72,9 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
             ay,
             ax,
         };
-        cx.scratch(dw.scratch_len())?;
-        dw.run(x, wt, bias, act, &mut y);
+        let mut scratch = cx.buffer(cx.scratch(dw.scratch_len())?);
+        dw.run(x, wt, bias, act, &mut y, &mut scratch);
+        cx.give(scratch);
         return Ok(f32_tensor(out_shape, y));
     }
     let plane = ay.out * ax.out;
@@ -88,7 +90,8 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
     let mut col = if pointwise {
         Vec::new()
     } else {
-        vec![0f32; cx.scratch(kdim.checked_mul(plane))?]
+        // Every element is written by im2col.
+        cx.buffer(cx.scratch(kdim.checked_mul(plane))?)
     };
     for b in 0..n {
         for g in 0..group {
@@ -105,6 +108,7 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
             epilogue(out, plane, bias.map(|b| &b[g * mg..][..mg]), act);
         }
     }
+    cx.give(col);
     Ok(f32_tensor(out_shape, y))
 }
 

@@ -41,7 +41,8 @@ pub(crate) fn unary(cx: &Ctx<'_>) -> OpResult<Tensor> {
     let shape = cx.shape(0)?.to_vec();
     if let Some(a) = Act::of(cx.op) {
         // Relu and Clip in one vectorizable pass (the same functions fused ones use).
-        let mut y = x.to_vec();
+        let mut y = cx.buffer(x.len());
+        y.copy_from_slice(x);
         a.apply(&mut y);
         return Ok(f32_tensor(shape, y));
     }

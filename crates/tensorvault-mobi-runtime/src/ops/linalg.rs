@@ -82,7 +82,8 @@ pub(crate) fn fully_connected(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Tensor
             rule: "bias length must equal M",
         });
     }
-    let mut y = vec![0f32; n];
+    // sgemm overwrites every element (beta 0; zeros when k is 0).
+    let mut y = cx.buffer(n);
     sgemm(rows, k, m, x, (k, 1), w, (1, k), &mut y);
     match (bias, act) {
         (Some(b), act) => {

@@ -4,6 +4,7 @@
 
 mod act;
 mod broadcast;
+mod buffers;
 mod conv;
 mod depthwise;
 mod elementwise;
@@ -20,6 +21,7 @@ use tensorvault_formats::mobi::{Operator, OperatorType as Op};
 use crate::tensor::{numel, Data, Tensor};
 
 pub(crate) use act::{fusion_plan, Act};
+pub(crate) use buffers::{Buffers, Pool};
 
 /// A kernel's failure, before the session names the operator and values.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +53,8 @@ pub(crate) struct Ctx<'a> {
     pub op: &'a Operator,
     pub inputs: Vec<&'a Tensor>,
     pub limit: u64,
+    /// Recycled buffers for outputs and scratch.
+    pub buffers: &'a Buffers,
 }
 
 impl<'a> Ctx<'a> {
@@ -101,6 +105,17 @@ impl<'a> Ctx<'a> {
             Some(n) => Err(OpError::TooLarge { elements: n as u64 }),
             None => Err(OpError::TooLarge { elements: u64::MAX }),
         }
+    }
+
+    /// A buffer of `n` elements (already checked against the limit by [`Ctx::alloc`] or
+    /// [`Ctx::scratch`]) with unspecified contents: the kernel writes every element.
+    pub fn buffer(&self, n: usize) -> Vec<f32> {
+        self.buffers.take(n)
+    }
+
+    /// Return a scratch buffer for reuse.
+    pub fn give(&self, v: Vec<f32>) {
+        self.buffers.give(v);
     }
 
     /// An int parameter (with its table default).

@@ -33,7 +33,8 @@ pub(crate) fn pool2d(cx: &Ctx<'_>, max: bool) -> OpResult<Tensor> {
             .collect()
     };
     let init = if max { f32::NEG_INFINITY } else { 0.0 };
-    let mut y = vec![init; total];
+    let mut y = cx.buffer(total);
+    y.fill(init);
     for (plane, out) in y.chunks_exact_mut((oh * ow).max(1)).enumerate().take(n * c) {
         let xin = &x[plane * h * w..][..h * w];
         for (oy, orow) in out.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
