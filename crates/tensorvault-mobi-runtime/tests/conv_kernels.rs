@@ -191,6 +191,28 @@ fn pointwise_1x1_batch_and_groups() {
 }
 
 #[test]
+fn many_output_channels_span_several_column_blocks() {
+    // 1100 output channels: the sgemm runs in column blocks of 64 (65,536 output
+    // elements per block), so a 9x9 plane takes two blocks; 1x1 and 3x3 paths.
+    for (k, p) in [(1, [0; 4]), (3, [1, 1, 1, 1])] {
+        let g = Geo {
+            n: 2,
+            c: 2,
+            h: 9,
+            w: 9,
+            m: 1100,
+            kh: k,
+            kw: k,
+            s: [1, 1],
+            d: [1, 1],
+            p,
+            g: 1,
+        };
+        check(&g, Op::Conv2D, 5);
+    }
+}
+
+#[test]
 fn depthwise_efficientnet_shapes() {
     // 3x3 and 5x5, stride 1 and 2, TensorFlow SAME pads (asymmetric at stride 2).
     for (k, s, p) in [

@@ -9,12 +9,15 @@
 //! A per-channel bias and a fused activation ([`Act`]) are applied to each image's output
 //! block right after its sgemm, while it is in cache.
 
-use super::act::{epilogue, Act};
+use super::act::{epilogue_cols, Act};
 use super::depthwise::Depthwise;
-use super::linalg::sgemm;
+use super::linalg::sgemm_rows;
 use super::window::{geometry, nchw, Axis};
 use super::{f32_tensor, to_usize, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;
+
+/// Output elements per sgemm column block (256 KiB of f32).
+const COLUMN_BLOCK_ELEMENTS: usize = 64 * 1024;
 
 /// Conv2D (OIHW weights, `group`) and DepthwiseConv2D ([C*m, 1, kh, kw]), with the
 /// activation `act` fused into the output loop.
@@ -104,8 +107,29 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
             };
             let a = &wt[g * mg * kdim..][..mg * kdim];
             let out = &mut y[(b * m + g * mg) * plane..][..mg * plane];
-            sgemm(mg, kdim, plane, a, (kdim, 1), src, (plane, 1), out);
-            epilogue(out, plane, bias.map(|b| &b[g * mg..][..mg]), act);
+            let bias = bias.map(|b| &b[g * mg..][..mg]);
+            // Column blocks of about 256 KiB of output: the bias and activation pass
+            // finds each block in cache right after its sgemm.
+            let nb = (COLUMN_BLOCK_ELEMENTS / mg.max(1))
+                .max(64)
+                .min(plane.max(1));
+            let mut n0 = 0;
+            while n0 < plane {
+                let cols = nb.min(plane - n0);
+                sgemm_rows(
+                    mg,
+                    kdim,
+                    cols,
+                    a,
+                    (kdim, 1),
+                    &src[n0..],
+                    (plane, 1),
+                    &mut out[n0..],
+                    plane,
+                );
+                epilogue_cols(out, plane, n0..n0 + cols, bias, act);
+                n0 += cols;
+            }
         }
     }
     cx.give(col);

@@ -9,7 +9,7 @@
 //! with `j = oy * qw + ox`. So the output computed "wide", with row pitch `qw`, is a sum
 //! of contiguous slices, one per tap, scaled by the tap's weight: no bounds test, no
 //! per-row call, the same inner loop for every stride, which the compiler vectorizes.
-//! The wide output is accumulated in blocks that stay in L1 while every tap is added;
+//! The wide output is accumulated in register-sized blocks while every tap is added;
 //! its `ow` useful columns per row are then copied out with the bias and the fused
 //! activation (the `qw - ow` others are the price: `kw - 1` columns at stride 1).
 //!
@@ -19,8 +19,9 @@
 use super::act::{epilogue, Act};
 use super::window::Axis;
 
-/// Wide-output elements accumulated at a time (4 KiB: stays in L1 with its sources).
-const BLOCK: usize = 1024;
+/// Wide-output elements accumulated in registers while every tap is added (four AVX2
+/// vectors).
+const LANES: usize = 32;
 
 /// The shapes of one depthwise convolution: input `[n, c, h, w]`, weights
 /// `[m, 1, kh, kw]` with `m = c * multiplier`, output `[n, m, ay.out, ax.out]`.
@@ -168,14 +169,7 @@ impl Depthwise {
                 }
                 for oc in ic * mult..(ic + 1) * mult {
                     let k = &wt[oc * self.kh * self.kw..][..self.kh * self.kw];
-                    for (bi, acc) in wide.chunks_mut(BLOCK).enumerate() {
-                        let j0 = bi * BLOCK;
-                        acc.fill(0.0);
-                        for (&s, &kv) in starts.iter().zip(k) {
-                            let src = &phases[s + j0..][..acc.len()];
-                            acc.iter_mut().zip(src).for_each(|(o, &v)| *o += kv * v);
-                        }
-                    }
+                    taps(wide, phases, &starts, k);
                     let out = &mut y[(b * self.m + oc) * plane..][..plane];
                     for (oy, orow) in out.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
                         orow.copy_from_slice(&wide[oy * ph.qw..][..ow]);
@@ -184,5 +178,28 @@ impl Depthwise {
                 }
             }
         }
+    }
+}
+
+/// `wide[j] = sum over taps t of k[t] * phases[starts[t] + j]`, `LANES` outputs at a
+/// time kept in registers across the taps (in tap order, like the reference loop).
+#[inline(always)]
+fn taps(wide: &mut [f32], phases: &[f32], starts: &[usize], k: &[f32]) {
+    let mut blocks = wide.chunks_exact_mut(LANES);
+    let mut j0 = 0;
+    for out in &mut blocks {
+        let mut acc = [0f32; LANES];
+        for (&s, &kv) in starts.iter().zip(k) {
+            let src = &phases[s + j0..][..LANES];
+            acc.iter_mut().zip(src).for_each(|(a, &v)| *a += kv * v);
+        }
+        out.copy_from_slice(&acc);
+        j0 += LANES;
+    }
+    let rest = blocks.into_remainder();
+    rest.fill(0.0);
+    for (&s, &kv) in starts.iter().zip(k) {
+        let src = &phases[s + j0..][..rest.len()];
+        rest.iter_mut().zip(src).for_each(|(a, &v)| *a += kv * v);
     }
 }

@@ -13,24 +13,49 @@ pub(crate) fn sgemm(
     k: usize,
     n: usize,
     a: &[f32],
+    sa: (usize, usize),
+    b: &[f32],
+    sb: (usize, usize),
+    c: &mut [f32],
+) {
+    sgemm_rows(m, k, n, a, sa, b, sb, c, n);
+}
+
+/// As [`sgemm`], with `c`'s rows `rsc` elements apart (a block of columns of a wider
+/// matrix); the other elements of `c` are left as they are.
+#[allow(clippy::too_many_arguments, reason = "a gemm's operands")]
+pub(crate) fn sgemm_rows(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
     (rsa, csa): (usize, usize),
     b: &[f32],
     (rsb, csb): (usize, usize),
     c: &mut [f32],
+    rsc: usize,
 ) {
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
-        c[..m * n].fill(0.0);
+        for row in c.chunks_mut(rsc.max(1)).take(m) {
+            row[..n].fill(0.0);
+        }
         return;
     }
     // Every access below is in bounds: the furthest element each operand is read at.
     let last = |rs: usize, cs: usize, rows: usize, cols: usize| (rows - 1) * rs + (cols - 1) * cs;
-    assert!(last(rsa, csa, m, k) < a.len() && last(rsb, csb, k, n) < b.len() && m * n <= c.len());
+    assert!(
+        last(rsa, csa, m, k) < a.len()
+            && last(rsb, csb, k, n) < b.len()
+            && last(rsc, 1, m, n) < c.len()
+            && n <= rsc
+    );
     // SAFETY: the assert above shows every index (i*rs + j*cs) matrixmultiply forms for
-    // a (m x k), b (k x n) and c (m x n, row stride n) lies inside its slice; c is a
-    // unique borrow so it does not alias a or b. Strides fit isize: they index slices.
+    // a (m x k), b (k x n) and c (m x n, row stride rsc >= n) lies inside its slice; c
+    // is a unique borrow so it does not alias a or b. Strides fit isize: they index
+    // slices.
     unsafe {
         matrixmultiply::sgemm(
             m,
@@ -45,7 +70,7 @@ pub(crate) fn sgemm(
             csb as isize,
             0.0,
             c.as_mut_ptr(),
-            n as isize,
+            rsc as isize,
             1,
         );
     }
