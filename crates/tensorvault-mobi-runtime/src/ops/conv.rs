@@ -3,21 +3,29 @@
 //! - one input channel per group (depthwise, any multiplier): `depthwise::Depthwise`;
 //! - a 1x1 kernel at stride 1 without pads: one sgemm per image and group straight on
 //!   the input (its `[C/group, H*W]` block already is the im2col matrix);
+//! - small planes (LeNet, the later CIFAR layers) at batch > 1 without groups: one
+//!   im2col and one sgemm for the whole batch, then a scatter to NCHW;
 //! - otherwise im2col into one scratch buffer reused for every image and group, then
 //!   sgemm into the output.
 //!
 //! A per-channel bias and a fused activation ([`Act`]) are applied to each image's output
 //! block right after its sgemm, while it is in cache.
 
-use super::act::{epilogue_cols, Act};
+use super::act::{epilogue, epilogue_cols, Act};
 use super::depthwise::Depthwise;
-use super::linalg::sgemm_rows;
+use super::linalg::{sgemm, sgemm_rows};
 use super::window::{geometry, nchw, Axis};
 use super::{f32_tensor, to_usize, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;
 
 /// Output elements per sgemm column block (256 KiB of f32).
 const COLUMN_BLOCK_ELEMENTS: usize = 64 * 1024;
+
+/// Output planes smaller than this (32x32) are convolved for the whole batch at once...
+const BATCH_PLANE: usize = 1024;
+
+/// ...when the batch's im2col matrix has at most this many elements (8 MiB).
+const BATCH_COL_ELEMENTS: usize = 1 << 21;
 
 /// Conv2D (OIHW weights, `group`) and DepthwiseConv2D ([C*m, 1, kh, kw]), with the
 /// activation `act` fused into the output loop.
@@ -90,6 +98,20 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
         && ay.pad_begin == 0
         && ax.pad_begin == 0
         && plane == h * w;
+    if group == 1 && n > 1 && plane < BATCH_PLANE {
+        let wide = n.checked_mul(plane).and_then(|v| v.checked_mul(kdim));
+        if wide.is_some_and(|v| v <= BATCH_COL_ELEMENTS) {
+            let tmp = cx.scratch(m.checked_mul(n * plane))?;
+            let kernel = Batched {
+                nchw: [n, c, h, w],
+                mk: [m, kh, kw],
+                ay,
+                ax,
+            };
+            kernel.run(cx, (x, wt, bias), act, &mut y, tmp);
+            return Ok(f32_tensor(out_shape, y));
+        }
+    }
     let mut col = if pointwise {
         Vec::new()
     } else {
@@ -102,7 +124,7 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
             let src: &[f32] = if pointwise {
                 xg
             } else {
-                im2col(xg, cg, [kh, kw], ay, ax, &mut col);
+                im2col(xg, cg, [kh, kw], ay, ax, &mut col, plane);
                 &col
             };
             let a = &wt[g * mg * kdim..][..mg * kdim];
@@ -136,10 +158,62 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
     Ok(f32_tensor(out_shape, y))
 }
 
-/// im2col of one group of one image (`x`: `[cg, h, w]`) into `col`, row `(ci, ky, kx)`,
-/// column `(oy, ox)`: each output row is a copy (stride 1) or a strided gather of an
-/// input row between zero-filled borders.
-fn im2col(x: &[f32], cg: usize, [kh, kw]: [usize; 2], ay: Axis, ax: Axis, col: &mut [f32]) {
+/// One im2col and one sgemm for the whole batch (small planes, where one sgemm per image
+/// is mostly call overhead): `col` is `[kdim, n * plane]` (image `b` in columns
+/// `b * plane..`), the product `[m, n * plane]` is then scattered to NCHW with the bias
+/// and activation. `tmp_len` (`m * n * plane`) and the `col` size were checked against
+/// the element limit.
+struct Batched {
+    nchw: [usize; 4],
+    mk: [usize; 3],
+    ay: Axis,
+    ax: Axis,
+}
+
+impl Batched {
+    fn run(
+        &self,
+        cx: &Ctx<'_>,
+        (x, wt, bias): (&[f32], &[f32], Option<&[f32]>),
+        act: Option<Act>,
+        y: &mut [f32],
+        tmp_len: usize,
+    ) {
+        let ([n, c, h, w], [m, kh, kw], ay, ax) = (self.nchw, self.mk, self.ay, self.ax);
+        let plane = ay.out * ax.out;
+        let (wide, kdim) = (n * plane, c * kh * kw);
+        // Every element of both is written: by im2col and by sgemm (beta 0).
+        let mut col = cx.buffer(kdim * wide);
+        for b in 0..n {
+            let xb = &x[b * c * h * w..][..c * h * w];
+            im2col(xb, c, [kh, kw], ay, ax, &mut col[b * plane..], wide);
+        }
+        let mut tmp = cx.buffer(tmp_len);
+        sgemm(m, kdim, wide, wt, (kdim, 1), &col, (wide, 1), &mut tmp);
+        for b in 0..n {
+            for oc in 0..m {
+                let dst = &mut y[(b * m + oc) * plane..][..plane];
+                dst.copy_from_slice(&tmp[oc * wide + b * plane..][..plane]);
+                epilogue(dst, plane, bias.map(|v| &v[oc..oc + 1]), act);
+            }
+        }
+        cx.give(col);
+        cx.give(tmp);
+    }
+}
+
+/// im2col of one group of one image (`x`: `[cg, h, w]`) into `col`, row `(ci, ky, kx)`
+/// (rows `pitch` apart), column `(oy, ox)`: each output row is a copy (stride 1) or a
+/// strided gather of an input row between zero-filled borders.
+fn im2col(
+    x: &[f32],
+    cg: usize,
+    [kh, kw]: [usize; 2],
+    ay: Axis,
+    ax: Axis,
+    col: &mut [f32],
+    pitch: usize,
+) {
     let (h, w) = (ay.input, ax.input);
     let (oh, ow) = (ay.out, ax.out);
     let plane = oh * ow;
@@ -148,7 +222,7 @@ fn im2col(x: &[f32], cg: usize, [kh, kw]: [usize; 2], ay: Axis, ax: Axis, col: &
         for ky in 0..kh {
             for kx in 0..kw {
                 let s = ax.span(kx);
-                let row = &mut col[((ci * kh + ky) * kw + kx) * plane..][..plane];
+                let row = &mut col[((ci * kh + ky) * kw + kx) * pitch..][..plane];
                 for (oy, r) in row.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
                     let Some(iy) = ay.at(oy, ky) else {
                         r.fill(0.0);
