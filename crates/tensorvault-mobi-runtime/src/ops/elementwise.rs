@@ -196,6 +196,25 @@ fn apply2(
 /// Binary broadcasting operators (PRelu: the slope broadcasts to X only).
 pub(crate) fn binary(cx: &Ctx<'_>) -> OpResult<Tensor> {
     let (a, sa) = (cx.f32(0)?, cx.shape(0)?);
+    if let (Ok(b), Ok(sb)) = (cx.f32(1), cx.shape(1)) {
+        if sa == sb {
+            // Same shapes (residual connections): one vectorizable pass into a recycled
+            // buffer, without a call per element.
+            let f: Option<fn(f32, f32) -> f32> = match cx.op.op {
+                Op::Add => Some(|x, y| x + y),
+                Op::Subtract => Some(|x, y| x - y),
+                Op::Multiply => Some(|x, y| x * y),
+                _ => None,
+            };
+            if let Some(f) = f {
+                let mut v = cx.buffer(a.len());
+                for ((o, &x), &y) in v.iter_mut().zip(a).zip(b) {
+                    *o = f(x, y);
+                }
+                return Ok(f32_tensor(sa.to_vec(), v));
+            }
+        }
+    }
     let (shape, v) = apply2(cx, (a, sa), 1, binary_fn(cx.op.op))?;
     if cx.op.op == Op::PRelu && shape != sa {
         return Err(OpError::Shape {
