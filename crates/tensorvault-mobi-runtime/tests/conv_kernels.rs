@@ -192,15 +192,15 @@ fn pointwise_1x1_batch_and_groups() {
 
 #[test]
 fn many_output_channels_span_several_column_blocks() {
-    // 1100 output channels: the sgemm runs in column blocks of 64 (65,536 output
-    // elements per block), so a 9x9 plane takes two blocks; 1x1 and 3x3 paths (batch 1:
-    // larger batches of small planes take the whole-batch path).
+    // 1100 output channels: the sgemm runs in column blocks of 256 (65,536 output
+    // elements per block, at least 256 columns), so a 17x17 plane takes two blocks; 1x1
+    // and 3x3 paths (batch 1: larger batches of small planes take the whole-batch path).
     for (k, p) in [(1, [0; 4]), (3, [1, 1, 1, 1])] {
         let g = Geo {
             n: 1,
             c: 2,
-            h: 9,
-            w: 9,
+            h: 17,
+            w: 17,
             m: 1100,
             kh: k,
             kw: k,

@@ -24,8 +24,11 @@ const COLUMN_BLOCK_ELEMENTS: usize = 64 * 1024;
 /// Output planes smaller than this (32x32) are convolved for the whole batch at once...
 const BATCH_PLANE: usize = 1024;
 
-/// ...when the batch's im2col matrix has at most this many elements (8 MiB).
-const BATCH_COL_ELEMENTS: usize = 1 << 21;
+/// ...when the batch's im2col matrix has at most this many elements (64 MiB: the 1x1
+/// convolutions of EfficientNet's 14x14 stage at batch 64). One sgemm per image would
+/// pack the weights again for every image, which costs more than the copy for small
+/// planes with many channels.
+const BATCH_COL_ELEMENTS: usize = 1 << 24;
 
 /// Conv2D (OIHW weights, `group`) and DepthwiseConv2D ([C*m, 1, kh, kw]), with the
 /// activation `act` fused into the output loop.
@@ -133,7 +136,7 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
             // Column blocks of about 256 KiB of output: the bias and activation pass
             // finds each block in cache right after its sgemm.
             let nb = (COLUMN_BLOCK_ELEMENTS / mg.max(1))
-                .max(64)
+                .max(256)
                 .min(plane.max(1));
             let mut n0 = 0;
             while n0 < plane {
