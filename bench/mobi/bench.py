@@ -10,10 +10,12 @@ Per model (LeNet-5, CIFAR-shaped CNN and MLP on digits; EfficientNet-Lite0):
    present), with the peak RSS growth while loading (VmHWM reset through
    ``/proc/self/clear_refs`` after the imports, then VmHWM - VmRSS before the load);
 3. batch-1 and batch-64 latency, one thread each (onnxruntime intra/inter-op 1; MOBI's
-   reference runtime is single-threaded), median of N runs after warm-up (2 untimed runs).
+   runtime is single-threaded): three interleaved rounds per runtime of N/3 runs each after
+   2 untimed runs, the median over rounds of each round's median process CPU time (the
+   work, robust on a shared machine) and wall time.
 Prints markdown tables with MOBI / onnxruntime ratios (< 1 means MOBI is smaller/faster).
 
-    python bench.py [--reps N] [--loads N] [--models lenet5,cifar,mlp,efficientnet_lite0]
+    python bench.py [--reps N] [--loads N] [--models lenet5,cifar,mlp,efficientnet_lite0] [--latency-only]
 """
 
 from __future__ import annotations
@@ -122,15 +124,19 @@ def _one_thread_env() -> dict:
 # ------------------------------------------------------------------ latency
 
 
-def latency(fn, reps: int) -> float:
+def latency(fn, reps: int) -> dict:
+    """Median wall time and median process CPU time of ``fn`` (ms) after 2 warm-up runs.
+    Both runtimes compute on the calling thread here (one intra-op thread), so CPU time
+    is their work; on a loaded machine wall time adds the waits for a core."""
     for _ in range(2):
         fn()
-    ts = []
+    wall, cpu = [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time_ns(), time.perf_counter_ns()
         fn()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(ts)
+        wall.append(time.perf_counter_ns() - t0)
+        cpu.append(time.process_time_ns() - c0)
+    return {"wall": 1e-6 * statistics.median(wall), "cpu": 1e-6 * statistics.median(cpu)}
 
 
 def child_latency(onnx_path: str, mobi_path: str, input_name: str, x_path: str, reps: int) -> None:
@@ -141,8 +147,14 @@ def child_latency(onnx_path: str, mobi_path: str, input_name: str, x_path: str, 
     for batch in (1, 64):
         xb = np.ascontiguousarray(np.resize(x, (batch, *x.shape[1:])))
         r = max(3, reps if batch == 1 else reps // 4)
-        out[f"ort_{batch}"] = latency(lambda: sess.run(None, {input_name: xb}), r)
-        out[f"mobi_{batch}"] = latency(lambda: mobi_run(model, input_name, xb), r)
+        # Interleaved rounds, so both runtimes see the same machine load.
+        rounds = {"ort": [], "mobi": []}
+        for _ in range(3):
+            rounds["ort"].append(latency(lambda: sess.run(None, {input_name: xb}), max(1, r // 3)))
+            rounds["mobi"].append(latency(lambda: mobi_run(model, input_name, xb), max(1, r // 3)))
+        for k, v in rounds.items():
+            for m in ("wall", "cpu"):
+                out[f"{k}_{batch}_{m}"] = statistics.median(x[m] for x in v)
     print(json.dumps(out))
 
 
@@ -176,61 +188,77 @@ def ort_quantized(src: Path, dst: Path) -> int:
     return dst.stat().st_size
 
 
+def size_and_load_rows(args, name: str, onnx_path: Path, files: dict, out_dir: Path) -> tuple:
+    """The size row and the load rows of one model (``files``: every weights mode)."""
+    onnx_size = onnx_path.stat().st_size
+    gz = out_dir / f"{name}.int8.gz.mobi"
+    cli_convert(onnx_path, gz, "int8", gzip=True)
+    ortq = ort_quantized(onnx_path, out_dir / f"{name}.ort-int8.onnx")
+    sizes = {m: p.stat().st_size for m, p in files.items()}
+    sizes["int8+gzip"] = gz.stat().st_size
+    cells = " | ".join(f"{sizes[k]:,} ({sizes[k] / onnx_size:.1%})" for k in (*MODES, "int8+gzip"))
+    size_row = f"| {name} | {onnx_size:,} | {cells} | {ortq:,} ({ortq / onnx_size:.1%}) | {sizes['int8'] / ortq:.2f}x |"
+    load_rows = []
+    for mode, onnx_file, mobi_file in (("f32", onnx_path, files["f32"]), ("int8", out_dir / f"{name}.ort-int8.onnx", files["int8"])):
+        for cold in (False, True):
+            m = load_stats("mobi", mobi_file, cold, args.loads)
+            o = load_stats("ort", onnx_file, cold, args.loads)
+            load_rows.append(
+                f"| {name} | {mode} | {'cold' if cold else 'warm'} | {m['median_ms']:.2f} | {o['median_ms']:.2f} | "
+                f"{m['median_ms'] / o['median_ms']:.2f}x | {m['peak_rss'] / 2**20:.1f} | {o['peak_rss'] / 2**20:.1f} |")
+    return size_row, load_rows
+
+
+def latency_row(args, name: str, onnx_path: Path, mobi_file: Path, mode: str, input_name: str, x_path: Path) -> str:
+    out = subprocess.run([sys.executable, __file__, "_latency", str(onnx_path), str(mobi_file), input_name,
+                          str(x_path), str(args.reps)], capture_output=True, text=True, check=True,
+                         env=_one_thread_env()).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    return (f"| {name} | {mode} | {r['mobi_1_cpu']:.3f} | {r['ort_1_cpu']:.3f} | {r['mobi_1_cpu'] / r['ort_1_cpu']:.2f}x | "
+            f"{r['mobi_64_cpu']:.2f} | {r['ort_64_cpu']:.2f} | {r['mobi_64_cpu'] / r['ort_64_cpu']:.2f}x | "
+            f"{r['mobi_1_wall'] / r['ort_1_wall']:.2f}x | {r['mobi_64_wall'] / r['ort_64_wall']:.2f}x |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--loads", type=int, default=7)
     ap.add_argument("--models", default="lenet5,cifar,mlp,efficientnet_lite0")
+    ap.add_argument("--latency-only", action="store_true", help="only the latency table (f32 and int8 files)")
     args = ap.parse_args()
     out_dir = work_dir() / "bench"
     out_dir.mkdir(parents=True, exist_ok=True)
     rows_size, rows_load, rows_lat = [], [], []
     for name, onnx_path, input_name, x in models(args.models.split(",")):
-        onnx_size = onnx_path.stat().st_size
         files = {}
         for mode in MODES:
             files[mode] = out_dir / f"{name}.{mode}.mobi"
-            cli_convert(onnx_path, files[mode], mode)
-        gz = out_dir / f"{name}.int8.gz.mobi"
-        cli_convert(onnx_path, gz, "int8", gzip=True)
-        ortq = ort_quantized(onnx_path, out_dir / f"{name}.ort-int8.onnx")
-        sizes = {m: p.stat().st_size for m, p in files.items()}
-        sizes["int8+gzip"] = gz.stat().st_size
-        cells = " | ".join(f"{sizes[k]:,} ({sizes[k] / onnx_size:.1%})" for k in (*MODES, "int8+gzip"))
-        rows_size.append(f"| {name} | {onnx_size:,} | {cells} | {ortq:,} ({ortq / onnx_size:.1%}) | {sizes['int8'] / ortq:.2f}x |")
-
-        for mode, onnx_file, mobi_file in (("f32", onnx_path, files["f32"]), ("int8", out_dir / f"{name}.ort-int8.onnx", files["int8"])):
-            for cold in (False, True):
-                m = load_stats("mobi", mobi_file, cold, args.loads)
-                o = load_stats("ort", onnx_file, cold, args.loads)
-                rows_load.append(
-                    f"| {name} | {mode} | {'cold' if cold else 'warm'} | {m['median_ms']:.2f} | {o['median_ms']:.2f} | "
-                    f"{m['median_ms'] / o['median_ms']:.2f}x | {m['peak_rss'] / 2**20:.1f} | {o['peak_rss'] / 2**20:.1f} |")
-
+            if not args.latency_only or mode in ("f32", "int8"):
+                cli_convert(onnx_path, files[mode], mode)
+        if not args.latency_only:
+            size_row, load_rows = size_and_load_rows(args, name, onnx_path, files, out_dir)
+            rows_size.append(size_row)
+            rows_load.extend(load_rows)
         x_path = out_dir / f"{name}.x.npy"
         np.save(x_path, x)
         for mode in ("f32", "int8"):
-            out = subprocess.run([sys.executable, __file__, "_latency", str(onnx_path), str(files[mode]), input_name,
-                                  str(x_path), str(args.reps)], capture_output=True, text=True, check=True,
-                                 env=_one_thread_env()).stdout
-            r = json.loads(out.strip().splitlines()[-1])
-            rows_lat.append(
-                f"| {name} | {mode} | {r['mobi_1']:.3f} | {r['ort_1']:.3f} | {r['mobi_1'] / r['ort_1']:.2f}x | "
-                f"{r['mobi_64']:.2f} | {r['ort_64']:.2f} | {r['mobi_64'] / r['ort_64']:.2f}x |")
+            rows_lat.append(latency_row(args, name, onnx_path, files[mode], mode, input_name, x_path))
         print(f"bench: {name} done", file=sys.stderr, flush=True)
 
-    print("\nFile sizes, bytes (% of the ONNX file); ORT int8 = onnxruntime quantize_dynamic (QInt8)\n")
-    print("| model | ONNX | MOBI f32 | MOBI fp16 | MOBI int16 | MOBI int8 | MOBI int8+gzip | ORT int8 | MOBI int8 / ORT int8 |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows_size))
-    print(f"\nLoad until ready to run, one load per fresh process, median of {args.loads} (ms); peak RSS growth while loading (MiB)."
-          "\nint8 rows: MOBI int8 file vs onnxruntime on its quantize_dynamic model.\n")
-    print("| model | weights | cache | MOBI ms | ORT ms | MOBI / ORT | MOBI peak MiB | ORT peak MiB |")
-    print("|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows_load))
-    print(f"\nLatency, one thread, median (ms); int8 rows: MOBI int8 file vs onnxruntime on the f32 ONNX model\n")
-    print("| model | MOBI weights | MOBI b1 | ORT b1 | ratio | MOBI b64 | ORT b64 | ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+    if not args.latency_only:
+        print("\nFile sizes, bytes (% of the ONNX file); ORT int8 = onnxruntime quantize_dynamic (QInt8)\n")
+        print("| model | ONNX | MOBI f32 | MOBI fp16 | MOBI int16 | MOBI int8 | MOBI int8+gzip | ORT int8 | MOBI int8 / ORT int8 |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(rows_size))
+        print(f"\nLoad until ready to run, one load per fresh process, median of {args.loads} (ms); peak RSS growth while loading (MiB)."
+              "\nint8 rows: MOBI int8 file vs onnxruntime on its quantize_dynamic model.\n")
+        print("| model | weights | cache | MOBI ms | ORT ms | MOBI / ORT | MOBI peak MiB | ORT peak MiB |")
+        print("|---|---|---|---|---|---|---|---|")
+        print("\n".join(rows_load))
+    print("\nLatency, one thread: median process CPU time (ms) over interleaved rounds, and the wall-time"
+          "\nratios; int8 rows: MOBI int8 file vs onnxruntime on the f32 ONNX model\n")
+    print("| model | MOBI weights | MOBI b1 | ORT b1 | ratio | MOBI b64 | ORT b64 | ratio | wall ratio b1 | wall ratio b64 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows_lat))
 
 

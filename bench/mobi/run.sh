@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # MOBI side by side with onnxruntime on real models (issue 22 item 7); results go to
 # bench/RESULTS.md, section "MOBI vs onnxruntime".
-#   bench/mobi/run.sh [--reps N] [--loads N] [--models lenet5,cifar,mlp,efficientnet_lite0]
+#   bench/mobi/run.sh [--reps N] [--loads N] [--models lenet5,cifar,mlp,efficientnet_lite0] [--latency-only]
+# (--latency-only: only the latency table, no sizes, loads or header parse).
 # Uses the venv of tests/mobi_models (onnxruntime, onnx, the EfficientNet-Lite0 weights),
 # the release CLI and the tensorvault wheel ($TV_WHEEL, else scripts/build_wheel.sh).
 # Header parse: the criterion bench `mobi/header_parse` (Header::parse of a file's bytes).
@@ -19,7 +20,12 @@ wheel=${TV_WHEEL:-}
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "onnxruntime $("$py" -c 'import onnxruntime; print(onnxruntime.__version__)'), tensorvault wheel $(basename "$wheel")"
 echo
-echo "Header parse (criterion, median):"
-cargo bench -q -p tensorvault-formats --bench mobi -- header_parse --warm-up-time 1 --measurement-time 3 2>/dev/null \
-  | grep -A1 "header_parse" | grep -Eo "time: +\[[^]]*\]" || echo "(criterion header_parse bench not found)"
+case " $* " in
+  *" --latency-only "*) ;;
+  *)
+    echo "Header parse (criterion, median):"
+    cargo bench -q -p tensorvault-formats --bench mobi -- header_parse --warm-up-time 1 --measurement-time 3 2>/dev/null \
+      | grep -A1 "header_parse" | grep -Eo "time: +\[[^]]*\]" || echo "(criterion header_parse bench not found)"
+    ;;
+esac
 (cd "$root/bench/mobi" && "$py" bench.py "$@")

@@ -3,6 +3,8 @@
 //! (dequantizing an int8 file's weights). The side-by-side comparison with onnxruntime
 //! is `bench/mobi/run.sh` (it drives `mobi run` / `MobiModel.run`).
 //!
+//! Times are the benchmark thread's CPU time (`cpu_time::CpuTime`, see benches/conv.rs).
+//!
 //! Run: `cargo bench -p tensorvault-mobi-runtime --bench runtime`
 
 #![allow(
@@ -10,6 +12,9 @@
     reason = "criterion's macros generate undocumented items"
 )]
 
+mod cpu_time;
+
+use cpu_time::CpuTime;
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use tensorvault_formats::mobi::{models, Model, QuantTarget, WriteOptions};
 use tensorvault_mobi_runtime::{Session, Tensor};
@@ -20,7 +25,7 @@ fn image(n: usize, c: usize, hw: usize) -> Tensor {
     Tensor::f32(vec![n, c, hw, hw], data).expect("shape")
 }
 
-fn bench(c: &mut Criterion) {
+fn bench(c: &mut Criterion<CpuTime>) {
     let nets = [
         ("lenet5", models::lenet5(1).expect("model"), 1, 28),
         ("cifar10", models::cifar10_cnn(1).expect("model"), 3, 32),
@@ -51,5 +56,9 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+criterion_group! {
+    name = benches;
+    config = Criterion::default().with_measurement(CpuTime);
+    targets = bench
+}
 criterion_main!(benches);

@@ -2,8 +2,12 @@
 //! (`tensorvault_formats::mobi::ops`, specified in `docs/formats/mobi.md`), any batch
 //! size, f32 compute with weights dequantized once when the [`Session`] is prepared
 //! (through `ConstantTensor::to_f32`, the format's single dequantization path).
-//! FullyConnected and MatMul use `matrixmultiply`'s sgemm; Conv2D is im2col + sgemm
-//! (grouped convolutions per group, depthwise ones directly).
+//! FullyConnected and MatMul use `matrixmultiply`'s sgemm; Conv2D is im2col + sgemm (1x1
+//! convolutions a direct sgemm, small planes one sgemm for the whole batch), depthwise
+//! convolution a polyphase kernel of contiguous taps (AVX2 when the CPU has it). A Relu
+//! or Clip (ReLU6) right after a Conv2D, DepthwiseConv2D or FullyConnected that only it
+//! reads is fused into that operator's output loop, and the buffers of freed values are
+//! reused by later operators and runs.
 //!
 //! Nothing a crafted model or input asks for is allocated before it is checked against
 //! [`Limits::max_elements`]; shape problems inside the graph are typed errors naming the

@@ -35,6 +35,10 @@ pub struct Session {
     constants: HashMap<u32, Tensor>,
     /// Index of the last operator reading each value (values are freed after it).
     last_use: HashMap<u32, usize>,
+    /// Per operator, an activation fused into it (the next operator, then skipped).
+    fused: Vec<Option<ops::Act>>,
+    /// Buffers of freed values and scratch, reused by the next runs.
+    pool: ops::Pool,
     limits: Limits,
 }
 
@@ -125,6 +129,7 @@ impl Session {
             // Graph outputs live to the end.
             last_use.insert(*id, usize::MAX);
         }
+        let fused = ops::fusion_plan(&model.operators, &last_use);
         Ok(Session {
             inputs: model
                 .inputs
@@ -135,6 +140,8 @@ impl Session {
             operators: model.operators.clone(),
             constants,
             last_use,
+            fused,
+            pool: ops::Pool::default(),
             limits,
         })
     }
@@ -220,7 +227,12 @@ impl Session {
             }
         }
         let mut values: HashMap<u32, Tensor> = HashMap::new();
+        let mut skip = false;
+        let buffers = self.pool.lend();
         for (index, op) in self.operators.iter().enumerate() {
+            if std::mem::take(&mut skip) {
+                continue; // an activation fused into the previous operator
+            }
             let mut args = Vec::with_capacity(op.inputs.len());
             for &id in &op.inputs {
                 let t = values
@@ -238,18 +250,29 @@ impl Session {
                 op,
                 inputs: args,
                 limit: self.limits.max_elements,
+                buffers: &buffers,
             };
-            let outs = ops::eval(&cx).map_err(|e| self.name_error(index, op, &cx, e))?;
+            let act = self.fused[index];
+            let outs = ops::eval(&cx, act).map_err(|e| self.name_error(index, op, &cx, e))?;
             drop(cx);
-            for (&id, t) in op.outputs.iter().zip(outs) {
+            // A fused pair stores the result under the activation's output.
+            skip = act.is_some();
+            let out_ids = match act {
+                Some(_) => &self.operators[index + 1].outputs,
+                None => &op.outputs,
+            };
+            for (&id, t) in out_ids.iter().zip(outs) {
                 values.insert(id, t);
             }
             for &id in &op.inputs {
                 if self.last_use.get(&id) == Some(&index) {
-                    values.remove(&id);
+                    if let Some(t) = values.remove(&id) {
+                        buffers.recycle(t);
+                    }
                 }
             }
         }
+        self.pool.restore(buffers);
         let mut out = Vec::with_capacity(self.outputs.len());
         for (name, id) in &self.outputs {
             let t = values

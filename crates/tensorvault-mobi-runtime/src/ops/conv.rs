@@ -1,110 +1,38 @@
-//! 2-D convolution (im2col + sgemm; grouped and depthwise directly), pooling and global
-//! pooling, NCHW.
+//! 2-D convolution, NCHW: Conv2D (OIHW weights, `group`) and DepthwiseConv2D
+//! ([C*m, 1, kh, kw]). Three paths, chosen by shape:
+//! - one input channel per group (depthwise, any multiplier): `depthwise::Depthwise`;
+//! - a 1x1 kernel at stride 1 without pads: one sgemm per image and group straight on
+//!   the input (its `[C/group, H*W]` block already is the im2col matrix);
+//! - small planes (LeNet, the later CIFAR layers) at batch > 1 without groups: one
+//!   im2col and one sgemm for the whole batch, then a scatter to NCHW;
+//! - otherwise im2col into one scratch buffer reused for every image and group, then
+//!   sgemm into the output.
+//!
+//! A per-channel bias and a fused activation ([`Act`]) are applied to each image's output
+//! block right after its sgemm, while it is in cache.
 
-use super::{f32_tensor, linalg::sgemm, to_usize, Ctx, OpError, OpResult};
+use super::act::{epilogue, epilogue_cols, Act};
+use super::depthwise::Depthwise;
+use super::linalg::{sgemm, sgemm_rows};
+use super::window::{geometry, nchw, Axis};
+use super::{f32_tensor, to_usize, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;
 
-/// Window geometry along one spatial axis.
-#[derive(Clone, Copy)]
-struct Axis {
-    input: usize,
-    stride: usize,
-    dilation: usize,
-    pad_begin: usize,
-    out: usize,
-}
+/// Output elements per sgemm column block (256 KiB of f32).
+const COLUMN_BLOCK_ELEMENTS: usize = 64 * 1024;
 
-impl Axis {
-    /// The input coordinate of output `o`, tap `k` (may lie in the padding).
-    fn at(&self, o: usize, k: usize) -> Option<usize> {
-        (o * self.stride + k * self.dilation)
-            .checked_sub(self.pad_begin)
-            .filter(|&i| i < self.input)
-    }
-}
+/// Output planes smaller than this (32x32) are convolved for the whole batch at once...
+const BATCH_PLANE: usize = 1024;
 
-#[allow(clippy::too_many_arguments, reason = "one axis' geometry")]
-fn axis(
-    input: usize,
-    kernel: usize,
-    stride: i64,
-    dilation: i64,
-    pb: i64,
-    pe: i64,
-    ceil: bool,
-) -> OpResult<Axis> {
-    let stride = to_usize("stride", stride)?;
-    let dilation = to_usize("dilation", dilation)?;
-    let (pad_begin, pad_end) = (to_usize("padding", pb)?, to_usize("padding", pe)?);
-    let too_big = OpError::Param {
-        key: "padding",
-        value: pb.max(pe),
-        rule: "geometry overflows",
-    };
-    let padded = input
-        .checked_add(pad_begin)
-        .and_then(|v| v.checked_add(pad_end))
-        .ok_or(too_big.clone())?;
-    let extent = kernel
-        .checked_sub(1)
-        .and_then(|k| k.checked_mul(dilation))
-        .and_then(|v| v.checked_add(1))
-        .ok_or(too_big)?;
-    if padded < extent || kernel == 0 {
-        return Err(OpError::Shape {
-            input: 0,
-            rule: "the (padded) input is smaller than the kernel's extent",
-        });
-    }
-    let span = padded - extent;
-    let mut out = if ceil {
-        span.div_ceil(stride)
-    } else {
-        span / stride
-    } + 1;
-    // ONNX: with ceil_mode, a last window starting in the end padding is dropped.
-    if ceil && (out - 1) * stride >= input + pad_begin {
-        out -= 1;
-    }
-    Ok(Axis {
-        input,
-        stride,
-        dilation,
-        pad_begin,
-        out,
-    })
-}
+/// ...when the batch's im2col matrix has at most this many elements (64 MiB: the 1x1
+/// convolutions of EfficientNet's 14x14 stage at batch 64). One sgemm per image would
+/// pack the weights again for every image, which costs more than the copy for small
+/// planes with many channels.
+const BATCH_COL_ELEMENTS: usize = 1 << 24;
 
-fn geometry(
-    cx: &Ctx<'_>,
-    h: usize,
-    w: usize,
-    kh: usize,
-    kw: usize,
-    ceil: bool,
-) -> OpResult<(Axis, Axis)> {
-    let p = cx.params();
-    let s = p.ints("stride").unwrap_or(&[1, 1]);
-    let d = p.ints("dilation").unwrap_or(&[1, 1]);
-    let pad = p.ints("padding").unwrap_or(&[0, 0, 0, 0]);
-    Ok((
-        axis(h, kh, s[0], d[0], pad[0], pad[2], ceil)?,
-        axis(w, kw, s[1], d[1], pad[1], pad[3], ceil)?,
-    ))
-}
-
-fn nchw(cx: &Ctx<'_>) -> OpResult<[usize; 4]> {
-    match *cx.shape(0)? {
-        [n, c, h, w] => Ok([n, c, h, w]),
-        _ => Err(OpError::Shape {
-            input: 0,
-            rule: "must be rank 4 (NCHW)",
-        }),
-    }
-}
-
-/// Conv2D (OIHW weights, `group`) and DepthwiseConv2D ([C*m, 1, kh, kw]).
-pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool) -> OpResult<Tensor> {
+/// Conv2D (OIHW weights, `group`) and DepthwiseConv2D ([C*m, 1, kh, kw]), with the
+/// activation `act` fused into the output loop.
+pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResult<Tensor> {
     let [n, c, h, w] = nchw(cx)?;
     let (x, wt) = (cx.f32(0)?, cx.f32(1)?);
     let [m, cg, kh, kw] = match *cx.shape(1)? {
@@ -146,156 +74,178 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool) -> OpResult<Tensor> {
     let (ay, ax) = geometry(cx, h, w, kh, kw, false)?;
     let out_shape = vec![n, m, ay.out, ax.out];
     let total = cx.alloc(&out_shape)?;
-    let mut y = vec![0f32; total];
+    // Every element is written: by the depthwise kernel's row copies or by sgemm (beta 0).
+    let mut y = cx.buffer(total);
+    if cg == 1 {
+        let dw = Depthwise {
+            n,
+            c,
+            m,
+            kh,
+            kw,
+            ay,
+            ax,
+        };
+        let mut scratch = cx.buffer(cx.scratch(dw.scratch_len())?);
+        dw.run(x, wt, bias, act, &mut y, &mut scratch);
+        cx.give(scratch);
+        return Ok(f32_tensor(out_shape, y));
+    }
     let plane = ay.out * ax.out;
     let mg = m / group;
-    if cg == 1 {
-        // Depthwise (and any group = C conv): direct loops.
+    let kdim = cg * kh * kw;
+    let pointwise = kh == 1
+        && kw == 1
+        && ay.stride == 1
+        && ax.stride == 1
+        && ay.pad_begin == 0
+        && ax.pad_begin == 0
+        && plane == h * w;
+    if group == 1 && n > 1 && plane < BATCH_PLANE {
+        let wide = n.checked_mul(plane).and_then(|v| v.checked_mul(kdim));
+        if wide.is_some_and(|v| v <= BATCH_COL_ELEMENTS) {
+            let tmp = cx.scratch(m.checked_mul(n * plane))?;
+            let kernel = Batched {
+                nchw: [n, c, h, w],
+                mk: [m, kh, kw],
+                ay,
+                ax,
+            };
+            kernel.run(cx, (x, wt, bias), act, &mut y, tmp);
+            return Ok(f32_tensor(out_shape, y));
+        }
+    }
+    let mut col = if pointwise {
+        Vec::new()
+    } else {
+        // Every element is written by im2col.
+        cx.buffer(cx.scratch(kdim.checked_mul(plane))?)
+    };
+    for b in 0..n {
+        for g in 0..group {
+            let xg = &x[(b * c + g * cg) * h * w..][..cg * h * w];
+            let src: &[f32] = if pointwise {
+                xg
+            } else {
+                im2col(xg, cg, [kh, kw], ay, ax, &mut col, plane);
+                &col
+            };
+            let a = &wt[g * mg * kdim..][..mg * kdim];
+            let out = &mut y[(b * m + g * mg) * plane..][..mg * plane];
+            let bias = bias.map(|b| &b[g * mg..][..mg]);
+            // Column blocks of about 256 KiB of output: the bias and activation pass
+            // finds each block in cache right after its sgemm.
+            let nb = (COLUMN_BLOCK_ELEMENTS / mg.max(1))
+                .max(256)
+                .min(plane.max(1));
+            let mut n0 = 0;
+            while n0 < plane {
+                let cols = nb.min(plane - n0);
+                sgemm_rows(
+                    mg,
+                    kdim,
+                    cols,
+                    a,
+                    (kdim, 1),
+                    &src[n0..],
+                    (plane, 1),
+                    &mut out[n0..],
+                    plane,
+                );
+                epilogue_cols(out, plane, n0..n0 + cols, bias, act);
+                n0 += cols;
+            }
+        }
+    }
+    cx.give(col);
+    Ok(f32_tensor(out_shape, y))
+}
+
+/// One im2col and one sgemm for the whole batch (small planes, where one sgemm per image
+/// is mostly call overhead): `col` is `[kdim, n * plane]` (image `b` in columns
+/// `b * plane..`), the product `[m, n * plane]` is then scattered to NCHW with the bias
+/// and activation. `tmp_len` (`m * n * plane`) and the `col` size were checked against
+/// the element limit.
+struct Batched {
+    nchw: [usize; 4],
+    mk: [usize; 3],
+    ay: Axis,
+    ax: Axis,
+}
+
+impl Batched {
+    fn run(
+        &self,
+        cx: &Ctx<'_>,
+        (x, wt, bias): (&[f32], &[f32], Option<&[f32]>),
+        act: Option<Act>,
+        y: &mut [f32],
+        tmp_len: usize,
+    ) {
+        let ([n, c, h, w], [m, kh, kw], ay, ax) = (self.nchw, self.mk, self.ay, self.ax);
+        let plane = ay.out * ax.out;
+        let (wide, kdim) = (n * plane, c * kh * kw);
+        // Every element of both is written: by im2col and by sgemm (beta 0).
+        let mut col = cx.buffer(kdim * wide);
+        for b in 0..n {
+            let xb = &x[b * c * h * w..][..c * h * w];
+            im2col(xb, c, [kh, kw], ay, ax, &mut col[b * plane..], wide);
+        }
+        let mut tmp = cx.buffer(tmp_len);
+        sgemm(m, kdim, wide, wt, (kdim, 1), &col, (wide, 1), &mut tmp);
         for b in 0..n {
             for oc in 0..m {
-                let ic = oc / mg;
-                let xin = &x[(b * c + ic) * h * w..][..h * w];
-                let k = &wt[oc * kh * kw..][..kh * kw];
-                let out = &mut y[(b * m + oc) * plane..][..plane];
-                for oy in 0..ay.out {
-                    for ox in 0..ax.out {
-                        let mut s = 0f32;
-                        for ky in 0..kh {
-                            let Some(iy) = ay.at(oy, ky) else { continue };
-                            for kx in 0..kw {
-                                if let Some(ix) = ax.at(ox, kx) {
-                                    s += xin[iy * w + ix] * k[ky * kw + kx];
-                                }
-                            }
-                        }
-                        out[oy * ax.out + ox] = s;
-                    }
-                }
+                let dst = &mut y[(b * m + oc) * plane..][..plane];
+                dst.copy_from_slice(&tmp[oc * wide + b * plane..][..plane]);
+                epilogue(dst, plane, bias.map(|v| &v[oc..oc + 1]), act);
             }
         }
-    } else {
-        let kdim = cg * kh * kw;
-        let mut col = vec![0f32; cx.scratch(kdim.checked_mul(plane))?];
-        for b in 0..n {
-            for g in 0..group {
-                // im2col: row (ci, ky, kx), column (oy, ox).
-                for ci in 0..cg {
-                    let xin = &x[(b * c + g * cg + ci) * h * w..][..h * w];
-                    for ky in 0..kh {
-                        for kx in 0..kw {
-                            let row = &mut col[((ci * kh + ky) * kw + kx) * plane..][..plane];
-                            for oy in 0..ay.out {
-                                let iy = ay.at(oy, ky);
-                                for ox in 0..ax.out {
-                                    row[oy * ax.out + ox] = match (iy, ax.at(ox, kx)) {
-                                        (Some(iy), Some(ix)) => xin[iy * w + ix],
-                                        _ => 0.0,
-                                    };
-                                }
-                            }
-                        }
-                    }
-                }
-                let a = &wt[g * mg * kdim..][..mg * kdim];
-                let out = &mut y[(b * m + g * mg) * plane..][..mg * plane];
-                sgemm(mg, kdim, plane, a, (kdim, 1), &col, (plane, 1), out);
-            }
-        }
+        cx.give(col);
+        cx.give(tmp);
     }
-    if let Some(bias) = bias {
-        for (i, v) in y.iter_mut().enumerate() {
-            *v += bias[(i / plane) % m];
-        }
-    }
-    Ok(f32_tensor(out_shape, y))
 }
 
-/// MaxPool2D / AvgPool2D.
-pub(crate) fn pool2d(cx: &Ctx<'_>, max: bool) -> OpResult<Tensor> {
-    let [n, c, h, w] = nchw(cx)?;
-    let x = cx.f32(0)?;
-    let p = cx.params();
-    let k = p.ints("kernel").unwrap_or(&[1, 1]);
-    let (kh, kw) = (to_usize("kernel", k[0])?, to_usize("kernel", k[1])?);
-    let (ay, ax) = geometry(cx, h, w, kh, kw, cx.int("ceil_mode") == 1)?;
-    let include_pad = cx.int("count_include_pad") == 1;
-    let pad = p.ints("padding").unwrap_or(&[0, 0, 0, 0]);
-    let (ph, pw) = (
-        h + pad[0] as usize + pad[2] as usize,
-        w + pad[1] as usize + pad[3] as usize,
-    );
-    let out_shape = vec![n, c, ay.out, ax.out];
-    let total = cx.alloc(&out_shape)?;
-    let mut y = Vec::with_capacity(total);
-    for plane in 0..n * c {
-        let xin = &x[plane * h * w..][..h * w];
-        for oy in 0..ay.out {
-            for ox in 0..ax.out {
-                let (mut s, mut m, mut cnt, mut padded_cnt) =
-                    (0f32, f32::NEG_INFINITY, 0usize, 0usize);
-                let mut nan = false;
-                for ky in 0..kh {
-                    let py = oy * ay.stride + ky * ay.dilation;
-                    let iy = ay.at(oy, ky);
-                    for kx in 0..kw {
-                        let px = ox * ax.stride + kx * ax.dilation;
-                        if py < ph && px < pw {
-                            padded_cnt += 1;
-                        }
-                        if let (Some(iy), Some(ix)) = (iy, ax.at(ox, kx)) {
-                            let v = xin[iy * w + ix];
-                            nan |= v.is_nan();
-                            s += v;
-                            m = m.max(v);
-                            cnt += 1;
+/// im2col of one group of one image (`x`: `[cg, h, w]`) into `col`, row `(ci, ky, kx)`
+/// (rows `pitch` apart), column `(oy, ox)`: each output row is a copy (stride 1) or a
+/// strided gather of an input row between zero-filled borders.
+fn im2col(
+    x: &[f32],
+    cg: usize,
+    [kh, kw]: [usize; 2],
+    ay: Axis,
+    ax: Axis,
+    col: &mut [f32],
+    pitch: usize,
+) {
+    let (h, w) = (ay.input, ax.input);
+    let (oh, ow) = (ay.out, ax.out);
+    let plane = oh * ow;
+    for ci in 0..cg {
+        let xin = &x[ci * h * w..][..h * w];
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let s = ax.span(kx);
+                let row = &mut col[((ci * kh + ky) * kw + kx) * pitch..][..plane];
+                for (oy, r) in row.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
+                    let Some(iy) = ay.at(oy, ky) else {
+                        r.fill(0.0);
+                        continue;
+                    };
+                    let xrow = &xin[iy * w..][..w];
+                    r[..s.lo].fill(0.0);
+                    r[s.hi..].fill(0.0);
+                    if s.lo < s.hi {
+                        let start = s.at(s.lo, ax.stride);
+                        let dst = &mut r[s.lo..s.hi];
+                        if ax.stride == 1 {
+                            dst.copy_from_slice(&xrow[start..start + dst.len()]);
+                        } else {
+                            let src = xrow[start..].iter().step_by(ax.stride);
+                            dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v);
                         }
                     }
                 }
-                y.push(if max {
-                    if nan {
-                        f32::NAN
-                    } else {
-                        m
-                    }
-                } else {
-                    let d = if include_pad { padded_cnt } else { cnt };
-                    s / d.max(1) as f32
-                });
             }
         }
     }
-    Ok(f32_tensor(out_shape, y))
-}
-
-/// GlobalAveragePool / GlobalMaxPool over every axis after the first two.
-pub(crate) fn global_pool(cx: &Ctx<'_>, max: bool) -> OpResult<Tensor> {
-    let s = cx.shape(0)?;
-    if s.len() < 3 {
-        return Err(OpError::Shape {
-            input: 0,
-            rule: "must be rank >= 3 ([N, C, spatial...])",
-        });
-    }
-    let x = cx.f32(0)?;
-    let planes = s[0] * s[1];
-    let size: usize = s[2..].iter().product();
-    let mut out_shape = s[..2].to_vec();
-    out_shape.extend(std::iter::repeat_n(1, s.len() - 2));
-    let y = (0..planes)
-        .map(|p| {
-            let v = &x[p * size..][..size];
-            if max {
-                v.iter().fold(f32::NEG_INFINITY, |a, &b| {
-                    if a.is_nan() || b.is_nan() {
-                        f32::NAN
-                    } else {
-                        a.max(b)
-                    }
-                })
-            } else {
-                (v.iter().map(|&a| f64::from(a)).sum::<f64>() / size as f64) as f32
-            }
-        })
-        .collect();
-    Ok(f32_tensor(out_shape, y))
 }

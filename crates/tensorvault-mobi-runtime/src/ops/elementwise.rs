@@ -2,6 +2,7 @@
 
 use tensorvault_formats::mobi::OperatorType as Op;
 
+use super::act::Act;
 use super::{broadcast, f32_tensor, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;
 
@@ -38,6 +39,13 @@ fn softplus(x: f32) -> f32 {
 pub(crate) fn unary(cx: &Ctx<'_>) -> OpResult<Tensor> {
     let x = cx.f32(0)?;
     let shape = cx.shape(0)?.to_vec();
+    if let Some(a) = Act::of(cx.op) {
+        // Relu and Clip in one vectorizable pass (the same functions fused ones use).
+        let mut y = cx.buffer(x.len());
+        y.copy_from_slice(x);
+        a.apply(&mut y);
+        return Ok(f32_tensor(shape, y));
+    }
     let p = cx.params();
     let f: Box<dyn Fn(f32) -> f32> = match cx.op.op {
         Op::Relu => Box::new(|x: f32| if x < 0.0 { 0.0 } else { x }),
@@ -188,6 +196,25 @@ fn apply2(
 /// Binary broadcasting operators (PRelu: the slope broadcasts to X only).
 pub(crate) fn binary(cx: &Ctx<'_>) -> OpResult<Tensor> {
     let (a, sa) = (cx.f32(0)?, cx.shape(0)?);
+    if let (Ok(b), Ok(sb)) = (cx.f32(1), cx.shape(1)) {
+        if sa == sb {
+            // Same shapes (residual connections): one vectorizable pass into a recycled
+            // buffer, without a call per element.
+            let f: Option<fn(f32, f32) -> f32> = match cx.op.op {
+                Op::Add => Some(|x, y| x + y),
+                Op::Subtract => Some(|x, y| x - y),
+                Op::Multiply => Some(|x, y| x * y),
+                _ => None,
+            };
+            if let Some(f) = f {
+                let mut v = cx.buffer(a.len());
+                for ((o, &x), &y) in v.iter_mut().zip(a).zip(b) {
+                    *o = f(x, y);
+                }
+                return Ok(f32_tensor(sa.to_vec(), v));
+            }
+        }
+    }
     let (shape, v) = apply2(cx, (a, sa), 1, binary_fn(cx.op.op))?;
     if cx.op.op == Op::PRelu && shape != sa {
         return Err(OpError::Shape {

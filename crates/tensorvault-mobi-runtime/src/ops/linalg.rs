@@ -1,6 +1,7 @@
 //! Matrix products: FullyConnected (X * W^T + B) and numpy MatMul, through
 //! `matrixmultiply::sgemm`.
 
+use super::act::{epilogue, Act};
 use super::{broadcast, f32_tensor, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;
 
@@ -12,24 +13,49 @@ pub(crate) fn sgemm(
     k: usize,
     n: usize,
     a: &[f32],
+    sa: (usize, usize),
+    b: &[f32],
+    sb: (usize, usize),
+    c: &mut [f32],
+) {
+    sgemm_rows(m, k, n, a, sa, b, sb, c, n);
+}
+
+/// As [`sgemm`], with `c`'s rows `rsc` elements apart (a block of columns of a wider
+/// matrix); the other elements of `c` are left as they are.
+#[allow(clippy::too_many_arguments, reason = "a gemm's operands")]
+pub(crate) fn sgemm_rows(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
     (rsa, csa): (usize, usize),
     b: &[f32],
     (rsb, csb): (usize, usize),
     c: &mut [f32],
+    rsc: usize,
 ) {
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
-        c[..m * n].fill(0.0);
+        for row in c.chunks_mut(rsc.max(1)).take(m) {
+            row[..n].fill(0.0);
+        }
         return;
     }
     // Every access below is in bounds: the furthest element each operand is read at.
     let last = |rs: usize, cs: usize, rows: usize, cols: usize| (rows - 1) * rs + (cols - 1) * cs;
-    assert!(last(rsa, csa, m, k) < a.len() && last(rsb, csb, k, n) < b.len() && m * n <= c.len());
+    assert!(
+        last(rsa, csa, m, k) < a.len()
+            && last(rsb, csb, k, n) < b.len()
+            && last(rsc, 1, m, n) < c.len()
+            && n <= rsc
+    );
     // SAFETY: the assert above shows every index (i*rs + j*cs) matrixmultiply forms for
-    // a (m x k), b (k x n) and c (m x n, row stride n) lies inside its slice; c is a
-    // unique borrow so it does not alias a or b. Strides fit isize: they index slices.
+    // a (m x k), b (k x n) and c (m x n, row stride rsc >= n) lies inside its slice; c
+    // is a unique borrow so it does not alias a or b. Strides fit isize: they index
+    // slices.
     unsafe {
         matrixmultiply::sgemm(
             m,
@@ -44,14 +70,15 @@ pub(crate) fn sgemm(
             csb as isize,
             0.0,
             c.as_mut_ptr(),
-            n as isize,
+            rsc as isize,
             1,
         );
     }
 }
 
-/// FullyConnected: X [..., K], W [M, K], B [M] -> [..., M].
-pub(crate) fn fully_connected(cx: &Ctx<'_>) -> OpResult<Tensor> {
+/// FullyConnected: X [..., K], W [M, K], B [M] -> [..., M], with the activation `act`
+/// fused into the bias loop.
+pub(crate) fn fully_connected(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Tensor> {
     let (xs, ws) = (cx.shape(0)?, cx.shape(1)?);
     let (x, w) = (cx.f32(0)?, cx.f32(1)?);
     let [m, k] = *ws else {
@@ -70,19 +97,29 @@ pub(crate) fn fully_connected(cx: &Ctx<'_>) -> OpResult<Tensor> {
     let mut out_shape = xs[..xs.len() - 1].to_vec();
     out_shape.push(m);
     let n = cx.alloc(&out_shape)?;
-    let mut y = vec![0f32; n];
+    let bias = match cx.inputs.len() {
+        3 => Some(cx.f32(2)?),
+        _ => None,
+    };
+    if bias.is_some_and(|b| b.len() != m) {
+        return Err(OpError::Shape {
+            input: 2,
+            rule: "bias length must equal M",
+        });
+    }
+    // sgemm overwrites every element (beta 0; zeros when k is 0).
+    let mut y = cx.buffer(n);
     sgemm(rows, k, m, x, (k, 1), w, (1, k), &mut y);
-    if cx.inputs.len() == 3 {
-        let b = cx.f32(2)?;
-        if b.len() != m {
-            return Err(OpError::Shape {
-                input: 2,
-                rule: "bias length must equal M",
-            });
+    match (bias, act) {
+        (Some(b), act) => {
+            for row in y.chunks_exact_mut(m.max(1)) {
+                row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+                if let Some(a) = act {
+                    a.apply(row);
+                }
+            }
         }
-        for row in y.chunks_exact_mut(m.max(1)) {
-            row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
-        }
+        (None, act) => epilogue(&mut y, m, None, act),
     }
     Ok(f32_tensor(out_shape, y))
 }

@@ -2,18 +2,26 @@
 //! an [`OpError`] naming the input position or parameter; the session adds the operator
 //! index and value ids.
 
+mod act;
 mod broadcast;
+mod buffers;
 mod conv;
+mod depthwise;
 mod elementwise;
 mod linalg;
 mod movement;
 mod normalize;
+mod pool;
 mod reduce;
+mod window;
 
 use tensorvault_formats::mobi::ops::Params;
 use tensorvault_formats::mobi::{Operator, OperatorType as Op};
 
 use crate::tensor::{numel, Data, Tensor};
+
+pub(crate) use act::{fusion_plan, Act};
+pub(crate) use buffers::{Buffers, Pool};
 
 /// A kernel's failure, before the session names the operator and values.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +53,8 @@ pub(crate) struct Ctx<'a> {
     pub op: &'a Operator,
     pub inputs: Vec<&'a Tensor>,
     pub limit: u64,
+    /// Recycled buffers for outputs and scratch.
+    pub buffers: &'a Buffers,
 }
 
 impl<'a> Ctx<'a> {
@@ -97,6 +107,17 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// A buffer of `n` elements (already checked against the limit by [`Ctx::alloc`] or
+    /// [`Ctx::scratch`]) with unspecified contents: the kernel writes every element.
+    pub fn buffer(&self, n: usize) -> Vec<f32> {
+        self.buffers.take(n)
+    }
+
+    /// Return a scratch buffer for reuse.
+    pub fn give(&self, v: Vec<f32>) {
+        self.buffers.give(v);
+    }
+
     /// An int parameter (with its table default).
     pub fn int(&self, key: &'static str) -> i64 {
         self.params().int(key).unwrap_or(0)
@@ -137,17 +158,19 @@ pub(crate) fn f32_tensor(shape: Vec<usize>, data: Vec<f32>) -> Tensor {
     }
 }
 
-/// Run one operator.
-pub(crate) fn eval(cx: &Ctx<'_>) -> OpResult<Vec<Tensor>> {
+/// Run one operator, with the activation `act` fused into its output loop (`act` is
+/// `Some` only for the operators [`fusion_plan`] picks: Conv2D, DepthwiseConv2D,
+/// FullyConnected).
+pub(crate) fn eval(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Vec<Tensor>> {
     let one = |t: Tensor| Ok(vec![t]);
     match cx.op.op {
-        Op::Conv2D => one(conv::conv2d(cx, false)?),
-        Op::DepthwiseConv2D => one(conv::conv2d(cx, true)?),
-        Op::MaxPool2D => one(conv::pool2d(cx, true)?),
-        Op::AvgPool2D => one(conv::pool2d(cx, false)?),
-        Op::GlobalAveragePool => one(conv::global_pool(cx, false)?),
-        Op::GlobalMaxPool => one(conv::global_pool(cx, true)?),
-        Op::FullyConnected => one(linalg::fully_connected(cx)?),
+        Op::Conv2D => one(conv::conv2d(cx, false, act)?),
+        Op::DepthwiseConv2D => one(conv::conv2d(cx, true, act)?),
+        Op::MaxPool2D => one(pool::pool2d(cx, true)?),
+        Op::AvgPool2D => one(pool::pool2d(cx, false)?),
+        Op::GlobalAveragePool => one(pool::global_pool(cx, false)?),
+        Op::GlobalMaxPool => one(pool::global_pool(cx, true)?),
+        Op::FullyConnected => one(linalg::fully_connected(cx, act)?),
         Op::MatMul => one(linalg::matmul(cx)?),
         Op::BatchNorm => one(normalize::batch_norm(cx)?),
         Op::LayerNorm => one(normalize::layer_norm(cx)?),

@@ -1,0 +1,147 @@
+//! Activations fused into the output loop of the operator that produces their input
+//! (Conv2D, DepthwiseConv2D, FullyConnected + Relu or Clip/ReLU6), and the plan that
+//! decides, once per session, which operator pairs fuse.
+
+use std::collections::HashMap;
+
+use tensorvault_formats::mobi::ops::Params;
+use tensorvault_formats::mobi::{Operator, OperatorType as Op};
+
+/// An elementwise activation applied in place (same results as the standalone
+/// operator: NaN passes through, -0 stays -0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Act {
+    /// `x < 0 ? 0 : x`.
+    Relu,
+    /// `x < lo ? lo : (x > hi ? hi : x)` (ReLU6 is lo 0, hi 6).
+    Clip { lo: f32, hi: f32 },
+}
+
+impl Act {
+    /// The activation `op` computes, if it is one that fuses.
+    pub fn of(op: &Operator) -> Option<Act> {
+        match op.op {
+            Op::Relu => Some(Act::Relu),
+            Op::Clip => {
+                let p = Params::new(op);
+                let lo = p.float("min").unwrap_or(f64::NEG_INFINITY) as f32;
+                let hi = p.float("max").unwrap_or(f64::INFINITY) as f32;
+                Some(Act::Clip { lo, hi })
+            }
+            _ => None,
+        }
+    }
+
+    /// `self` on every element of `v`, in place.
+    #[inline]
+    pub fn apply(self, v: &mut [f32]) {
+        match self {
+            Act::Relu => v.iter_mut().for_each(|x| *x = relu(*x)),
+            Act::Clip { lo, hi } => v.iter_mut().for_each(|x| *x = clip(*x, lo, hi)),
+        }
+    }
+
+    /// `x + b` then `self` on every element of `v`.
+    #[inline]
+    pub fn apply_bias(self, v: &mut [f32], b: f32) {
+        match self {
+            Act::Relu => v.iter_mut().for_each(|x| *x = relu(*x + b)),
+            Act::Clip { lo, hi } => v.iter_mut().for_each(|x| *x = clip(*x + b, lo, hi)),
+        }
+    }
+}
+
+#[inline(always)]
+pub(crate) fn relu(x: f32) -> f32 {
+    if x < 0.0 {
+        0.0
+    } else {
+        x
+    }
+}
+
+#[inline(always)]
+pub(crate) fn clip(x: f32, lo: f32, hi: f32) -> f32 {
+    if x < lo {
+        lo
+    } else if x > hi {
+        hi
+    } else {
+        x
+    }
+}
+
+/// Add a per-channel bias and apply an optional activation to `out`, laid out as
+/// channels of `plane` elements each (`bias.len()` channels when a bias is given).
+pub(crate) fn epilogue(out: &mut [f32], plane: usize, bias: Option<&[f32]>, act: Option<Act>) {
+    if plane == 0 {
+        return;
+    }
+    match (bias, act) {
+        (None, None) => {}
+        (None, Some(a)) => a.apply(out),
+        (Some(b), None) => {
+            for (row, &b) in out.chunks_exact_mut(plane).zip(b) {
+                row.iter_mut().for_each(|v| *v += b);
+            }
+        }
+        (Some(b), Some(a)) => {
+            for (row, &b) in out.chunks_exact_mut(plane).zip(b) {
+                a.apply_bias(row, b);
+            }
+        }
+    }
+}
+
+/// [`epilogue`] on the columns `cols` of the rows of `out` (rows `pitch` apart, one
+/// channel each, `bias.len()` rows when a bias is given).
+pub(crate) fn epilogue_cols(
+    out: &mut [f32],
+    pitch: usize,
+    cols: std::ops::Range<usize>,
+    bias: Option<&[f32]>,
+    act: Option<Act>,
+) {
+    if bias.is_none() && act.is_none() {
+        return;
+    }
+    for (r, row) in out.chunks_mut(pitch.max(1)).enumerate() {
+        let b = bias.map(|b| &b[r..r + 1]);
+        epilogue(&mut row[cols.clone()], cols.len().max(1), b, act);
+    }
+}
+
+/// Whether operator `op` can take a fused activation.
+fn produces_fusable(op: &Operator) -> bool {
+    matches!(op.op, Op::Conv2D | Op::DepthwiseConv2D | Op::FullyConnected) && op.outputs.len() == 1
+}
+
+/// For each operator, the activation to fuse into it: `Some` when operator `i` is a
+/// Conv2D/DepthwiseConv2D/FullyConnected whose single output is read only by operator
+/// `i + 1`, a Relu or Clip with that one input (`last_use` maps a value to the index of
+/// its last reader; graph outputs map to `usize::MAX`, so they never fuse). The session
+/// then runs operator `i` with the activation, stores its result under operator
+/// `i + 1`'s output and skips operator `i + 1`.
+pub(crate) fn fusion_plan(
+    operators: &[Operator],
+    last_use: &HashMap<u32, usize>,
+) -> Vec<Option<Act>> {
+    let mut plan = vec![None; operators.len()];
+    let mut i = 0;
+    while i + 1 < operators.len() {
+        let (op, next) = (&operators[i], &operators[i + 1]);
+        let fuse = produces_fusable(op)
+            && next.inputs.len() == 1
+            && next.outputs.len() == 1
+            && next.inputs[0] == op.outputs[0]
+            && last_use.get(&op.outputs[0]) == Some(&(i + 1));
+        match Act::of(next).filter(|_| fuse) {
+            Some(a) => {
+                plan[i] = Some(a);
+                i += 2;
+            }
+            None => i += 1,
+        }
+    }
+    plan
+}

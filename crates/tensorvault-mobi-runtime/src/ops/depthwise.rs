@@ -1,0 +1,205 @@
+//! Depthwise convolution (one input channel per group, any channel multiplier, strides,
+//! dilations and pads).
+//!
+//! Per input channel, the zero-padded plane (`ph x pw`) is copied once into `sy * sx`
+//! polyphase planes of `qh x qw` (`qh = ceil(ph / sy)`, `qw = ceil(pw / sx)`): phase
+//! `(ry, rx)` holds padded element `(a * sy + ry, b * sx + rx)` at `a * qw + b`. Output
+//! `(oy, ox)`, tap `(ky, kx)` reads padded `(sy * oy + ky * dy, sx * ox + kx * dx)`, that
+//! is phase `(ky * dy % sy, kx * dx % sx)` at `j + (ky * dy / sy) * qw + kx * dx / sx`
+//! with `j = oy * qw + ox`. So the output computed "wide", with row pitch `qw`, is a sum
+//! of contiguous slices, one per tap, scaled by the tap's weight: no bounds test, no
+//! per-row call, the same inner loop for every stride, which the compiler vectorizes.
+//! The wide output is accumulated in register-sized blocks while every tap is added;
+//! its `ow` useful columns per row are then copied out with the bias and the fused
+//! activation (the `qw - ow` others are the price: `kw - 1` columns at stride 1).
+//!
+//! The inner loops are compiled twice, for the baseline target and with AVX2 + FMA
+//! enabled (chosen at run time), like matrixmultiply's kernels.
+
+use super::act::{epilogue, Act};
+use super::window::Axis;
+
+/// Wide-output elements accumulated in registers while every tap is added (four AVX2
+/// vectors).
+const LANES: usize = 32;
+
+/// The shapes of one depthwise convolution: input `[n, c, h, w]`, weights
+/// `[m, 1, kh, kw]` with `m = c * multiplier`, output `[n, m, ay.out, ax.out]`.
+pub(crate) struct Depthwise {
+    pub n: usize,
+    pub c: usize,
+    pub m: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub ay: Axis,
+    pub ax: Axis,
+}
+
+/// Scratch geometry of one run.
+struct Phases {
+    /// Rows and row pitch of one phase plane.
+    qh: usize,
+    qw: usize,
+    /// Elements of the wide output: `(oh - 1) * qw + ow`.
+    wide_len: usize,
+}
+
+impl Depthwise {
+    /// The phase geometry. Every read stays inside its phase plane: the geometry gives
+    /// `sy * (oh - 1) + dy * (kh - 1) <= ph - 1`, so `oh - 1 + dy * (kh - 1) / sy <=
+    /// qh - 1`, and likewise `ow - 1 + dx * (kw - 1) / sx <= qw - 1`. The last wide row
+    /// reads only its `ow` columns; an earlier row reads at most `qw - 1` columns past
+    /// its start row, which is at most row `qh - 2`.
+    fn phases(&self) -> Option<Phases> {
+        let ph = self
+            .ay
+            .pad_begin
+            .checked_add(self.ay.input)?
+            .checked_add(self.ay.pad_end)?;
+        let pw = self
+            .ax
+            .pad_begin
+            .checked_add(self.ax.input)?
+            .checked_add(self.ax.pad_end)?;
+        let (qh, qw) = (ph.div_ceil(self.ay.stride), pw.div_ceil(self.ax.stride));
+        let (oh, ow) = (self.ay.out, self.ax.out);
+        let wide_len = if oh == 0 || ow == 0 {
+            0
+        } else {
+            (oh - 1).checked_mul(qw)?.checked_add(ow)?
+        };
+        Some(Phases { qh, qw, wide_len })
+    }
+
+    /// Scratch elements [`Depthwise::run`] needs (the caller checks them against the
+    /// element limit before calling); `None` on overflow.
+    pub fn scratch_len(&self) -> Option<usize> {
+        let p = self.phases()?;
+        let planes = self.ay.stride.checked_mul(self.ax.stride)?;
+        planes
+            .checked_mul(p.qh)?
+            .checked_mul(p.qw)?
+            .checked_add(p.wide_len)
+    }
+
+    /// Compute `y` (dense `[n, m, oh, ow]`) from `x` and `wt`, then add `bias` and apply
+    /// `act`. Every slice length was checked by the caller against the shapes;
+    /// `scratch` holds [`Depthwise::scratch_len`] elements (checked against the element
+    /// limit), with any contents.
+    pub fn run(
+        &self,
+        x: &[f32],
+        wt: &[f32],
+        bias: Option<&[f32]>,
+        act: Option<Act>,
+        y: &mut [f32],
+        scratch: &mut [f32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above), the only
+            // requirement of a `target_feature` function.
+            unsafe { self.run_avx2(x, wt, bias, act, y, scratch) };
+            return;
+        }
+        self.run_body(x, wt, bias, act, y, scratch);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run_avx2(
+        &self,
+        x: &[f32],
+        wt: &[f32],
+        bias: Option<&[f32]>,
+        act: Option<Act>,
+        y: &mut [f32],
+        scratch: &mut [f32],
+    ) {
+        self.run_body(x, wt, bias, act, y, scratch);
+    }
+
+    #[inline(always)]
+    fn run_body(
+        &self,
+        x: &[f32],
+        wt: &[f32],
+        bias: Option<&[f32]>,
+        act: Option<Act>,
+        y: &mut [f32],
+        scratch: &mut [f32],
+    ) {
+        let Some(ph) = self.phases() else {
+            return; // checked by the caller through scratch_len
+        };
+        let (h, w) = (self.ay.input, self.ax.input);
+        let (oh, ow) = (self.ay.out, self.ax.out);
+        let (sy, sx) = (self.ay.stride, self.ax.stride);
+        let (dy, dx) = (self.ay.dilation, self.ax.dilation);
+        let (pt, pl) = (self.ay.pad_begin, self.ax.pad_begin);
+        let (plane, phase_len) = (oh * ow, ph.qh * ph.qw);
+        let mult = self.m / self.c;
+        // The padding positions of the phase planes are never written: zero once. The
+        // wide output is zeroed block by block before its taps are added.
+        let (phases, wide) = scratch.split_at_mut(sy * sx * phase_len);
+        phases.fill(0.0);
+        let wide = &mut wide[..ph.wide_len];
+        // Per tap, its start in `phases` (phase plane, then offset in it).
+        let starts: Vec<usize> = (0..self.kh * self.kw)
+            .map(|t| {
+                let (ry, ay) = ((t / self.kw) * dy % sy, (t / self.kw) * dy / sy);
+                let (rx, ax) = ((t % self.kw) * dx % sx, (t % self.kw) * dx / sx);
+                (ry * sx + rx) * phase_len + ay * ph.qw + ax
+            })
+            .collect();
+        for b in 0..self.n {
+            for ic in 0..self.c {
+                let xin = &x[(b * self.c + ic) * h * w..][..h * w];
+                for (iy, row) in xin.chunks_exact(w.max(1)).enumerate().take(h) {
+                    let (r, ry) = ((pt + iy) / sy, (pt + iy) % sy);
+                    // Input columns ix0, ix0 + sx, ...: phase (pl + ix0) % sx, from
+                    // column (pl + ix0) / sx on.
+                    for ix0 in 0..sx.min(w) {
+                        let (c0, rx) = ((pl + ix0) / sx, (pl + ix0) % sx);
+                        let dst = &mut phases[(ry * sx + rx) * phase_len + r * ph.qw..][..ph.qw];
+                        let src = row.iter().skip(ix0).step_by(sx);
+                        dst[c0..].iter_mut().zip(src).for_each(|(d, &v)| *d = v);
+                    }
+                }
+                for oc in ic * mult..(ic + 1) * mult {
+                    let k = &wt[oc * self.kh * self.kw..][..self.kh * self.kw];
+                    taps(wide, phases, &starts, k);
+                    let out = &mut y[(b * self.m + oc) * plane..][..plane];
+                    for (oy, orow) in out.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
+                        orow.copy_from_slice(&wide[oy * ph.qw..][..ow]);
+                    }
+                    epilogue(out, plane, bias.map(|b| &b[oc..oc + 1]), act);
+                }
+            }
+        }
+    }
+}
+
+/// `wide[j] = sum over taps t of k[t] * phases[starts[t] + j]`, `LANES` outputs at a
+/// time kept in registers across the taps (in tap order, like the reference loop).
+#[inline(always)]
+fn taps(wide: &mut [f32], phases: &[f32], starts: &[usize], k: &[f32]) {
+    let mut blocks = wide.chunks_exact_mut(LANES);
+    let mut j0 = 0;
+    for out in &mut blocks {
+        let mut acc = [0f32; LANES];
+        for (&s, &kv) in starts.iter().zip(k) {
+            let src = &phases[s + j0..][..LANES];
+            acc.iter_mut().zip(src).for_each(|(a, &v)| *a += kv * v);
+        }
+        out.copy_from_slice(&acc);
+        j0 += LANES;
+    }
+    let rest = blocks.into_remainder();
+    rest.fill(0.0);
+    for (&s, &kv) in starts.iter().zip(k) {
+        let src = &phases[s + j0..][..rest.len()];
+        rest.iter_mut().zip(src).for_each(|(a, &v)| *a += kv * v);
+    }
+}
