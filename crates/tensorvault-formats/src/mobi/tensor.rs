@@ -7,6 +7,7 @@ use tensorvault_quant::per_axis::PerAxis;
 use tensorvault_quant::QuantError;
 
 use super::error::MobiError;
+use super::payload::Payload;
 use super::types::DataType;
 
 /// Quantization parameters of an affine-quantized tensor (`x = (q - zero_point) * scale`).
@@ -54,7 +55,8 @@ impl Quantization {
 }
 
 /// A constant tensor (weights). `data` holds the decoded (inflated) little-endian
-/// payload; `gzip` says whether it is stored compressed.
+/// payload, owned or shared with the file's memory map ([`Payload`]); `gzip` says
+/// whether it is stored compressed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConstantTensor {
     /// Value id (unique among all values of the graph).
@@ -67,8 +69,9 @@ pub struct ConstantTensor {
     pub quant: Option<Quantization>,
     /// Store the payload gzip-compressed.
     pub gzip: bool,
-    /// The payload: `dtype.size() * product(shape)` little-endian bytes.
-    pub data: Vec<u8>,
+    /// The payload: `dtype.size() * product(shape)` little-endian bytes (a cheap-clone
+    /// handle: `Vec<u8>` converts with `.into()`).
+    pub data: Payload,
 }
 
 /// `product(shape)`, `None` on overflow.
@@ -220,8 +223,9 @@ impl ConstantTensor {
     }
 
     /// The payload as `&[f32]` without copying, for an f32 tensor whose bytes are
-    /// 4-byte aligned in memory (always true for an owned `Vec` from the reader on the
-    /// platforms we build for; checked, never assumed). `None` otherwise.
+    /// 4-byte aligned in memory (v2 files put every f32 payload at a multiple of 4 in
+    /// the file, and a map starts page-aligned; v1 payloads may be anywhere: checked,
+    /// never assumed) on a little-endian host. `None` otherwise.
     pub fn f32_view(&self) -> Option<&[f32]> {
         if self.dtype != DataType::F32 || cfg!(target_endian = "big") {
             return None;
@@ -250,7 +254,7 @@ impl ConstantTensor {
             tensor_id: self.id,
             source,
         };
-        let d = &self.data;
+        let d: &[u8] = &self.data;
         let q = self.quant.as_ref();
         let mut out = vec![0f32; d.len() / esize as usize];
         match self.dtype {

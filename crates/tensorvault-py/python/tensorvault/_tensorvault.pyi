@@ -339,6 +339,11 @@ class KvCache:
 class MobiSession:
     """A MOBI model prepared for the reference runtime."""
     def __init__(self, model: Dict[str, Any], int_tensors: Optional[Dict[int, Any]] = None) -> None: ...
+    @staticmethod
+    def open(path: str) -> "MobiSession":
+        """Open a .mobi file, f32 weights used in place from its memory map."""
+    @property
+    def constant_memory(self) -> Dict[str, int]: ...
     @property
     def input_names(self) -> List[str]: ...
     @property
