@@ -209,7 +209,8 @@ impl Session {
         };
         let (_, dtype, shape) = &self.inputs[pos];
         let expected = match dtype {
-            DataType::I64 | DataType::I32 => "i64",
+            // Integers and booleans (0/1) run as i64.
+            DataType::I64 | DataType::I32 | DataType::Bool => "i64",
             _ => "f32",
         };
         if t.dtype_name() != expected {

@@ -2,10 +2,12 @@
 //! an [`OpError`] naming the input position or parameter; the session adds the operator
 //! index and value ids.
 
+mod arg;
 mod broadcast;
 mod conv;
 mod elementwise;
 mod linalg;
+mod logic;
 mod movement;
 mod normalize;
 mod reduce;
@@ -176,6 +178,13 @@ pub(crate) fn eval(cx: &Ctx<'_>) -> OpResult<Vec<Tensor>> {
         | Op::ReduceSumSquare
         | Op::ReduceLogSum
         | Op::ReduceLogSumExp => one(reduce::reduce(cx)?),
+        Op::ArgMax | Op::ArgMin => one(arg::arg_extreme(cx)?),
+        Op::Equal | Op::Less | Op::Greater | Op::LessOrEqual | Op::GreaterOrEqual => {
+            one(logic::binary(cx)?)
+        }
+        Op::And | Op::Or | Op::Xor => one(logic::binary(cx)?),
+        Op::Not => one(logic::not(cx)?),
+        Op::Where => one(logic::where_(cx)?),
         _ => one(elementwise::unary(cx)?),
     }
 }
