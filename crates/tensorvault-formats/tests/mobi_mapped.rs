@@ -149,3 +149,25 @@ fn crafted_files_through_the_map_give_typed_errors() {
     let ok = Model::open(write(dir.path(), "v1.mobi", &v1)).unwrap();
     assert!(ok.tensors.iter().all(|t| t.data.is_mapped()));
 }
+
+#[test]
+fn from_vec_shares_the_buffer_and_agrees_with_from_bytes() {
+    let model = models::lenet5(6).unwrap();
+    let bytes = model.to_bytes().unwrap();
+    let m = Model::from_vec(bytes.clone()).unwrap();
+    assert_eq!(m, model);
+    assert!(m.tensors.iter().all(|t| !t.data.is_mapped()));
+    // Payloads point into the buffer handed over (no copy): consecutive tensors of
+    // one buffer sit at increasing addresses within one file length.
+    let base = m.tensors[0].data.as_ptr() as usize;
+    for t in &m.tensors {
+        let at = t.data.as_ptr() as usize;
+        assert!(at >= base && at - base < bytes.len());
+    }
+    let mut bad = bytes;
+    bad[40] ^= 1;
+    assert_eq!(
+        Model::from_vec(bad.clone()).unwrap_err(),
+        Model::from_bytes(&bad).unwrap_err()
+    );
+}

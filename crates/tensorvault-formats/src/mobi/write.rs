@@ -383,7 +383,19 @@ impl Model {
         Ok(read_shared(&shared, true, &ReadOptions::default())?)
     }
 
-    /// Read a whole stream (at most 4 GiB, the format's limit) and parse it.
+    /// Read and fully validate a model from an owned buffer, without copying its
+    /// uncompressed payloads: each tensor's [`super::Payload`] shares `bytes` (kept alive
+    /// while any tensor is), gzip payloads are inflated into memory of their own.
+    ///
+    /// # Errors
+    /// The first problem [`super::validate`] reports.
+    pub fn from_vec(bytes: Vec<u8>) -> Result<Model, MobiError> {
+        let shared = bytes::Bytes::from(bytes);
+        read_shared(&shared, false, &ReadOptions::default()).map(|(_, m)| m)
+    }
+
+    /// Read a whole stream (at most 4 GiB, the format's limit) and parse it; the
+    /// payloads share the buffer read ([`Model::from_vec`]).
     ///
     /// # Errors
     /// [`FormatError::Io`] reading, [`FormatError::Mobi`] for the content.
@@ -392,6 +404,6 @@ impl Model {
         r.take(u64::from(u32::MAX) + 1)
             .read_to_end(&mut buf)
             .map_err(FormatError::io("read", "<stream>"))?;
-        Ok(Model::from_bytes(&buf)?)
+        Ok(Model::from_vec(buf)?)
     }
 }
