@@ -174,3 +174,28 @@ fn where_selects_with_three_way_broadcasting() {
     .unwrap_err();
     assert!(matches!(e, RuntimeError::DType { op: "Where", .. }), "{e}");
 }
+
+#[test]
+fn cast_truncates_wraps_and_rounds_to_f16() {
+    let x = || input(&[5], &[-2.7, 0.0, 300.9, f32::NAN, 1.0 / 3.0]);
+    let to = |t: &str| vec![("to", P::Str(t.into()))];
+    let t = run(Op::Cast, vec![x()], to("i64")).unwrap();
+    assert_eq!(i64s(&t).1, &[-2, 0, 300, 0, 0]);
+    let t = run(Op::Cast, vec![x()], to("u8")).unwrap();
+    assert_eq!(i64s(&t).1, &[254, 0, 44, 0, 0]);
+    let t = run(Op::Cast, vec![x()], to("i8")).unwrap();
+    assert_eq!(i64s(&t).1, &[-2, 0, 44, 0, 0]);
+    let t = run(Op::Cast, vec![x()], to("bool")).unwrap();
+    assert_eq!(i64s(&t).1, &[1, 0, 1, 1, 1]);
+    let t = run(Op::Cast, vec![x()], to("f16")).unwrap();
+    let f = t.as_f32().unwrap();
+    assert_eq!(f[4], 0.333_251_95, "1/3 rounded to f16");
+    assert_eq!(f[2], 301.0);
+    let t = run(Op::Cast, vec![ints_in(&[3], &[-1, 1 << 40, 7])], to("f32")).unwrap();
+    assert_eq!(t.as_f32().unwrap(), &[-1.0, (1u64 << 40) as f32, 7.0]);
+    let t = run(Op::Cast, vec![ints_in(&[2], &[-1, 1 << 32])], to("u32")).unwrap();
+    assert_eq!(i64s(&t).1, &[4_294_967_295, 0]);
+    // A target outside the table is refused by the reader's parameter check.
+    let e = run(Op::Cast, vec![x()], to("f64")).unwrap_err();
+    assert!(matches!(e, RuntimeError::Model(_)), "{e}");
+}

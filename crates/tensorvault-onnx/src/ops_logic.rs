@@ -1,5 +1,5 @@
 //! Lowerings of ArgMax / ArgMin, the comparisons (Equal, Less, Greater, LessOrEqual,
-//! GreaterOrEqual), the logic ops (Not, And, Or, Xor) and Where. MOBI has no boolean
+//! GreaterOrEqual), the logic ops (Not, And, Or, Xor), Where and Cast. MOBI has no boolean
 //! values at run time: ONNX BOOL outputs are i64 0/1 (any non-zero value is true), so a
 //! comparison's output is an i64 value and a BOOL graph output is declared i64.
 
@@ -7,8 +7,9 @@ use tensorvault_formats::mobi::{DataType, OperatorType as Op};
 
 use crate::ctx::{Ctx, Dyn, Val};
 use crate::error::OnnxError;
+use crate::limits::dtype as dt;
 use crate::node::Node;
-use crate::params::int;
+use crate::params::{int, string};
 use crate::shape::{axis, broadcast};
 
 fn out<'a>(n: &Node<'a>) -> &'a str {
@@ -137,6 +138,40 @@ pub(crate) fn where_(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
         DataType::F32
     };
     let d = ctx.emit_tmp(Op::Where, &[c.v, x.v, y.v], vec![], shape);
+    define(ctx, n, d, dtype);
+    Ok(())
+}
+
+/// Cast of a run-time value to ONNX type `to` (a same-type Cast was already removed):
+/// MOBI Cast with `to` the MOBI name; FLOAT and DOUBLE become `f32`, FLOAT16 `f16`
+/// (values rounded to f16 and carried as f32), the integer types and BOOL their own
+/// width (carried as i64). BFLOAT16, the 8/4-bit floats and strings are refused.
+pub(crate) fn cast_to(ctx: &mut Ctx, n: &Node, x: Dyn, to: i64) -> Result<(), OnnxError> {
+    let name = match i32::try_from(to).unwrap_or(-1) {
+        dt::FLOAT | dt::DOUBLE => "f32",
+        dt::FLOAT16 => "f16",
+        dt::INT64 | dt::UINT64 => "i64",
+        dt::INT32 => "i32",
+        dt::UINT32 => "u32",
+        dt::INT16 => "i16",
+        dt::UINT16 => "u16",
+        dt::INT8 => "i8",
+        dt::UINT8 => "u8",
+        dt::BOOL => "bool",
+        _ => {
+            return Err(n.unsupported(
+                "to",
+                to,
+                "MOBI casts to float, float16, double and the integer and bool types only",
+            ))
+        }
+    };
+    let dtype = if matches!(name, "f32" | "f16") {
+        DataType::F32
+    } else {
+        DataType::I64
+    };
+    let d = ctx.emit_tmp(Op::Cast, &[x.v], vec![string("to", name)], x.shape.clone());
     define(ctx, n, d, dtype);
     Ok(())
 }

@@ -135,3 +135,58 @@ fn not_and_where_on_bool_inputs() {
     let w = &m.operators[0];
     assert_eq!(w.params, Vec::<(String, ParamValue)>::new());
 }
+
+#[test]
+fn cast_lowers_to_mobi_cast_with_the_target_name() {
+    let x = || Tensor::f32(vec![3], vec![-1.5, 2.5, 300.0]).unwrap();
+    let n = node(
+        "Cast",
+        "c",
+        &["x"],
+        &["y"],
+        vec![attr_i("to", INT32.into())],
+    );
+    let got = run_i64(13, n, (FLOAT, &[3], x()), ("y", INT32, &[3]), vec![]);
+    assert_eq!(got.1, vec![-1, 2, 300]);
+    let n = node("Cast", "c", &["x"], &["y"], vec![attr_i("to", 2)]); // UINT8
+    assert_eq!(
+        run_i64(13, n, (FLOAT, &[3], x()), ("y", 2, &[3]), vec![]).1,
+        vec![255, 2, 44]
+    );
+    // Int64 to float: an f32 output.
+    let m = imp(&model(
+        13,
+        vec![node(
+            "Cast",
+            "c",
+            &["x"],
+            &["y"],
+            vec![attr_i("to", FLOAT.into())],
+        )],
+        vec![vi("x", INT64, &[2])],
+        vec![vi("y", FLOAT, &[2])],
+        vec![],
+    ));
+    assert_eq!(ops(&m), vec![OperatorType::Cast]);
+    assert_eq!(
+        m.operators[0].params,
+        vec![("to".to_string(), ParamValue::Str("f32".into()))]
+    );
+    let out = Session::new(&m)
+        .unwrap()
+        .run(&[("x", Tensor::i64(vec![2], vec![3, -4]).unwrap())])
+        .unwrap();
+    assert_eq!(out[0].1.as_f32().unwrap(), &[3.0, -4.0]);
+    // Strings and bfloat16 stay refused.
+    for to in [8, 16] {
+        let bytes = model(
+            13,
+            vec![node("Cast", "c", &["x"], &["y"], vec![attr_i("to", to)])],
+            vec![vi("x", FLOAT, &[2])],
+            vec![vi("y", FLOAT, &[2])],
+            vec![],
+        );
+        let e = import(&bytes, &ImportOptions::default()).unwrap_err();
+        assert!(matches!(e, OnnxError::UnsupportedAttribute { .. }), "{e}");
+    }
+}

@@ -4,6 +4,7 @@
 
 mod arg;
 mod broadcast;
+mod cast;
 mod conv;
 mod elementwise;
 mod linalg;
@@ -185,6 +186,7 @@ pub(crate) fn eval(cx: &Ctx<'_>) -> OpResult<Vec<Tensor>> {
         Op::And | Op::Or | Op::Xor => one(logic::binary(cx)?),
         Op::Not => one(logic::not(cx)?),
         Op::Where => one(logic::where_(cx)?),
+        Op::Cast => one(cast::cast(cx)?),
         _ => one(elementwise::unary(cx)?),
     }
 }

@@ -417,6 +417,10 @@ pub fn spec(op: Op) -> &'static OpSpec {
         Op::And => compare!(And, "logical and of A != 0 and B != 0, broadcasting; i64 output 1 or 0."),
         Op::Or => compare!(Or, "logical or, broadcasting; i64 output 1 or 0."),
         Op::Xor => compare!(Xor, "logical exclusive or, broadcasting; i64 output 1 or 0."),
+        Op::Cast => spec!(Cast, v 1, NUM_X, in 1..=1, out 1..=1,
+            &[p("to", K::Str, D::Required, Allowed::Strs(&["f32", "f16", "i64", "i32", "u32", "i16", "u16", "i8", "u8", "bool"]), 1,
+                "target element type; f32 and f16 values run as f32 (f16: rounded to the nearest f16, ties to even), the others as i64")],
+            "ONNX Cast between the numeric types MOBI runs: float to integer truncates toward zero (NaN gives 0, values beyond i64 saturate) and then wraps to the target width as two's complement (numpy's astype for values in range); integer to narrower integer wraps; bool is x != 0; integer to float rounds to nearest."),
         Op::Where => spec!(Where, v 1, &[n("condition"), n("X"), n("Y")], in 3..=3, out 1..=1, NONE,
             "ONNX Where: condition != 0 ? X : Y, the three broadcast together; X and Y both f32 or both integers (the output's type)."),
     }
