@@ -3,8 +3,10 @@
 Per model (LeNet-5, CIFAR-shaped CNN and MLP on digits; EfficientNet-Lite0):
 1. file size per weights mode (MOBI f32/fp16/int16/int8, int8+gzip) vs the ONNX file and
    vs onnxruntime's own ``quantize_dynamic`` (QInt8 weights) output;
-2. load until ready to run: ``tensorvault.read_mobi(path).session()`` (what
-   ``MobiModel.run`` prepares once, see ``mobi_load``) vs ``onnxruntime.InferenceSession``, one
+2. load until ready to run: ``tensorvault.open_mobi_session(path)`` (the file mapped, f32
+   weights used in place, others dequantized once; see ``mobi_load``) vs
+   ``onnxruntime.InferenceSession``, and for reference the Python-objects path
+   ``tensorvault.read_mobi(path).session()`` (every tensor to numpy and back), one
    load per fresh process, warm page cache and cold (the file evicted first with
    ``posix_fadvise(POSIX_FADV_DONTNEED)`` after fsync; ``fincore`` confirms where
    present), with the peak RSS growth while loading (VmHWM reset through
@@ -15,7 +17,7 @@ Per model (LeNet-5, CIFAR-shaped CNN and MLP on digits; EfficientNet-Lite0):
    work, robust on a shared machine) and wall time.
 Prints markdown tables with MOBI / onnxruntime ratios (< 1 means MOBI is smaller/faster).
 
-    python bench.py [--reps N] [--loads N] [--models lenet5,cifar,mlp,efficientnet_lite0] [--latency-only]
+    python bench.py [--reps N] [--loads N] [--models lenet5,cifar,mlp,efficientnet_lite0] [--latency-only] [--no-latency]
 """
 
 from __future__ import annotations
@@ -44,9 +46,17 @@ MODES = ("f32", "fp16", "int16", "int8")
 
 
 def mobi_load(path: str):
-    """Load a .mobi file until it is ready to run: ``read_mobi`` (whole file validated,
-    CRCs included) then ``session()`` (weights as float32, every operator checked, the
-    native runtime session built); returns the session."""
+    """Load a .mobi file until it is ready to run: ``open_mobi_session`` (whole file
+    mapped and validated, CRCs included, every operator checked, f32 weights used in
+    place from the map, quantized ones dequantized once); returns the session."""
+    import tensorvault
+
+    return tensorvault.open_mobi_session(path)
+
+
+def mobi_load_objects(path: str):
+    """The Python-objects path: ``read_mobi`` (every tensor dequantized into numpy) then
+    ``session()`` (the arrays copied back into a native session)."""
     import tensorvault
 
     return tensorvault.read_mobi(path).session()
@@ -96,6 +106,8 @@ def child_load(kind: str, path: str, cold: bool) -> None:
     t0 = time.perf_counter()
     if kind == "mobi":
         obj = mobi_load(path)
+    elif kind == "mobi-objects":
+        obj = mobi_load_objects(path)
     else:
         obj = ort_session(Path(path))
     dt = time.perf_counter() - t0
@@ -202,10 +214,12 @@ def size_and_load_rows(args, name: str, onnx_path: Path, files: dict, out_dir: P
     for mode, onnx_file, mobi_file in (("f32", onnx_path, files["f32"]), ("int8", out_dir / f"{name}.ort-int8.onnx", files["int8"])):
         for cold in (False, True):
             m = load_stats("mobi", mobi_file, cold, args.loads)
+            p = load_stats("mobi-objects", mobi_file, cold, args.loads)
             o = load_stats("ort", onnx_file, cold, args.loads)
             load_rows.append(
                 f"| {name} | {mode} | {'cold' if cold else 'warm'} | {m['median_ms']:.2f} | {o['median_ms']:.2f} | "
-                f"{m['median_ms'] / o['median_ms']:.2f}x | {m['peak_rss'] / 2**20:.1f} | {o['peak_rss'] / 2**20:.1f} |")
+                f"{m['median_ms'] / o['median_ms']:.2f}x | {m['peak_rss'] / 2**20:.1f} | {o['peak_rss'] / 2**20:.1f} | "
+                f"{p['median_ms']:.2f} | {p['peak_rss'] / 2**20:.1f} |")
     return size_row, load_rows
 
 
@@ -225,6 +239,7 @@ def main() -> None:
     ap.add_argument("--loads", type=int, default=7)
     ap.add_argument("--models", default="lenet5,cifar,mlp,efficientnet_lite0")
     ap.add_argument("--latency-only", action="store_true", help="only the latency table (f32 and int8 files)")
+    ap.add_argument("--no-latency", action="store_true", help="sizes and loads only")
     args = ap.parse_args()
     out_dir = work_dir() / "bench"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -241,7 +256,7 @@ def main() -> None:
             rows_load.extend(load_rows)
         x_path = out_dir / f"{name}.x.npy"
         np.save(x_path, x)
-        for mode in ("f32", "int8"):
+        for mode in () if args.no_latency else ("f32", "int8"):
             rows_lat.append(latency_row(args, name, onnx_path, files[mode], mode, input_name, x_path))
         print(f"bench: {name} done", file=sys.stderr, flush=True)
 
@@ -252,8 +267,9 @@ def main() -> None:
         print("\n".join(rows_size))
         print(f"\nLoad until ready to run, one load per fresh process, median of {args.loads} (ms); peak RSS growth while loading (MiB)."
               "\nint8 rows: MOBI int8 file vs onnxruntime on its quantize_dynamic model.\n")
-        print("| model | weights | cache | MOBI ms | ORT ms | MOBI / ORT | MOBI peak MiB | ORT peak MiB |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("MOBI = open_mobi_session(path); read_mobi = read_mobi(path).session() (the Python-objects path).\n")
+        print("| model | weights | cache | MOBI ms | ORT ms | MOBI / ORT | MOBI peak MiB | ORT peak MiB | read_mobi ms | read_mobi peak MiB |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         print("\n".join(rows_load))
     print("\nLatency, one thread: median process CPU time (ms) over interleaved rounds, and the wall-time"
           "\nratios; int8 rows: MOBI int8 file vs onnxruntime on the f32 ONNX model\n")

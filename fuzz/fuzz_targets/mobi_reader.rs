@@ -1,6 +1,8 @@
 //! Fuzz the MOBI reader (v1 and v2): full validation and the header-only parse must
 //! never panic; a valid file's tensors dequantize (per tensor and per axis) without
-//! panicking, and it re-encodes (as v2) idempotently.
+//! panicking, it re-encodes (as v2) idempotently, and reading it with payloads shared
+//! (`Model::from_vec`, the path of `Model::open`'s map) gives the same model and the
+//! same first error.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -16,6 +18,8 @@ fuzz_target!(|data: &[u8]| {
             ..ReadOptions::default()
         },
     );
+    // The shared-payload reader agrees with the copying one, error for error.
+    assert_eq!(Model::from_vec(data.to_vec()), Model::from_bytes(data));
     if report.is_ok() {
         let m = Model::from_bytes(data).expect("a valid file loads");
         for t in &m.tensors {

@@ -22,8 +22,9 @@ pub struct RunArgs {
     /// The .mobi model.
     pub model: PathBuf,
     /// An input array: `NAME=PATH.npy`, or just `PATH.npy` for a one-input model
-    /// (repeatable). float32/float64/float16 arrays feed f32 inputs, int64/int32 arrays
-    /// i64 inputs; the first axis (batch) may differ from the model's declared shape.
+    /// (repeatable). float32/float64/float16 arrays feed f32 inputs, int64/int32/bool
+    /// arrays i64 inputs (booleans as 0/1); the first axis (batch) may differ from the
+    /// model's declared shape.
     #[arg(long = "input", required = true)]
     pub inputs: Vec<String>,
     /// Directory for the outputs (created if missing): `<output name>.npy` per graph
@@ -52,12 +53,13 @@ fn read_npy(path: &Path) -> Result<Tensor, CliError> {
     }
     let descr = header.descr.replace('=', "<");
     let size: u64 = match descr.as_str() {
+        "|b1" => 1,
         "<f4" | "<i4" => 4,
         "<f8" | "<i8" => 8,
         "<f2" => 2,
         other => {
             return Err(bad(format!(
-                "dtype {other} is not float32/float64/float16/int64/int32"
+                "dtype {other} is not float32/float64/float16/int64/int32/bool"
             )))
         }
     };
@@ -99,6 +101,7 @@ fn read_npy(path: &Path) -> Result<Tensor, CliError> {
                 .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
                 .collect(),
         ),
+        "|b1" => Data::I64(raw.iter().map(|&b| i64::from(b != 0)).collect()),
         "<i8" => Data::I64(
             raw.chunks_exact(8)
                 .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
@@ -119,7 +122,8 @@ fn write_npy(path: &Path, t: &Tensor) -> Result<(), CliError> {
     let name = path.display().to_string();
     let shape: Vec<u64> = t.shape.iter().map(|&d| d as u64).collect();
     let mut bytes = match &t.data {
-        Data::F32(v) => {
+        f @ (Data::F32(_) | Data::SharedF32(_)) => {
+            let v = f.as_f32().unwrap_or_default();
             let mut b = npy::f32_header(&shape).map_err(CliError::io("encode header", &name))?;
             npy::write_f32s(&mut b, v).map_err(CliError::io("encode", &name))?;
             b

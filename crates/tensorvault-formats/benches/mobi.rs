@@ -9,9 +9,9 @@
     reason = "criterion's macros generate undocumented items"
 )]
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
-use tensorvault_formats::mobi::{models, Header, Model, QuantTarget, WriteOptions};
+use tensorvault_formats::mobi::{models, ConstantTensor, Header, Model, QuantTarget, WriteOptions};
 
 fn safetensors_bytes(m: &Model) -> Vec<u8> {
     let views: Vec<(String, TensorView<'_>)> = m
@@ -106,6 +106,29 @@ fn bench(c: &mut Criterion) {
                     .map(|(_, v)| v.data().to_vec())
                     .collect::<Vec<_>>()
             })
+        });
+    }
+    g.finish();
+    dequantize(c);
+}
+
+/// `ConstantTensor::to_f32` of per-output-channel int8 weights in EfficientNet-Lite0's
+/// shapes (a 5x5 depthwise kernel: 25 values per channel; a 1x1 projection: 1152 per
+/// channel), the work `Session::new` does for every int8 weight.
+fn dequantize(c: &mut Criterion) {
+    let mut g = c.benchmark_group("mobi/dequantize_int8");
+    for (name, shape) in [
+        ("depthwise_1152x1x5x5", vec![1152u64, 1, 5, 5]),
+        ("pointwise_320x1152x1x1", vec![320u64, 1152, 1, 1]),
+    ] {
+        let n: u64 = shape.iter().product();
+        let values: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919 % 1000) as f32 - 500.0) * (1.0 + (i / 25 % 13) as f32))
+            .collect();
+        let t = ConstantTensor::from_f32_per_channel_i8(2, &shape, &values, 0).expect("quantize");
+        g.throughput(Throughput::Elements(n));
+        g.bench_function(name, |b| {
+            b.iter(|| black_box(&t).to_f32().expect("dequantize"))
         });
     }
     g.finish();

@@ -436,7 +436,7 @@ fn operator_referring_to_a_missing_tensor() {
 fn invalid_quantization_parameters() {
     let mut m = tiny();
     m.tensors[0].dtype = DataType::I8;
-    m.tensors[0].data.truncate(8);
+    m.tensors[0].data = m.tensors[0].data[..8].into();
     m.tensors[0].quant = Some(Quantization::PerTensor {
         scale: 0.5,
         zero_point: 0,
@@ -511,7 +511,7 @@ fn writer_refuses_inconsistent_models() {
         Err(MobiError::MissingTensor { id: 77, .. })
     ));
     let mut m = tiny();
-    m.tensors[0].data.pop();
+    m.tensors[0].data = m.tensors[0].data[..m.tensors[0].data.len() - 1].into();
     assert!(matches!(m.to_bytes(), Err(MobiError::InvalidModel { .. })));
     let mut m = tiny();
     m.tensors.push(ConstantTensor {

@@ -19,7 +19,7 @@ fn golden_v1_model() -> Model {
         shape,
         quant,
         gzip,
-        data,
+        data: data.into(),
     };
     let q = |scale, zero_point| Some(Quantization::PerTensor { scale, zero_point });
     let spec = |name: &str, shape: Vec<u64>| IoSpec::new(name, DataType::F32, &shape);
@@ -143,7 +143,7 @@ fn golden_v2_model() -> Model {
             zero_points: vec![0, 0],
         }),
         gzip: false,
-        data: vec![0x81, 0x00, 0x7f, 0x01, 0xff, 0x40],
+        data: vec![0x81, 0x00, 0x7f, 0x01, 0xff, 0x40].into(),
     });
     m.tensors.push(ConstantTensor {
         id: 14,
@@ -155,7 +155,7 @@ fn golden_v2_model() -> Model {
             zero_points: vec![128, 3],
         }),
         gzip: true,
-        data: vec![128, 3, 255, 0],
+        data: vec![128, 3, 255, 0].into(),
     });
     // v2 files are checked against the operator table: v1's free annotations go, and
     // the parameters are real ones (an int, a negative int, a float, an int array).

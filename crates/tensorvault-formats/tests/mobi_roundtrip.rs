@@ -179,7 +179,7 @@ prop_compose! {
                     Quantization::PerTensor { scale: 0.125, zero_point: zp }
                 }
             });
-            ConstantTensor { id: 2 + i as u32, dtype, shape: s.clone(), quant, gzip: gz[i], data }
+            ConstantTensor { id: 2 + i as u32, dtype, shape: s.clone(), quant, gzip: gz[i], data: data.into() }
         }).collect();
         let mut operators = Vec::new();
         let mut prev = 0u32;

@@ -1,7 +1,9 @@
 //! The reference runtime for MOBI models: every operator of the op table
 //! (`tensorvault_formats::mobi::ops`, specified in `docs/formats/mobi.md`), any batch
-//! size, f32 compute with weights dequantized once when the [`Session`] is prepared
-//! (through `ConstantTensor::to_f32`, the format's single dequantization path).
+//! size, f32 compute. f32 weights are used in place (a model from `Model::open` keeps
+//! them in the file's memory map: [`Session::mapped_bytes`]); quantized and fp16
+//! weights are dequantized once when the [`Session`] is prepared (through
+//! `ConstantTensor::to_f32`, the format's single dequantization path).
 //! FullyConnected and MatMul use `matrixmultiply`'s sgemm; Conv2D is im2col + sgemm (1x1
 //! convolutions a direct sgemm, small planes one sgemm for the whole batch), depthwise
 //! convolution a polyphase kernel of contiguous taps (AVX2 when the CPU has it). A Relu
@@ -31,5 +33,5 @@ mod session;
 mod tensor;
 
 pub use error::RuntimeError;
-pub use session::{takes_integers, Limits, Session};
-pub use tensor::{numel, Data, Tensor};
+pub use session::{takes_integers, ConstantMemory, Limits, Session};
+pub use tensor::{numel, Data, SharedF32, Tensor};

@@ -1,5 +1,5 @@
-//! [`Session`]: a model prepared once (constants dequantized to f32, operators checked),
-//! run many times.
+//! [`Session`]: a model prepared once (operators checked; f32 constants used in place
+//! from the model's payloads, other constants converted to f32 once), run many times.
 
 use std::collections::HashMap;
 
@@ -8,7 +8,7 @@ use tensorvault_formats::mobi::{ConstantTensor, DataType, Dim, Model, Operator};
 
 use crate::error::RuntimeError;
 use crate::ops::{self, Ctx, OpError};
-use crate::tensor::{numel, Data, Tensor};
+use crate::tensor::{numel, Data, SharedF32, Tensor};
 
 /// Bounds on the work a run may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +26,19 @@ impl Default for Limits {
     }
 }
 
+/// Where the constants of a [`Session`] live (bytes of f32/i64 values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConstantMemory {
+    /// f32 weights used in place from the model's payloads (no copy), mapped or not.
+    pub in_place_bytes: u64,
+    /// The part of `in_place_bytes` that lives in a file's memory map
+    /// (`Model::open` of an uncompressed payload).
+    pub mapped_bytes: u64,
+    /// Values converted into memory of the session's own: dequantized int8/uint8/int16
+    /// and fp16 weights, f32 payloads that are not 4-byte aligned (v1 files), integers.
+    pub converted_bytes: u64,
+}
+
 /// A model ready to run.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -40,25 +53,33 @@ pub struct Session {
     /// Buffers of freed values and scratch, reused by the next runs.
     pool: ops::Pool,
     limits: Limits,
+    memory: ConstantMemory,
 }
 
 fn prepare(t: &ConstantTensor) -> Result<Tensor, RuntimeError> {
     let shape: Vec<usize> = t.shape.iter().map(|&d| d as usize).collect();
-    let data = match t.dtype {
-        DataType::I64 => Data::I64(
+    // Little-endian f32 bytes that are 4-byte aligned in memory are the values: used in
+    // place (v2 aligns every f32 payload; a v1 payload may start anywhere).
+    let shared = (t.dtype == DataType::F32)
+        .then(|| SharedF32::new(t.data.clone()))
+        .flatten();
+    let data = match (shared, t.dtype) {
+        (Some(s), _) => Data::SharedF32(s),
+        (None, DataType::I64) => Data::I64(
             t.data
                 .chunks_exact(8)
                 .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
                 .collect(),
         ),
-        DataType::I32 => Data::I64(
+        (None, DataType::I32) => Data::I64(
             t.data
                 .chunks_exact(4)
                 .map(|c| i64::from(i32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))
                 .collect(),
         ),
-        // The single dequantization path: fp16, per-tensor (and per-channel) affine.
-        _ => Data::F32(t.to_f32()?),
+        // The single dequantization path: fp16, per-tensor (and per-channel) affine,
+        // and f32 payloads that are not aligned.
+        (None, _) => Data::F32(t.to_f32()?),
     };
     let tensor = Tensor { shape, data };
     if numel(&tensor.shape) != Some(tensor.len()) {
@@ -82,7 +103,10 @@ impl Session {
 
     /// Prepare `model`: check every operator against the op table (unknown keys
     /// ignored, as for v1 files; the reader already applied its version's policy), check
-    /// that every value is defined before use, and dequantize the constants.
+    /// that every value is defined before use, and make the constants f32: aligned f32
+    /// payloads are used in place (sharing the model's memory, e.g. the file's map, for
+    /// as long as the session lives), others are converted once (fp16, int8 / uint8 /
+    /// int16 dequantized, unaligned f32 copied, i32 widened to i64).
     ///
     /// # Errors
     /// [`RuntimeError::Model`] for an operator the table refuses or a constant that does
@@ -94,8 +118,23 @@ impl Session {
             return Err(e.into());
         }
         let mut constants = HashMap::new();
+        let mut memory = ConstantMemory::default();
         for t in &model.tensors {
-            constants.insert(t.id, prepare(t)?);
+            let c = prepare(t)?;
+            let bytes = match &c.data {
+                Data::I64(v) => 8 * v.len() as u64,
+                _ => 4 * c.len() as u64,
+            };
+            match &c.data {
+                Data::SharedF32(s) => {
+                    memory.in_place_bytes += bytes;
+                    if s.is_mapped() {
+                        memory.mapped_bytes += bytes;
+                    }
+                }
+                _ => memory.converted_bytes += bytes,
+            }
+            constants.insert(t.id, c);
         }
         let mut defined: std::collections::HashSet<u32> = (0..model.inputs.len() as u32).collect();
         defined.extend(constants.keys().copied());
@@ -143,7 +182,19 @@ impl Session {
             fused,
             pool: ops::Pool::default(),
             limits,
+            memory,
         })
+    }
+
+    /// Where the constants live: in place (and in a file's memory map) or converted.
+    pub fn constant_memory(&self) -> ConstantMemory {
+        self.memory
+    }
+
+    /// Bytes of f32 weights read in place from a file's memory map (a model from
+    /// `Model::open`), not copied: [`ConstantMemory::mapped_bytes`].
+    pub fn mapped_bytes(&self) -> u64 {
+        self.memory.mapped_bytes
     }
 
     /// The graph input names, in order.
@@ -165,7 +216,8 @@ impl Session {
         };
         let (_, dtype, shape) = &self.inputs[pos];
         let expected = match dtype {
-            DataType::I64 | DataType::I32 => "i64",
+            // Integers and booleans (0/1) run as i64.
+            DataType::I64 | DataType::I32 | DataType::Bool => "i64",
             _ => "f32",
         };
         if t.dtype_name() != expected {

@@ -771,6 +771,7 @@ fn every_operator_is_implemented() {
                         "kernel" => ints(&[1, 1]),
                         "pads" => ints(&[0; 8]),
                         "axis" => P::Int(0),
+                        "to" => P::Str("f32".into()),
                         _ => ints(&[0]),
                     },
                 ));

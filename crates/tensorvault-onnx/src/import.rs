@@ -146,6 +146,9 @@ fn mobi_io_dtype(code: i32, what: &'static str, name: &str) -> Result<DataType, 
     match code {
         dt::FLOAT => Ok(DataType::F32),
         dt::INT64 => Ok(DataType::I64),
+        // Fed as i64 at run time (booleans as 0/1).
+        dt::INT32 => Ok(DataType::I32),
+        dt::BOOL => Ok(DataType::Bool),
         _ => Err(OnnxError::UnsupportedDtype {
             what,
             name: name.into(),

@@ -29,6 +29,7 @@ mod mapping;
 mod node;
 mod ops_ext;
 mod ops_linear;
+mod ops_logic;
 mod ops_nn;
 mod ops_shape;
 mod ops_tensor;

@@ -7,6 +7,7 @@ use crate::error::OnnxError;
 use crate::node::Node;
 use crate::ops_ext as ext;
 use crate::ops_linear as lin;
+use crate::ops_logic as logic;
 use crate::ops_nn as nn;
 use crate::ops_shape as sh;
 use crate::ops_tensor as t;
@@ -55,6 +56,18 @@ const TABLE: &[(&str, Lowering)] = &[
     ("Cast", t::cast),
     ("Constant", t::constant),
     ("Shape", t::shape),
+    ("ArgMax", logic::arg_extreme),
+    ("ArgMin", logic::arg_extreme),
+    ("Equal", logic::binary),
+    ("Less", logic::binary),
+    ("Greater", logic::binary),
+    ("LessOrEqual", logic::binary),
+    ("GreaterOrEqual", logic::binary),
+    ("And", logic::binary),
+    ("Or", logic::binary),
+    ("Xor", logic::binary),
+    ("Not", logic::not),
+    ("Where", logic::where_),
 ];
 
 /// The lowering of an op type, if there is one.

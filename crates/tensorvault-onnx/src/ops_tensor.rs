@@ -416,14 +416,10 @@ pub(crate) fn cast(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
         tensorvault_formats::mobi::DataType::I64 => to == i64::from(dt::INT64),
         _ => false,
     };
-    if !same {
-        return Err(n.unsupported(
-            "to",
-            to,
-            "MOBI has no Cast operator: only casts to the value's own type are removed",
-        ));
+    if same {
+        return alias(ctx, n);
     }
-    alias(ctx, n)
+    crate::ops_logic::cast_to(ctx, n, x, to)
 }
 
 /// Constant: its value becomes a constant (stored when an operator reads it).

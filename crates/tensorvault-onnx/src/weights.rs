@@ -126,7 +126,7 @@ fn empty(shape: &[u64]) -> ConstantTensor {
         shape: shape.to_vec(),
         quant: None,
         gzip: false,
-        data: Vec::new(),
+        data: Default::default(),
     }
 }
 

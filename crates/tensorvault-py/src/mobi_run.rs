@@ -9,7 +9,11 @@ use pyo3::types::PyDict;
 use tensorvault_formats::mobi::{ConstantTensor, DataType};
 use tensorvault_mobi_runtime::{Data, RuntimeError, Session, Tensor};
 
-use crate::errors::{arg_err, mobi_err, Dir};
+use std::path::PathBuf;
+
+use tensorvault_formats::mobi::Model;
+
+use crate::errors::{arg_err, mobi_err, read_err, Dir};
 use crate::mobi::model_from;
 
 fn run_err(e: RuntimeError) -> PyErr {
@@ -60,6 +64,29 @@ impl MobiSession {
         Ok(MobiSession {
             inner: Session::new(&m).map_err(run_err)?,
         })
+    }
+
+    /// Open a `.mobi` file and prepare it without going through Python objects: the
+    /// file is memory-mapped and validated, f32 weights are used in place from the map
+    /// (not copied), other weights are dequantized once.
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let model = py.detach(|| Model::open(&path)).map_err(read_err)?;
+        let inner = py.detach(|| Session::new(&model)).map_err(run_err)?;
+        Ok(MobiSession { inner })
+    }
+
+    /// Where the weights live, in bytes: `{"in_place": .., "mapped": .., "converted": ..}`
+    /// (in place = f32 weights used from the model's memory without a copy, mapped = the
+    /// part of those in the file's memory map, converted = dequantized or copied).
+    #[getter]
+    fn constant_memory<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let m = self.inner.constant_memory();
+        let d = PyDict::new(py);
+        d.set_item("in_place", m.in_place_bytes)?;
+        d.set_item("mapped", m.mapped_bytes)?;
+        d.set_item("converted", m.converted_bytes)?;
+        Ok(d)
     }
 
     /// The graph input names, in order.
@@ -116,6 +143,12 @@ impl MobiSession {
         for (name, t) in outs {
             let shape = IxDyn(&t.shape);
             match t.data {
+                Data::SharedF32(s) => d.set_item(
+                    name,
+                    ArrayD::from_shape_vec(shape, s.as_slice().to_vec())
+                        .map_err(|e| arg_err(e.to_string()))?
+                        .into_pyarray(py),
+                )?,
                 Data::F32(v) => d.set_item(
                     name,
                     ArrayD::from_shape_vec(shape, v)

@@ -102,3 +102,25 @@ def test_bad_inputs_raise(rng):
     with pytest.raises(tv.InvalidArgumentError, match="pass a dict"):
         two.run(np.zeros(1, np.float32))
     np.testing.assert_array_equal(two.run({"a": np.ones(1), "b": np.ones(1)})["c"], [2.0])
+
+
+def test_open_mobi_session_maps_f32_weights_and_matches_read_mobi(tmp_path):
+    m = tv.example_model("lenet5", seed=3)
+    x = np.linspace(0, 1, 2 * 784, dtype=np.float32).reshape(2, 1, 28, 28)
+    f32 = tmp_path / "f32.mobi"
+    m.save(f32)
+    s = tv.open_mobi_session(f32)
+    mem = s.constant_memory
+    # LeNet-5's weights are all f32: every byte is used in place from the map.
+    assert mem["mapped"] == mem["in_place"] == 4 * m.parameter_count
+    assert mem["converted"] == 0
+    want = tv.read_mobi(f32).run(x)["probabilities"]
+    np.testing.assert_array_equal(s.run({"image": x})["probabilities"], want)
+    q = tmp_path / "int8.mobi"
+    m.save(q, quantize="int8")
+    sq = tv.open_mobi_session(q)
+    assert sq.constant_memory["converted"] > 0  # int8 weights are dequantized
+    np.testing.assert_array_equal(sq.run({"image": x})["probabilities"],
+                                  tv.read_mobi(q).run(x)["probabilities"])
+    with pytest.raises(tv.NotFoundError):
+        tv.open_mobi_session(tmp_path / "missing.mobi")

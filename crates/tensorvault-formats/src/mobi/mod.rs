@@ -13,6 +13,9 @@
 //! problem; [`Model::from_bytes`], [`Model::open`] and [`Model::from_reader`] return the
 //! first). Lengths and counts are checked against the bytes present before anything is
 //! allocated, and gzip inflation is capped at the size the shape declares.
+//! [`Model::open`] maps the file read-only and copies no uncompressed payload: each
+//! tensor's [`Payload`] points into the shared map (gzip payloads are inflated into
+//! memory of their own).
 //!
 //! ```
 //! use tensorvault_formats::mobi::{models, Model, QuantTarget, WriteOptions};
@@ -36,6 +39,7 @@ mod header;
 pub mod layout;
 pub mod models;
 pub mod ops;
+mod payload;
 mod quantize;
 mod read;
 mod read_v1;
@@ -48,6 +52,7 @@ pub use builder::{ModelBuilder, Value};
 pub use error::MobiError;
 pub use graph::{listing, printable, to_dot};
 pub use header::Header;
+pub use payload::Payload;
 pub use quantize::{
     choose_quantization, choose_quantization_for, quantize_as, quantize_tensor,
     quantize_tensor_always, QuantTarget, TensorQuant, WriteOptions, SMALL_TENSOR_ELEMENTS,

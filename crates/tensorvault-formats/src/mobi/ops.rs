@@ -175,6 +175,10 @@ pub enum InputKind {
     Constant,
     /// An integer tensor (i64 or i32): a constant or an i64 graph input/value.
     Integer,
+    /// An f32 or integer value (comparisons, logic, `Where`'s branches): a constant of
+    /// any type or a graph input/value; booleans are integers 0/1, any non-zero value
+    /// counts as true.
+    Numeric,
 }
 
 /// One input position of an operator.
@@ -303,6 +307,7 @@ pub fn check_operator<'m>(
         if let Some(t) = c {
             let ok = match is.kind {
                 InputKind::Integer => matches!(t.dtype, DataType::I64 | DataType::I32),
+                InputKind::Numeric => true,
                 _ => !matches!(t.dtype, DataType::I32 | DataType::I64 | DataType::Bool),
             };
             if !ok {

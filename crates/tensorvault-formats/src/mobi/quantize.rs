@@ -4,6 +4,7 @@
 use tensorvault_quant::affine::{to_f16_checked, Affine, AffineCode};
 
 use super::error::MobiError;
+use super::payload::Payload;
 use super::tensor::{ConstantTensor, Quantization};
 use super::types::DataType;
 
@@ -193,7 +194,7 @@ pub fn quantize_as(t: &ConstantTensor, plan: TensorQuant) -> Result<ConstantTens
                 tensor_id: t.id,
                 source,
             })?;
-            let data = h.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let data: Payload = h.iter().flat_map(|v| v.to_le_bytes()).collect();
             (DataType::F16, None, data)
         }
         TensorQuant::PerChannelInt8 { axis } => {
@@ -206,7 +207,7 @@ pub fn quantize_as(t: &ConstantTensor, plan: TensorQuant) -> Result<ConstantTens
                 DataType::I16 => affine::<i16>(t.id, &x, |v| v.to_le_bytes().to_vec())?,
                 _ => affine::<i8>(t.id, &x, |v| v.to_le_bytes().to_vec())?,
             };
-            (dt, Some(q), data)
+            (dt, Some(q), Payload::from_vec(data))
         }
     };
     Ok(ConstantTensor {

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::io::Read;
 
+use bytes::Bytes;
 use flate2::read::GzDecoder;
 use tensorvault_core::checksum::crc32;
 use tensorvault_quant::affine::Affine;
@@ -12,6 +13,7 @@ use super::cursor::Cur;
 use super::error::MobiError;
 use super::header::{le_u32, Header};
 use super::layout::*;
+use super::payload::Payload;
 use super::types::*;
 use super::{read_v1, read_v2};
 
@@ -132,16 +134,28 @@ pub(crate) struct Stored<'a> {
     pub(crate) payload_at: u64,
 }
 
-/// The per-tensor and per-file bounds on decoded payloads (gzip output above all).
-pub(crate) struct Budget {
+/// The buffer a file is read from, when uncompressed payloads may share it instead of
+/// being copied: the whole file (`Bytes` over a memory map or owned bytes) and whether it
+/// is a memory map.
+#[derive(Clone, Copy)]
+pub(crate) struct Backing<'a> {
+    pub(crate) file: &'a Bytes,
+    pub(crate) mapped: bool,
+}
+
+/// The per-tensor and per-file bounds on decoded payloads (gzip output above all), and
+/// where uncompressed payloads come from.
+pub(crate) struct Budget<'a> {
     max_tensor_bytes: u64,
     max_inflated_bytes: u64,
     inflated: u64,
+    backing: Option<Backing<'a>>,
 }
 
-impl Budget {
-    /// The budget for a file of `file_len` bytes.
-    pub(crate) fn new(opts: &ReadOptions, file_len: usize) -> Self {
+impl<'a> Budget<'a> {
+    /// The budget for a file of `file_len` bytes; uncompressed payloads share `backing`
+    /// (when given) instead of being copied.
+    pub(crate) fn new(opts: &ReadOptions, file_len: usize, backing: Option<Backing<'a>>) -> Self {
         // Real weights deflate by a few times at most; only near-constant data reaches
         // gzip's ~1000x. The budget follows the file (by default 64x its size plus
         // 16 MiB), never more than `max_inflated_bytes`.
@@ -155,12 +169,13 @@ impl Budget {
             max_tensor_bytes: opts.max_tensor_bytes,
             max_inflated_bytes: opts.max_inflated_bytes.min(per_file),
             inflated: 0,
+            backing,
         }
     }
 
     /// The decoded payload, or `None` with the problem pushed (too large, over the
     /// inflate budget, bad gzip).
-    pub(crate) fn decode(&mut self, s: &Stored<'_>, p: &mut Vec<MobiError>) -> Option<Vec<u8>> {
+    pub(crate) fn decode(&mut self, s: &Stored<'_>, p: &mut Vec<MobiError>) -> Option<Payload> {
         if s.expected > self.max_tensor_bytes {
             p.push(MobiError::TensorTooLarge {
                 tensor_id: s.id,
@@ -171,7 +186,17 @@ impl Budget {
             return None;
         }
         if !s.gzip {
-            return Some(s.payload.to_vec());
+            // The payload was already bounded by the cursor (`Cur::take` checked
+            // `payload_at + len` against the section's end, inside the file), so sharing
+            // `[payload_at, payload_at + len)` of the same file reads nothing out of
+            // bounds; `Payload::share` checks the range again, the pointer check makes
+            // sure the backing is the buffer being parsed, and a miss copies.
+            let shared = self.backing.and_then(|b| {
+                let start = usize::try_from(s.payload_at).ok()?;
+                Payload::share(b.file, start, s.payload.len(), b.mapped)
+                    .filter(|shared| std::ptr::eq(shared.as_ptr(), s.payload.as_ptr()))
+            });
+            return Some(shared.unwrap_or_else(|| Payload::from(s.payload)));
         }
         let total = self.inflated.saturating_add(s.expected);
         if total > self.max_inflated_bytes {
@@ -185,6 +210,7 @@ impl Budget {
         }
         self.inflated = total;
         inflate(s.payload, s.expected, s.id, s.payload_at)
+            .map(Payload::from_vec)
             .map_err(|e| p.push(e))
             .ok()
     }
@@ -283,7 +309,12 @@ fn check_graph(
 }
 
 /// Decode everything decodable, collecting every problem.
-fn decode(b: &[u8], opts: &ReadOptions, p: &mut Vec<MobiError>) -> (Option<Header>, Model) {
+fn decode(
+    b: &[u8],
+    backing: Option<Backing<'_>>,
+    opts: &ReadOptions,
+    p: &mut Vec<MobiError>,
+) -> (Option<Header>, Model) {
     let mut model = Model::default();
     let Some(h) = Header::parse_collect(b, p) else {
         return (None, model);
@@ -335,7 +366,7 @@ fn decode(b: &[u8], opts: &ReadOptions, p: &mut Vec<MobiError>) -> (Option<Heade
         model.outputs = outs;
     }
     let mut t_offsets = Vec::new();
-    let mut budget = Budget::new(opts, b.len());
+    let mut budget = Budget::new(opts, b.len(), backing);
     let tensors_ok = section(
         b,
         h.tensor_offset,
@@ -432,7 +463,7 @@ pub fn validate(bytes: &[u8]) -> Report {
 /// [`validate`] with reader knobs.
 pub fn validate_with(bytes: &[u8], opts: &ReadOptions) -> Report {
     let mut problems = Vec::new();
-    let (header, _) = decode(bytes, opts, &mut problems);
+    let (header, _) = decode(bytes, None, opts, &mut problems);
     Report { header, problems }
 }
 
@@ -441,8 +472,30 @@ pub fn validate_with(bytes: &[u8], opts: &ReadOptions) -> Report {
 /// # Errors
 /// The first problem [`validate`] would report.
 pub fn read_with(bytes: &[u8], opts: &ReadOptions) -> Result<(Header, Model), MobiError> {
+    read_backed(bytes, None, opts)
+}
+
+/// [`read_with`] over a shared buffer: uncompressed payloads point into `file` instead of
+/// being copied (`mapped` says whether `file` is a memory map, see
+/// [`Payload::is_mapped`]).
+///
+/// # Errors
+/// The first problem [`validate`] would report.
+pub(crate) fn read_shared(
+    file: &Bytes,
+    mapped: bool,
+    opts: &ReadOptions,
+) -> Result<(Header, Model), MobiError> {
+    read_backed(file, Some(Backing { file, mapped }), opts)
+}
+
+fn read_backed(
+    bytes: &[u8],
+    backing: Option<Backing<'_>>,
+    opts: &ReadOptions,
+) -> Result<(Header, Model), MobiError> {
     let mut problems = Vec::new();
-    let (header, model) = decode(bytes, opts, &mut problems);
+    let (header, model) = decode(bytes, backing, opts, &mut problems);
     if let Some(e) = problems.into_iter().next() {
         return Err(e);
     }

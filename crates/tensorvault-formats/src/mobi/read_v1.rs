@@ -127,7 +127,7 @@ fn check_quant(
 
 pub(crate) fn tensor(
     c: &mut Cur<'_>,
-    budget: &mut Budget,
+    budget: &mut Budget<'_>,
     p: &mut Vec<MobiError>,
 ) -> Result<Option<ConstantTensor>, MobiError> {
     let at = c.pos as u64;

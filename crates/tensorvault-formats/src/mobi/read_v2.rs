@@ -186,7 +186,7 @@ fn kind_name(kind: u8) -> &'static str {
 pub(crate) fn tensor(
     c: &mut Cur<'_>,
     align: usize,
-    budget: &mut Budget,
+    budget: &mut Budget<'_>,
     p: &mut Vec<MobiError>,
 ) -> Result<Option<ConstantTensor>, MobiError> {
     let at = c.pos as u64;

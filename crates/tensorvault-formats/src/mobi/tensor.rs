@@ -7,6 +7,7 @@ use tensorvault_quant::per_axis::PerAxis;
 use tensorvault_quant::QuantError;
 
 use super::error::MobiError;
+use super::payload::Payload;
 use super::types::DataType;
 
 /// Quantization parameters of an affine-quantized tensor (`x = (q - zero_point) * scale`).
@@ -54,7 +55,8 @@ impl Quantization {
 }
 
 /// A constant tensor (weights). `data` holds the decoded (inflated) little-endian
-/// payload; `gzip` says whether it is stored compressed.
+/// payload, owned or shared with the file's memory map ([`Payload`]); `gzip` says
+/// whether it is stored compressed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConstantTensor {
     /// Value id (unique among all values of the graph).
@@ -67,8 +69,9 @@ pub struct ConstantTensor {
     pub quant: Option<Quantization>,
     /// Store the payload gzip-compressed.
     pub gzip: bool,
-    /// The payload: `dtype.size() * product(shape)` little-endian bytes.
-    pub data: Vec<u8>,
+    /// The payload: `dtype.size() * product(shape)` little-endian bytes (a cheap-clone
+    /// handle: `Vec<u8>` converts with `.into()`).
+    pub data: Payload,
 }
 
 /// `product(shape)`, `None` on overflow.
@@ -103,12 +106,15 @@ fn per_axis<T: AffineCode>(
     PerAxis::new(params, inner)
 }
 
-fn dequant<T: AffineCode>(
+/// The validated `(scale, zero_point)` of every channel and the channel length (the
+/// whole tensor for per-tensor parameters); the checks of `tensorvault-quant`'s
+/// `Affine` / `PerAxis` (finite scale > 0, zero point a valid code of `T`).
+fn lane_params<T: AffineCode>(
     q: Option<&Quantization>,
     shape: &[u64],
-    codes: &[T],
-    out: &mut [f32],
-) -> Result<(), QuantError> {
+    n: usize,
+) -> Result<(Vec<(f32, f32)>, usize), QuantError> {
+    let pair = |a: &Affine<T>| (a.scale(), a.zero_point() as f32);
     match q {
         Some(Quantization::PerAxis {
             axis,
@@ -127,16 +133,41 @@ fn dequant<T: AffineCode>(
                     reason: "scales and zero points must number shape[axis]",
                 });
             }
-            per_axis::<T>(scales, zero_points, inner)?.dequantize(codes, out)
+            let pa = per_axis::<T>(scales, zero_points, inner)?;
+            Ok((pa.channels().iter().map(pair).collect(), inner as usize))
         }
         Some(Quantization::PerTensor { scale, zero_point }) => {
-            Affine::<T>::new(*scale, *zero_point)?.dequantize(codes, out)
+            let a = Affine::<T>::new(*scale, *zero_point)?;
+            Ok((vec![pair(&a)], n.max(1)))
         }
         None => Err(QuantError::InvalidParam {
             field: "quantization",
             value: 0.0,
             reason: "an affine tensor needs quantization parameters",
         }),
+    }
+}
+
+/// `out[k] = (code[k] - zero_point) * scale` with the parameters of lane `k / inner`
+/// (cycling), reading the stored little-endian codes of `W` bytes in place (no
+/// intermediate code vector). One tight loop per lane, which the compiler vectorizes;
+/// the result is bit-identical to `Affine::dequantize` (same operations, same order).
+fn dequant_lanes<const W: usize>(
+    d: &[u8],
+    (params, inner): (Vec<(f32, f32)>, usize),
+    out: &mut [f32],
+    code: impl Fn([u8; W]) -> f32,
+) {
+    if params.is_empty() || inner == 0 {
+        return;
+    }
+    let lanes = d.chunks_exact(inner * W).zip(out.chunks_exact_mut(inner));
+    for ((qs, os), &(scale, zp)) in lanes.zip(params.iter().cycle()) {
+        for (o, c) in os.iter_mut().zip(qs.chunks_exact(W)) {
+            let mut b = [0u8; W];
+            b.copy_from_slice(c);
+            *o = (code(b) - zp) * scale;
+        }
     }
 }
 
@@ -220,8 +251,9 @@ impl ConstantTensor {
     }
 
     /// The payload as `&[f32]` without copying, for an f32 tensor whose bytes are
-    /// 4-byte aligned in memory (always true for an owned `Vec` from the reader on the
-    /// platforms we build for; checked, never assumed). `None` otherwise.
+    /// 4-byte aligned in memory (v2 files put every f32 payload at a multiple of 4 in
+    /// the file, and a map starts page-aligned; v1 payloads may be anywhere: checked,
+    /// never assumed) on a little-endian host. `None` otherwise.
     pub fn f32_view(&self) -> Option<&[f32]> {
         if self.dtype != DataType::F32 || cfg!(target_endian = "big") {
             return None;
@@ -250,7 +282,7 @@ impl ConstantTensor {
             tensor_id: self.id,
             source,
         };
-        let d = &self.data;
+        let d: &[u8] = &self.data;
         let q = self.quant.as_ref();
         let mut out = vec![0f32; d.len() / esize as usize];
         match self.dtype {
@@ -267,16 +299,16 @@ impl ConstantTensor {
                 f16_bits_to_f32(&bits, &mut out).map_err(codec)?;
             }
             DataType::I8 => {
-                let codes: Vec<i8> = d.iter().map(|&b| b as i8).collect();
-                dequant(q, &self.shape, &codes, &mut out).map_err(codec)?;
+                let lanes = lane_params::<i8>(q, &self.shape, out.len()).map_err(codec)?;
+                dequant_lanes(d, lanes, &mut out, |[b]| f32::from(b as i8));
             }
-            DataType::U8 => dequant(q, &self.shape, d, &mut out).map_err(codec)?,
+            DataType::U8 => {
+                let lanes = lane_params::<u8>(q, &self.shape, out.len()).map_err(codec)?;
+                dequant_lanes(d, lanes, &mut out, |[b]| f32::from(b));
+            }
             DataType::I16 => {
-                let codes: Vec<i16> = d
-                    .chunks_exact(2)
-                    .map(|c| i16::from_le_bytes([c[0], c[1]]))
-                    .collect();
-                dequant(q, &self.shape, &codes, &mut out).map_err(codec)?;
+                let lanes = lane_params::<i16>(q, &self.shape, out.len()).map_err(codec)?;
+                dequant_lanes(d, lanes, &mut out, |b| f32::from(i16::from_le_bytes(b)));
             }
             DataType::I32 => {
                 for (o, c) in out.iter_mut().zip(d.chunks_exact(4)) {
@@ -297,5 +329,97 @@ impl ConstantTensor {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The in-place lane loop gives exactly what `tensorvault-quant` computes.
+    #[test]
+    fn fast_dequantization_is_bit_identical_to_the_quant_crate() {
+        let shape = [3u64, 2, 5];
+        let codes: Vec<u8> = (0..30u32).map(|i| (i * 37 % 256) as u8).collect();
+        let scales = vec![0.013f32, 2.5, 1e-3];
+        let zero_points = vec![-7i32, 0, 100];
+        let t = ConstantTensor {
+            id: 2,
+            dtype: DataType::I8,
+            shape: shape.to_vec(),
+            quant: Some(Quantization::PerAxis {
+                axis: 0,
+                scales: scales.clone(),
+                zero_points: zero_points.clone(),
+            }),
+            gzip: false,
+            data: codes.clone().into(),
+        };
+        let i8s: Vec<i8> = codes.iter().map(|&b| b as i8).collect();
+        let mut want = vec![0f32; 30];
+        per_axis::<i8>(&scales, &zero_points, 10)
+            .unwrap()
+            .dequantize(&i8s, &mut want)
+            .unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&t.to_f32().unwrap()), bits(&want));
+        // Axis 1 (channels repeat every `inner` elements along the outer axis).
+        let t1 = ConstantTensor {
+            quant: Some(Quantization::PerAxis {
+                axis: 1,
+                scales: vec![0.5, 0.25],
+                zero_points: vec![1, -1],
+            }),
+            ..t.clone()
+        };
+        let mut want1 = vec![0f32; 30];
+        per_axis::<i8>(&[0.5, 0.25], &[1, -1], 5)
+            .unwrap()
+            .dequantize(&i8s, &mut want1)
+            .unwrap();
+        assert_eq!(bits(&t1.to_f32().unwrap()), bits(&want1));
+        // Per tensor, uint8 and int16.
+        let u = ConstantTensor {
+            dtype: DataType::U8,
+            quant: Some(Quantization::PerTensor {
+                scale: 0.1,
+                zero_point: 128,
+            }),
+            ..t.clone()
+        };
+        let mut want_u = vec![0f32; 30];
+        Affine::<u8>::new(0.1, 128)
+            .unwrap()
+            .dequantize(&codes, &mut want_u)
+            .unwrap();
+        assert_eq!(bits(&u.to_f32().unwrap()), bits(&want_u));
+        let i16s: Vec<i16> = codes
+            .chunks_exact(2)
+            .map(|c| i16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        let w = ConstantTensor {
+            dtype: DataType::I16,
+            shape: vec![15],
+            quant: Some(Quantization::PerTensor {
+                scale: 3e-4,
+                zero_point: -5,
+            }),
+            ..t.clone()
+        };
+        let mut want_w = vec![0f32; 15];
+        Affine::<i16>::new(3e-4, -5)
+            .unwrap()
+            .dequantize(&i16s, &mut want_w)
+            .unwrap();
+        assert_eq!(bits(&w.to_f32().unwrap()), bits(&want_w));
+        // Bad parameters are still codec errors, not panics.
+        let bad = ConstantTensor {
+            quant: Some(Quantization::PerTensor {
+                scale: f32::NAN,
+                zero_point: 0,
+            }),
+            ..t
+        };
+        assert!(matches!(bad.to_f32(), Err(MobiError::Codec { .. })));
     }
 }

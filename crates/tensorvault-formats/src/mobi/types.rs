@@ -141,6 +141,9 @@ operators! {
     ReduceLogSum = 64, ReduceLogSumExp = 65, LogSoftmax = 66, Tan = 67, Asin = 68, Acos = 69,
     Atan = 70, Sinh = 71, Cosh = 72, Asinh = 73, Acosh = 74, Atanh = 75, Sign = 76, Round = 77,
     Softsign = 78, Celu = 79, ThresholdedRelu = 80, Mish = 81, Shrink = 82,
+    // Index, comparison and logic operators (integer outputs: 0/1 for booleans).
+    ArgMax = 83, ArgMin = 84, Equal = 85, Less = 86, Greater = 87, LessOrEqual = 88,
+    GreaterOrEqual = 89, Not = 90, And = 91, Or = 92, Xor = 93, Where = 94, Cast = 95,
 }
 
 impl OperatorType {

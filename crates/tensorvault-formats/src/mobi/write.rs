@@ -9,7 +9,7 @@ use super::error::MobiError;
 use super::header::Header;
 use super::layout::*;
 use super::quantize::{quantize_tensor, WriteOptions};
-use super::read::{read_with, ReadOptions};
+use super::read::{read_shared, read_with, ReadOptions};
 use super::read_v2::payload_alignment;
 use super::types::*;
 use crate::FormatError;
@@ -348,7 +348,16 @@ impl Model {
         read_with(bytes, &ReadOptions::default()).map(|(_, m)| m)
     }
 
-    /// Memory-map `path` and read it with [`Model::from_bytes`].
+    /// Memory-map `path` read-only and read it as [`Model::from_bytes`] does, without
+    /// copying the weights: every uncompressed payload is a [`super::Payload`] over the
+    /// shared map (`is_mapped()`), which stays mapped while any tensor (or a runtime
+    /// session holding one) is alive. Gzip payloads are inflated into owned memory.
+    ///
+    /// Every payload is bounded by the reader before it is shared (inside its section,
+    /// inside the file, the file's length equal to the header's `total_size`, both
+    /// CRC32s verified), so a map never exposes bytes outside the file. The usual mmap
+    /// caveat applies: another process truncating the file while it is mapped makes
+    /// later reads of the lost pages fault (SIGBUS); see docs/formats/mobi.md.
     ///
     /// # Errors
     /// [`FormatError::Io`] opening or mapping, [`FormatError::Mobi`] for the content.
@@ -363,15 +372,30 @@ impl Model {
     pub fn open_with_header(path: impl AsRef<Path>) -> Result<(Header, Model), FormatError> {
         let path = path.as_ref();
         let file = FormatError::open_regular(path)?;
-        // SAFETY: the map is read-only and private to this call; the model is copied out
-        // before it is dropped. Concurrent truncation by another process is the usual
-        // mmap caveat and is documented in docs/formats/mobi.md.
+        // SAFETY: the map is read-only (private to this process, never written through)
+        // and immutable for Rust's purposes as long as no one modifies the file; that
+        // another process truncating or rewriting the file while it is mapped is
+        // outside our control is the usual mmap caveat, documented in
+        // docs/formats/mobi.md ("Reading from a memory map").
         let map = unsafe { memmap2::Mmap::map(&file) }
             .map_err(FormatError::io("mmap", path.display()))?;
-        Ok(read_with(&map, &ReadOptions::default())?)
+        let shared = bytes::Bytes::from_owner(map);
+        Ok(read_shared(&shared, true, &ReadOptions::default())?)
     }
 
-    /// Read a whole stream (at most 4 GiB, the format's limit) and parse it.
+    /// Read and fully validate a model from an owned buffer, without copying its
+    /// uncompressed payloads: each tensor's [`super::Payload`] shares `bytes` (kept alive
+    /// while any tensor is), gzip payloads are inflated into memory of their own.
+    ///
+    /// # Errors
+    /// The first problem [`super::validate`] reports.
+    pub fn from_vec(bytes: Vec<u8>) -> Result<Model, MobiError> {
+        let shared = bytes::Bytes::from(bytes);
+        read_shared(&shared, false, &ReadOptions::default()).map(|(_, m)| m)
+    }
+
+    /// Read a whole stream (at most 4 GiB, the format's limit) and parse it; the
+    /// payloads share the buffer read ([`Model::from_vec`]).
     ///
     /// # Errors
     /// [`FormatError::Io`] reading, [`FormatError::Mobi`] for the content.
@@ -380,6 +404,6 @@ impl Model {
         r.take(u64::from(u32::MAX) + 1)
             .read_to_end(&mut buf)
             .map_err(FormatError::io("read", "<stream>"))?;
-        Ok(Model::from_bytes(&buf)?)
+        Ok(Model::from_vec(buf)?)
     }
 }

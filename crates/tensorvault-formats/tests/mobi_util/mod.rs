@@ -70,7 +70,7 @@ pub fn encode_v1(m: &Model) -> Vec<u8> {
             e.write_all(&t.data).unwrap();
             e.finish().unwrap()
         } else {
-            t.data.clone()
+            t.data.to_vec()
         };
         o.extend_from_slice(&(data.len() as u64).to_le_bytes());
         o.extend_from_slice(&data);

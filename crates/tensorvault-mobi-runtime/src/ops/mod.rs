@@ -3,12 +3,15 @@
 //! index and value ids.
 
 mod act;
+mod arg;
 mod broadcast;
 mod buffers;
+mod cast;
 mod conv;
 mod depthwise;
 mod elementwise;
 mod linalg;
+mod logic;
 mod movement;
 mod normalize;
 mod pool;
@@ -199,6 +202,14 @@ pub(crate) fn eval(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Vec<Tensor>> {
         | Op::ReduceSumSquare
         | Op::ReduceLogSum
         | Op::ReduceLogSumExp => one(reduce::reduce(cx)?),
+        Op::ArgMax | Op::ArgMin => one(arg::arg_extreme(cx)?),
+        Op::Equal | Op::Less | Op::Greater | Op::LessOrEqual | Op::GreaterOrEqual => {
+            one(logic::binary(cx)?)
+        }
+        Op::And | Op::Or | Op::Xor => one(logic::binary(cx)?),
+        Op::Not => one(logic::not(cx)?),
+        Op::Where => one(logic::where_(cx)?),
+        Op::Cast => one(cast::cast(cx)?),
         _ => one(elementwise::unary(cx)?),
     }
 }

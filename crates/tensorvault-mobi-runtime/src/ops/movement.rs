@@ -9,12 +9,15 @@ use crate::tensor::{numel, Data, Tensor};
 /// Output element `i` is `src[idx[i]]`, or `fill` where `idx[i]` is `None`.
 fn take(src: &Data, idx: &[Option<usize>], fill: f32) -> Data {
     match src {
-        Data::F32(v) => Data::F32(idx.iter().map(|i| i.map_or(fill, |i| v[i])).collect()),
         Data::I64(v) => Data::I64(
             idx.iter()
                 .map(|i| i.map_or(fill as i64, |i| v[i]))
                 .collect(),
         ),
+        Data::F32(_) | Data::SharedF32(_) => {
+            let v = src.as_f32().unwrap_or(&[]);
+            Data::F32(idx.iter().map(|i| i.map_or(fill, |i| v[i])).collect())
+        }
     }
 }
 
@@ -396,7 +399,7 @@ pub(crate) fn concat(cx: &Ctx<'_>) -> OpResult<Tensor> {
         }
     }
     let all = match &first.data {
-        Data::F32(_) => Data::F32(
+        Data::F32(_) | Data::SharedF32(_) => Data::F32(
             cx.inputs
                 .iter()
                 .flat_map(|t| t.as_f32().unwrap_or(&[]).iter().copied())

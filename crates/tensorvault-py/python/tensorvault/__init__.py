@@ -23,7 +23,8 @@ of a memory map kept alive by the array.
 
 * MOBI model files: :func:`read_mobi` into a :class:`MobiModel` (metadata, I/O specs,
   tensors as numpy, operators) and :meth:`MobiModel.save` back; :func:`convert_onnx`
-  converts an ONNX model to MOBI.
+  converts an ONNX model to MOBI; :func:`open_mobi_session` opens a file straight into
+  a runtime session (f32 weights used in place from the memory map).
 
 Errors are :class:`TensorvaultError` subclasses carrying the Rust error's message.
 """
@@ -45,7 +46,7 @@ from ._cvc import (
     validate_cvc,
     validate_cvc_integrity,
 )
-from ._mobi import IoSpec, MobiModel, Operator, Tensor, example_model, read_mobi
+from ._mobi import IoSpec, MobiModel, Operator, Tensor, example_model, open_mobi_session, read_mobi
 from ._onnx import convert_onnx
 from ._registry import Model, ModelRegistry, Registry, Weights, bf16_to_f32, load_checkpoint
 from ._store import Store
@@ -101,6 +102,7 @@ __all__ = [
     "Tensor",
     "Operator",
     "read_mobi",
+    "open_mobi_session",
     "example_model",
     "convert_onnx",
     "Weights",

@@ -205,9 +205,26 @@ def read_mobi(source: Union[PathLike, bytes, bytearray, memoryview]) -> MobiMode
     return _model(_native.mobi_read(fspath(source)))
 
 
+def open_mobi_session(path: PathLike) -> "_native.MobiSession":
+    """Open a ``.mobi`` file straight into a runtime session, ready to ``run(dict)``.
+
+    Faster and lighter than ``read_mobi(path).session()``: no Python objects are made
+    for the tensors, the file is memory-mapped and validated (CRC32s included), its f32
+    weights are used in place from the map (not copied) and other weights (fp16, int8,
+    int16) are dequantized once. ``session.constant_memory`` tells how many bytes are
+    mapped, in place or converted. The file must not be truncated while the session
+    lives (the usual memory-map caveat).
+
+    Raises:
+        NotFoundError, InvalidFormatError, CorruptionError, UnsupportedFormatError as
+        :func:`read_mobi`; InvalidArgumentError for an operator the op table refuses.
+    """
+    return _native.MobiSession.open(fspath(path))
+
+
 def example_model(name: str = "lenet5", seed: int = 1) -> MobiModel:
     """A built-in example: ``"lenet5"`` (61,706 parameters) or ``"cifar10"``."""
     return _model(_native.mobi_example(name, int(seed)))
 
 
-__all__ = ["MobiModel", "IoSpec", "Tensor", "Operator", "read_mobi", "example_model"]
+__all__ = ["MobiModel", "IoSpec", "Tensor", "Operator", "read_mobi", "open_mobi_session", "example_model"]

@@ -159,6 +159,42 @@ const REDUCE: &[ParamSpec] = &[
     ),
 ];
 
+const fn n(name: &'static str) -> InputSpec {
+    InputSpec {
+        name,
+        kind: InputKind::Numeric,
+    }
+}
+
+const ARG: &[ParamSpec] = &[
+    p(
+        "axis",
+        K::Int,
+        D::Int(0),
+        ANY_INT,
+        1,
+        "the axis, negative from the end",
+    ),
+    p(
+        "keepdims",
+        K::Int,
+        D::Int(1),
+        BOOL,
+        1,
+        "1: the reduced axis stays with size 1",
+    ),
+    p(
+        "select_last_index",
+        K::Int,
+        D::Int(0),
+        BOOL,
+        1,
+        "1: ties give the last index, 0: the first",
+    ),
+];
+const NUM_AB: &[InputSpec] = &[n("A"), n("B")];
+const NUM_X: &[InputSpec] = &[n("X")];
+
 const X: &[InputSpec] = &[t("X")];
 const AB: &[InputSpec] = &[t("A"), t("B")];
 const VARIADIC: &[InputSpec] = &[t("X")];
@@ -199,6 +235,12 @@ macro_rules! binary {
 macro_rules! variadic {
     ($op:ident, $sem:literal) => {
         spec!($op, v 1, VARIADIC, in 1..=u16::MAX, out 1..=1, NONE, $sem)
+    };
+}
+
+macro_rules! compare {
+    ($op:ident, $sem:literal) => {
+        spec!($op, v 1, NUM_AB, in 2..=2, out 1..=1, NONE, $sem)
     };
 }
 
@@ -362,5 +404,24 @@ pub fn spec(op: Op) -> &'static OpSpec {
         Op::Shrink => unary!(Shrink,
             &[p("bias", K::Float, D::Float(0.0), Allowed::Any, 1, "shift"), p("lambd", K::Float, D::Float(0.5), Allowed::Any, 1, "threshold")],
             "x < -lambd ? x + bias : x > lambd ? x - bias : 0."),
+        Op::ArgMax => spec!(ArgMax, v 1, X, in 1..=1, out 1..=1, ARG,
+            "ONNX ArgMax (opset 13): i64 indices of the largest value along `axis` (the first NaN counts as largest, as numpy)."),
+        Op::ArgMin => spec!(ArgMin, v 1, X, in 1..=1, out 1..=1, ARG,
+            "ONNX ArgMin (opset 13): i64 indices of the smallest value along `axis` (the first NaN counts as smallest, as numpy)."),
+        Op::Equal => compare!(Equal, "A == B, broadcasting; A and B both f32 or both integers; i64 output 1 (true) or 0."),
+        Op::Less => compare!(Less, "A < B, broadcasting; i64 output 1 or 0 (NaN compares false)."),
+        Op::Greater => compare!(Greater, "A > B, broadcasting; i64 output 1 or 0."),
+        Op::LessOrEqual => compare!(LessOrEqual, "A <= B, broadcasting; i64 output 1 or 0."),
+        Op::GreaterOrEqual => compare!(GreaterOrEqual, "A >= B, broadcasting; i64 output 1 or 0."),
+        Op::Not => spec!(Not, v 1, NUM_X, in 1..=1, out 1..=1, NONE, "logical not: 1 where X is 0, else 0 (i64)."),
+        Op::And => compare!(And, "logical and of A != 0 and B != 0, broadcasting; i64 output 1 or 0."),
+        Op::Or => compare!(Or, "logical or, broadcasting; i64 output 1 or 0."),
+        Op::Xor => compare!(Xor, "logical exclusive or, broadcasting; i64 output 1 or 0."),
+        Op::Cast => spec!(Cast, v 1, NUM_X, in 1..=1, out 1..=1,
+            &[p("to", K::Str, D::Required, Allowed::Strs(&["f32", "f16", "i64", "i32", "u32", "i16", "u16", "i8", "u8", "bool"]), 1,
+                "target element type; f32 and f16 values run as f32 (f16: rounded to the nearest f16, ties to even), the others as i64")],
+            "ONNX Cast between the numeric types MOBI runs: float to integer truncates toward zero (NaN gives 0, values beyond i64 saturate) and then wraps to the target width as two's complement (numpy's astype for values in range); integer to narrower integer wraps; bool is x != 0; integer to float rounds to nearest."),
+        Op::Where => spec!(Where, v 1, &[n("condition"), n("X"), n("Y")], in 3..=3, out 1..=1, NONE,
+            "ONNX Where: condition != 0 ? X : Y, the three broadcast together; X and Y both f32 or both integers (the output's type)."),
     }
 }
