@@ -16,6 +16,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::levels::LevelSet;
+use crate::segment_rot::{ScaleRule, V3Params};
 use crate::segment_v2::{Axis, V2Params};
 use crate::QuantError;
 
@@ -180,6 +182,59 @@ pub fn v2_layout(
     })
 }
 
+/// The rotation block of rows of `width` values: the largest power of two that divides
+/// `width`, at most 1024 (`None` below 16: too little side-data saving to rotate). A
+/// row of 576 (SmolLM2's embeddings) is rotated as nine blocks of 64; a KV head of 64 as
+/// one block.
+#[must_use]
+pub fn v3_block(width: u32) -> Option<u8> {
+    if width == 0 {
+        return None;
+    }
+    let log2 = width
+        .trailing_zeros()
+        .min(u32::from(crate::layout::V3_MAX_BLOCK_LOG2));
+    (log2 >= 4).then_some(log2 as u8)
+}
+
+/// The codec v3 settings for values of `kind` at `bits` on rows of `width`, or `None`
+/// when codec v3 keeps the v2 layout ([`v2_layout`]) for them:
+///
+/// * `embedding`: every tier rotated per row (power-of-two sub-blocks, [`v3_block`]),
+///   Lloyd-Max levels, RMS scales;
+/// * `kv_value` below 5 bits: rotated per token, Lloyd-Max levels, RMS scales, the first
+///   token f16 when `sink` (at 5 bits and more, per-channel v2 groups stay better);
+/// * `kv_key`, `weight`, `generic`: `None` (keys keep per-channel groups over tokens,
+///   KVQuant's layout for post-RoPE keys; weights keep the clip-searched v2 groups).
+///
+/// The measurements behind each choice are in `bench/RESULTS.md` ("Quality per bit,
+/// round 3").
+#[must_use]
+pub fn v3_layout(kind: TensorKind, bits: u8, width: Option<u32>, sink: bool) -> Option<V3Params> {
+    let width = width?;
+    let block_log2 = v3_block(width)?;
+    let rotate = match kind {
+        TensorKind::Embedding => true,
+        TensorKind::KvValue => bits < 5,
+        _ => false,
+    };
+    // Rows wider than u16 are rotated all the same, without a raw row.
+    let w16 = u16::try_from(width).ok();
+    let raw_rows = u16::from(kind.is_kv() && sink && w16.is_some());
+    (rotate && (crate::layout::MIN_BITS..=crate::layout::MAX_BITS).contains(&bits)).then(|| {
+        V3Params {
+            bits,
+            levels: LevelSet::LloydMax,
+            block_log2,
+            rotate: true,
+            seed: crate::layout::V3_DEFAULT_SEED,
+            width: w16.unwrap_or(1),
+            raw_rows,
+            scale: ScaleRule::Rms,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,6 +275,27 @@ mod tests {
         assert_eq!((flat.axis, flat.width, flat.raw_rows), (Axis::Flat, 1, 0));
         assert_eq!(l(TensorKind::KvKey, 3, None, true).axis, Axis::Flat);
         assert_eq!(keys.group_log2, 6);
+    }
+
+    #[test]
+    fn v3_choices() {
+        assert_eq!(v3_block(64), Some(6));
+        assert_eq!(v3_block(576), Some(6));
+        assert_eq!(v3_block(384), Some(7));
+        assert_eq!(v3_block(4096), Some(10));
+        assert_eq!(v3_block(24), None);
+        assert_eq!(v3_block(0), None);
+        let v = v3_layout(TensorKind::KvValue, 3, Some(64), true).unwrap();
+        assert_eq!((v.block_log2, v.raw_rows, v.width), (6, 1, 64));
+        assert!(v3_layout(TensorKind::KvValue, 5, Some(64), true).is_none());
+        assert!(v3_layout(TensorKind::KvKey, 3, Some(64), true).is_none());
+        assert!(v3_layout(TensorKind::Weight, 3, Some(64), true).is_none());
+        let e = v3_layout(TensorKind::Embedding, 8, Some(576), true).unwrap();
+        assert_eq!((e.block_log2, e.raw_rows), (6, 0));
+        assert!(v3_layout(TensorKind::Embedding, 3, None, false).is_none());
+        assert!(
+            v3_layout(TensorKind::Embedding, 3, Some(70_000), false).is_some_and(|p| p.width == 1)
+        );
     }
 
     #[test]
