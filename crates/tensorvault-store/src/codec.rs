@@ -79,11 +79,13 @@ pub fn v2_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
 }
 
 /// The codec v3 rotated layout of a block in `tier`, if
-/// [`tensorvault_quant::kind::v3_layout`] rotates this kind at this tier's bits: rows =
-/// the tensor's last dimension when the block starts on a row boundary and holds whole
-/// rows, the first row kept as f16 in block 0 of KV kinds as in [`v2_layout`]. `None`
-/// (the v2 layout is used) for other collections, other kinds, partial rows, and a
-/// segment that would not fit the tier's slot.
+/// [`tensorvault_quant::kind::v3_layout`] rotates this kind at this tier's bits. Rows are
+/// the tensor's last dimension; the rotation block `b` divides it, so a block that starts
+/// on a multiple of `b` and holds a whole number of `b`-runs is rotated whether or not
+/// it holds whole rows (a 4096-value block of 576-wide embeddings is 64 runs of 64). The
+/// first row is kept as f16 in block 0 of KV kinds, as in [`v2_layout`], when the block
+/// holds whole rows. `None` (the v2 layout is used) for other collections, other kinds,
+/// blocks not aligned to `b`, and a segment that would not fit the tier's slot.
 #[must_use]
 pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> Option<V3Params> {
     if geo.codec != CODEC_V3 {
@@ -91,12 +93,14 @@ pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
     }
     let bits = geo.bits(tier)?;
     let width = place.shape.last().copied().filter(|&w| w > 0)?;
+    let b = 1u64 << kind::v3_block(width)?;
     let start = u64::from(place.block_index) * u64::from(geo.block_elems);
-    if start % u64::from(width) != 0 || place.len % width as usize != 0 {
+    if start % b != 0 || place.len as u64 % b != 0 {
         return None;
     }
+    let whole_rows = start % u64::from(width) == 0 && place.len % width as usize == 0;
     let sink = place.block_index == 0 && u32::from(geo.sink_values) >= width;
-    let p = kind::v3_layout(place.kind, bits, Some(width), sink)?;
+    let p = kind::v3_layout(place.kind, bits, Some(width), whole_rows, sink)?;
     let fits = p
         .encoded_len(place.len)
         .is_ok_and(|len| len as u64 <= geo.max_payload_len(tier));
