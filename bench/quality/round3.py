@@ -19,8 +19,10 @@ Sections:
 * `ref`: the rotated codec's choices, transcribed in numpy (not the product; same math as
   `segment_rot.rs`, docs/formats/quant.md section 10) on the values at 3 bits, keys through
   the store's tier 3: rotation on/off, Lloyd-Max vs uniform levels, RMS vs max scales.
-* `emb`: recall@10 raw / 4x re-scored on SmolLM2's token table (`emb_eval.py`) per tier,
-  codec v2 vs codec v3 (rows of 576 rotated as nine blocks of 64).
+* `emb`: recall@10 raw / 4x re-scored (`emb_eval.py`) per tier, codec v2 vs codec v3, on
+  SmolLM2's token table (rows of 576 rotated as nine blocks of 64) and on the
+  all-MiniLM-L6-v2 sentence embeddings of the passages (rows of 384: three blocks of 128;
+  this set was never used to choose anything).
 
 The held-out texts (`texts/apache2.txt`, `texts/compound.txt`, see texts/README.md) were
 added for this round and never used to choose anything; gpl3 and execmodel are the texts
@@ -174,24 +176,25 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
     return out
 
 
-def emb_section(tiers: List[int]) -> Dict:
-    from emb_eval import N_QUERIES, recall, token_embeddings
-    e = token_embeddings()
-    q, db = e[:N_QUERIES], np.ascontiguousarray(e[N_QUERIES:])
-    exact = q @ db.T
+def emb_section(tiers: List[int], sets: List[str]) -> Dict:
+    from emb_eval import N_QUERIES, recall, sentence_embeddings, token_embeddings
     out: Dict = {}
-    for codec in (2, 3):
-        set_store_opts(codec=codec)
-        for tier in tiers:
-            t0 = time.time()
-            dec, stored, values = roundtrip([("tokens", db, "embedding")], tier)
-            d = dec["tokens"].astype(np.float32)
-            r0, r4 = recall(q, exact, d)
-            r = {"bits": stored * 8.0 / values, "recall": r0, "recall_rescored": r4,
-                 "rrmse": float(np.linalg.norm(d - db) / np.linalg.norm(db))}
-            out[f"codec v{codec} tier {tier}"] = r
-            log(f"   tokens codec v{codec} tier {tier}: b/v {r['bits']:.3f}  recall@10 {r0:.4f}  "
-                f"4x {r4:.4f}  rel RMSE {r['rrmse'] * 100:.2f}%  ({time.time() - t0:.0f}s)")
+    for set_name in sets:
+        e = token_embeddings() if set_name == "tokens" else sentence_embeddings(log=log)
+        q, db = e[:N_QUERIES], np.ascontiguousarray(e[N_QUERIES:])
+        exact = q @ db.T
+        for codec in (2, 3):
+            set_store_opts(codec=codec)
+            for tier in tiers:
+                t0 = time.time()
+                dec, stored, values = roundtrip([(set_name, db, "embedding")], tier)
+                d = dec[set_name].astype(np.float32)
+                r0, r4 = recall(q, exact, d)
+                r = {"bits": stored * 8.0 / values, "recall": r0, "recall_rescored": r4,
+                     "rrmse": float(np.linalg.norm(d - db) / np.linalg.norm(db))}
+                out[f"{set_name} codec v{codec} tier {tier}"] = r
+                log(f"   {set_name} codec v{codec} tier {tier}: b/v {r['bits']:.3f}  recall@10 {r0:.4f}  "
+                    f"4x {r4:.4f}  rel RMSE {r['rrmse'] * 100:.2f}%  ({time.time() - t0:.0f}s)")
     set_store_opts()
     return out
 
@@ -201,6 +204,8 @@ def main() -> int:
     ap.add_argument("--texts", default="apache2,compound")
     ap.add_argument("--tokens", type=int, default=1536)
     ap.add_argument("--sections", default="kv,ref,emb")
+    ap.add_argument("--emb-sets", default="tokens,sentences",
+                    help="embedding sets: tokens (SmolLM2's table), sentences (all-MiniLM-L6-v2 on the passages)")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
@@ -226,7 +231,7 @@ def main() -> int:
                                         rotated_np(v, 3, r, u, s)))
         res["kv"] = kv_section(m, texts, a.tokens, configs)
     if "emb" in sections:
-        res["emb"] = emb_section([1, 2, 3])
+        res["emb"] = emb_section([1, 2, 3], a.emb_sets.split(","))
     res["seconds"] = time.time() - t0
     if a.json:
         with open(a.json, "w") as f:

@@ -202,18 +202,18 @@ pub fn v3_block(width: u32) -> Option<u8> {
 ///
 /// * `embedding`: every tier rotated in power-of-two sub-blocks of the row
 ///   ([`v3_block`]), Lloyd-Max levels, RMS scales;
-/// * `kv_value` below 5 bits: rotated per token (one block per head of 64), Lloyd-Max
-///   levels, RMS scales, the first token f16 when `sink` (at 5 bits and more, per-channel
-///   v2 groups stay better);
-/// * `kv_key`, `weight`, `generic`: `None` (keys keep per-channel groups over tokens,
-///   KVQuant's layout for post-RoPE keys: rotating keys per token measured +38% perplexity
-///   against +14% at 3 bits; weights keep the clip-searched v2 groups).
+/// * `kv_key`, `kv_value`, `weight`, `generic`: `None`. Measured on SmolLM2-135M's cache
+///   over two held-out texts at 3 bits (bench/RESULTS.md, "Quality per bit, round 3"):
+///   values rotated per token with Lloyd-Max levels cut their error from 20.6-20.8% to
+///   18.2-18.3% but moved perplexity by -0.14 and +1.37 points (+13.86% -> +13.72%,
+///   +16.37% -> +17.74%): not better, so values keep v2's groups; keys rotated per token
+///   instead of per-channel groups over tokens (KVQuant's layout for post-RoPE keys) went
+///   from +14-16% to +38-48%. Weights keep the clip-searched v2 groups.
 ///
 /// A block of `b` values never straddles two rows (`b` divides `width`), so a run of
 /// values that starts on a multiple of `b` can be rotated whether or not it holds whole
-/// rows; `whole_rows` says whether it does (a raw sink row needs it). Widths beyond `u16`
-/// are rotated without a raw row. The measurements behind each choice are in
-/// `bench/RESULTS.md` ("Quality per bit, round 3").
+/// rows; `whole_rows` says whether it does (a raw sink row, for KV kinds, needs it).
+/// Widths beyond `u16` are rotated without a raw row.
 #[must_use]
 pub fn v3_layout(
     kind: TensorKind,
@@ -224,11 +224,7 @@ pub fn v3_layout(
 ) -> Option<V3Params> {
     let width = width?;
     let block_log2 = v3_block(width)?;
-    let rotate = match kind {
-        TensorKind::Embedding => true,
-        TensorKind::KvValue => bits < 5,
-        _ => false,
-    };
+    let rotate = kind == TensorKind::Embedding;
     let w16 = u16::try_from(width).ok().filter(|_| whole_rows);
     let raw_rows = u16::from(kind.is_kv() && sink && w16.is_some());
     (rotate && (crate::layout::MIN_BITS..=crate::layout::MAX_BITS).contains(&bits)).then(|| {
@@ -295,17 +291,24 @@ mod tests {
         assert_eq!(v3_block(4096), Some(10));
         assert_eq!(v3_block(24), None);
         assert_eq!(v3_block(0), None);
-        let v = v3_layout(TensorKind::KvValue, 3, Some(64), true, true).unwrap();
-        assert_eq!((v.block_log2, v.raw_rows, v.width), (6, 1, 64));
-        let part = v3_layout(TensorKind::KvValue, 3, Some(64), false, true).unwrap();
-        assert_eq!((part.raw_rows, part.width), (0, 1));
-        assert!(v3_layout(TensorKind::KvValue, 5, Some(64), true, true).is_none());
-        assert!(v3_layout(TensorKind::KvKey, 3, Some(64), true, true).is_none());
-        assert!(v3_layout(TensorKind::Weight, 3, Some(64), true, true).is_none());
+        for kind in [
+            TensorKind::KvKey,
+            TensorKind::KvValue,
+            TensorKind::Weight,
+            TensorKind::Generic,
+        ] {
+            assert!(v3_layout(kind, 3, Some(64), true, true).is_none(), "{kind}");
+        }
         let e = v3_layout(TensorKind::Embedding, 8, Some(576), false, true).unwrap();
         assert_eq!((e.block_log2, e.raw_rows, e.width), (6, 0, 1));
+        let e3 = v3_layout(TensorKind::Embedding, 3, Some(384), true, true).unwrap();
+        assert_eq!(
+            (e3.block_log2, e3.raw_rows, e3.levels),
+            (7, 0, LevelSet::LloydMax)
+        );
         assert!(v3_layout(TensorKind::Embedding, 3, None, true, false).is_none());
-        let wide = v3_layout(TensorKind::KvValue, 3, Some(1 << 17), true, true).unwrap();
+        assert!(v3_layout(TensorKind::Embedding, 3, Some(24), true, false).is_none());
+        let wide = v3_layout(TensorKind::Embedding, 3, Some(1 << 17), true, false).unwrap();
         assert_eq!((wide.block_log2, wide.raw_rows, wide.width), (10, 0, 1));
     }
 

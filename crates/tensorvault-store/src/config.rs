@@ -24,9 +24,9 @@ pub const CODEC_V1: u8 = 1;
 /// Codec v2: asymmetric groups laid out by tensor kind (TQTC segment version 2); the
 /// default of new collections.
 pub const CODEC_V2: u8 = 2;
-/// Codec v3: codec v2's layouts, except that embeddings and KV values below 5 bits are
-/// rotated per row (TQTC segment version 3: randomized Hadamard, Lloyd-Max levels);
-/// `tensorvault_quant::kind::v3_layout` decides. Same geometry rules as v2.
+/// Codec v3: codec v2's layouts, except that embeddings are rotated in power-of-two
+/// sub-blocks of each row (TQTC segment version 3: randomized Hadamard, Lloyd-Max
+/// levels); `tensorvault_quant::kind::v3_layout` decides. Same geometry rules as v2.
 pub const CODEC_V3: u8 = 3;
 /// Codec v2 group sizes of tiers 1, 2, 3: with 16 bits of side data per group and a
 /// 32-byte segment header, a 4096-value block fits 8.25 / 5.25 / 3.375 bits per value

@@ -1,6 +1,6 @@
-//! Codec v3 in the store: embeddings and KV values below 5 bits are stored as rotated
-//! segments (TQTC version 3), keys and weights keep the v2 layout, the codec survives a
-//! reopen, and codec v2 collections are untouched.
+//! Codec v3 in the store: embeddings are stored as rotated segments (TQTC version 3),
+//! every other kind keeps the v2 layout byte for byte, the codec survives a reopen, and
+//! an unknown codec is refused.
 
 use std::sync::Arc;
 
@@ -91,34 +91,25 @@ fn put_get(s: &Mem, name: &str, kind: TensorKind, vals: &[f16], tier: Tier) -> V
 }
 
 #[test]
-fn values_rotate_at_tier_3_and_keys_keep_the_v2_layout() {
+fn kv_tensors_and_weights_are_stored_exactly_as_in_codec_v2() {
+    // Rotated KV values were measured and not adopted (kind::v3_layout): codec v3 keeps
+    // codec v2's bytes for every kind but embeddings.
     let vals: Vec<f16> = (0..512).flat_map(token).collect();
-    let x: Vec<f32> = vals.iter().map(|v| v.to_f32()).collect();
     let (v2, v3) = (store(kv(CODEC_V2)), store(kv(CODEC_V3)));
-    let b2 = put_get(&v2, "v", TensorKind::KvValue, &vals, Tier::Tier3);
-    let b3 = put_get(&v3, "v", TensorKind::KvValue, &vals, Tier::Tier3);
-    assert_eq!(b3[..HD as usize], x[..HD as usize], "sink token exact");
-    let (e2, e3) = (rel_rmse(&x, &b2), rel_rmse(&x, &b3));
-    assert!(e3 < 0.9 * e2, "rotated {e3} vs v2 {e2}");
-    // Payload bytes: one scale byte per token instead of two bytes per 64-value group.
-    let bytes = |s: &Mem| -> u64 {
-        s.blocks()
-            .unwrap()
-            .iter()
-            .map(|m| u64::from(m.data_len))
-            .sum()
-    };
-    assert!(bytes(&v3) < bytes(&v2), "{} vs {}", bytes(&v3), bytes(&v2));
-    // Keys (and values at 5 bits) are encoded exactly as in codec v2.
-    for (kind, tier) in [
-        (TensorKind::KvKey, Tier::Tier3),
-        (TensorKind::KvValue, Tier::Tier2),
-        (TensorKind::Weight, Tier::Tier3),
+    for kind in [
+        TensorKind::KvKey,
+        TensorKind::KvValue,
+        TensorKind::Weight,
+        TensorKind::Generic,
     ] {
-        let a = put_get(&v2, "k", kind, &vals, tier);
-        let b = put_get(&v3, "k", kind, &vals, tier);
-        assert_eq!(a, b, "{kind} {tier:?}");
+        for tier in [Tier::Tier1, Tier::Tier2, Tier::Tier3] {
+            let a = put_get(&v2, "k", kind, &vals, tier);
+            let b = put_get(&v3, "k", kind, &vals, tier);
+            assert_eq!(a, b, "{kind} {tier:?}");
+        }
     }
+    let bytes = |s: &Mem| -> Vec<u32> { s.blocks().unwrap().iter().map(|m| m.checksum).collect() };
+    assert_eq!(bytes(&v2), bytes(&v3), "identical payloads");
 }
 
 #[test]
@@ -175,7 +166,7 @@ fn codec_v3_survives_a_reopen() {
     };
     let vals: Vec<f16> = (0..256).flat_map(token).collect();
     let shape = [256u32, HD];
-    let info = BlockInfo::new(DType::F16, &shape).with_kind(TensorKind::KvValue);
+    let info = BlockInfo::new(DType::F16, &shape).with_kind(TensorKind::Embedding);
     let first = {
         let s =
             DirStore::open_dir(dir.path(), "t", "c", ManualClock::new(1), cfg(geo), true).unwrap();

@@ -110,9 +110,9 @@ class Store:
             blocks of whole tokens of this head dimension, room for the first token in
             f16 (the attention sink) in quantized tiers.
         codec: Codec of a new collection's quantized tiers: 2 (default; asymmetric
-            groups laid out by ``kind``), 3 (as 2, but ``embedding`` tensors and
-            ``kv_value`` tensors below 5 bits are rotated per row by a seeded randomized
-            Hadamard transform and coded with Lloyd-Max levels) or 1 (the symmetric
+            groups laid out by ``kind``), 3 (as 2, but ``embedding`` tensors are rotated
+            in power-of-two sub-blocks of each row by a seeded randomized Hadamard
+            transform and coded with Lloyd-Max levels) or 1 (the symmetric
             codec of collections created before codec v2, for comparisons). Existing
             collections keep theirs.
 
