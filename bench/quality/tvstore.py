@@ -18,6 +18,14 @@ import numpy as np
 import tensorvault as tv
 
 _KIND_OK: Optional[bool] = None
+#: Extra `tensorvault.Store` options of every scratch store (e.g. `{"codec": 3}`).
+STORE_OPTS: Dict = {}
+
+
+def set_store_opts(**opts) -> None:
+    """Create every scratch store with these extra options (replacing earlier ones)."""
+    STORE_OPTS.clear()
+    STORE_OPTS.update(opts)
 
 
 def disable_kinds() -> None:
@@ -68,7 +76,7 @@ class Scratch:
 
     def __init__(self, collection: str = "c", **opts) -> None:
         self.dir = tempfile.mkdtemp(prefix="tvq-")
-        self.store = tv.Store(self.dir, "q", collection, durability="os", **opts)
+        self.store = tv.Store(self.dir, "q", collection, durability="os", **{**STORE_OPTS, **opts})
 
     def put(self, name: str, a: np.ndarray, tier: int, kind: Optional[str]) -> Dict:
         if kind is not None and kinds_supported():

@@ -367,6 +367,7 @@ impl Store {
         }
         match codec {
             None | Some(2) => {}
+            Some(3) => cfg.collection.codec = tensorvault_store::CODEC_V3,
             Some(1) => {
                 let g = cfg.collection;
                 cfg.collection = CollectionConfig {
@@ -374,7 +375,7 @@ impl Store {
                     ..CollectionConfig::codec_v1(g.block_elems)
                 };
             }
-            Some(c) => return Err(arg_err(format!("codec {c} is not 1 or 2"))),
+            Some(c) => return Err(arg_err(format!("codec {c} is not 1, 2 or 3"))),
         }
         let store = py
             .detach(|| {

@@ -10,7 +10,10 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use tensorvault_quant::groupwise::{decode, encode, QuantParams};
+use tensorvault_quant::levels::LevelSet;
+use tensorvault_quant::rotation::Rotation;
 use tensorvault_quant::segment::{encode_tensor, Segment};
+use tensorvault_quant::segment_rot::{self, ScaleRule, SegmentV3, V3Params};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
 
 fn data(n: usize) -> Vec<f32> {
@@ -97,5 +100,52 @@ fn bench_v2(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, bench_v2);
+/// The rotated segment on one 16384-value block (256 tokens x 64): KV values at 3, 5 and
+/// 8 bits, with and without the rotation (what the rotation costs), and the transform
+/// alone.
+fn bench_v3(c: &mut Criterion) {
+    let n = 16384;
+    let x = data(n);
+    let mut g = c.benchmark_group("segment_v3");
+    g.throughput(Throughput::Bytes((n * 4) as u64));
+    for bits in [3u8, 5, 8] {
+        for (name, rotate) in [("rotated", true), ("unrotated", false)] {
+            let p = V3Params {
+                bits,
+                levels: LevelSet::LloydMax,
+                block_log2: 6,
+                rotate,
+                seed: 1,
+                width: 64,
+                raw_rows: 1,
+                scale: ScaleRule::Rms,
+            };
+            let seg = segment_rot::encode(&p, &x).unwrap();
+            let mut y = vec![0f32; n];
+            g.bench_function(format!("encode_{bits}bit_{name}"), |b| {
+                b.iter(|| segment_rot::encode(&p, black_box(&x)).unwrap())
+            });
+            g.bench_function(format!("parse_decode_{bits}bit_{name}"), |b| {
+                b.iter(|| {
+                    SegmentV3::parse(black_box(&seg))
+                        .unwrap()
+                        .decode(&mut y)
+                        .unwrap()
+                })
+            });
+        }
+    }
+    let r = Rotation::new(1, 64).unwrap();
+    let mut y = x.clone();
+    g.bench_function("rotate_forward_b64", |b| {
+        b.iter(|| {
+            for blk in y.chunks_exact_mut(64) {
+                r.forward(black_box(blk));
+            }
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_v2, bench_v3);
 criterion_main!(benches);

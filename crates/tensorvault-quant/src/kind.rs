@@ -16,6 +16,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::levels::LevelSet;
+use crate::segment_rot::{ScaleRule, V3Params};
 use crate::segment_v2::{Axis, V2Params};
 use crate::QuantError;
 
@@ -180,6 +182,65 @@ pub fn v2_layout(
     })
 }
 
+/// The rotation block of rows of `width` values: the largest power of two that divides
+/// `width`, at most 1024 (`None` below 16: too little side-data saving to rotate). A
+/// row of 576 (SmolLM2's embeddings) is rotated as nine blocks of 64; a KV head of 64 as
+/// one block.
+#[must_use]
+pub fn v3_block(width: u32) -> Option<u8> {
+    if width == 0 {
+        return None;
+    }
+    let log2 = width
+        .trailing_zeros()
+        .min(u32::from(crate::layout::V3_MAX_BLOCK_LOG2));
+    (log2 >= 4).then_some(log2 as u8)
+}
+
+/// The codec v3 settings for values of `kind` at `bits` in a tensor whose rows hold
+/// `width` values, or `None` when codec v3 keeps the v2 layout ([`v2_layout`]) for them:
+///
+/// * `embedding`: every tier rotated in power-of-two sub-blocks of the row
+///   ([`v3_block`]), Lloyd-Max levels, RMS scales;
+/// * `kv_key`, `kv_value`, `weight`, `generic`: `None`. Measured on SmolLM2-135M's cache
+///   over two held-out texts at 3 bits (bench/RESULTS.md, "Quality per bit, round 3"):
+///   values rotated per token with Lloyd-Max levels cut their error from 20.6-20.8% to
+///   18.2-18.3% but moved perplexity by -0.14 and +1.37 points (+13.86% -> +13.72%,
+///   +16.37% -> +17.74%): not better, so values keep v2's groups; keys rotated per token
+///   instead of per-channel groups over tokens (KVQuant's layout for post-RoPE keys) went
+///   from +14-16% to +38-48%. Weights keep the clip-searched v2 groups.
+///
+/// A block of `b` values never straddles two rows (`b` divides `width`), so a run of
+/// values that starts on a multiple of `b` can be rotated whether or not it holds whole
+/// rows; `whole_rows` says whether it does (a raw sink row, for KV kinds, needs it).
+/// Widths beyond `u16` are rotated without a raw row.
+#[must_use]
+pub fn v3_layout(
+    kind: TensorKind,
+    bits: u8,
+    width: Option<u32>,
+    whole_rows: bool,
+    sink: bool,
+) -> Option<V3Params> {
+    let width = width?;
+    let block_log2 = v3_block(width)?;
+    let rotate = kind == TensorKind::Embedding;
+    let w16 = u16::try_from(width).ok().filter(|_| whole_rows);
+    let raw_rows = u16::from(kind.is_kv() && sink && w16.is_some());
+    (rotate && (crate::layout::MIN_BITS..=crate::layout::MAX_BITS).contains(&bits)).then(|| {
+        V3Params {
+            bits,
+            levels: LevelSet::LloydMax,
+            block_log2,
+            rotate: true,
+            seed: crate::layout::V3_DEFAULT_SEED,
+            width: if raw_rows > 0 { w16.unwrap_or(1) } else { 1 },
+            raw_rows,
+            scale: ScaleRule::Rms,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,6 +281,35 @@ mod tests {
         assert_eq!((flat.axis, flat.width, flat.raw_rows), (Axis::Flat, 1, 0));
         assert_eq!(l(TensorKind::KvKey, 3, None, true).axis, Axis::Flat);
         assert_eq!(keys.group_log2, 6);
+    }
+
+    #[test]
+    fn v3_choices() {
+        assert_eq!(v3_block(64), Some(6));
+        assert_eq!(v3_block(576), Some(6));
+        assert_eq!(v3_block(384), Some(7));
+        assert_eq!(v3_block(4096), Some(10));
+        assert_eq!(v3_block(24), None);
+        assert_eq!(v3_block(0), None);
+        for kind in [
+            TensorKind::KvKey,
+            TensorKind::KvValue,
+            TensorKind::Weight,
+            TensorKind::Generic,
+        ] {
+            assert!(v3_layout(kind, 3, Some(64), true, true).is_none(), "{kind}");
+        }
+        let e = v3_layout(TensorKind::Embedding, 8, Some(576), false, true).unwrap();
+        assert_eq!((e.block_log2, e.raw_rows, e.width), (6, 0, 1));
+        let e3 = v3_layout(TensorKind::Embedding, 3, Some(384), true, true).unwrap();
+        assert_eq!(
+            (e3.block_log2, e3.raw_rows, e3.levels),
+            (7, 0, LevelSet::LloydMax)
+        );
+        assert!(v3_layout(TensorKind::Embedding, 3, None, true, false).is_none());
+        assert!(v3_layout(TensorKind::Embedding, 3, Some(24), true, false).is_none());
+        let wide = v3_layout(TensorKind::Embedding, 3, Some(1 << 17), true, false).unwrap();
+        assert_eq!((wide.block_log2, wide.raw_rows, wide.width), (10, 0, 1));
     }
 
     #[test]

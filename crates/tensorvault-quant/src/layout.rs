@@ -106,6 +106,47 @@ pub const V2_MIN_GROUP_LOG2: u8 = 2;
 /// Largest group size exponent of a v2 segment (groups of 1024).
 pub const V2_MAX_GROUP_LOG2: u8 = 10;
 
+// ---- version 3: rotated blocks with fixed Gaussian levels (docs/formats/quant.md §6) ----
+
+/// Version byte of a rotated (v3) segment.
+pub const V3_VERSION: u8 = 3;
+/// u8 level set: [`V3_LEVELS_LLOYD_MAX`] or [`V3_LEVELS_UNIFORM`].
+pub const V3_LEVELS_OFFSET: usize = BITS_OFFSET + size_of::<u8>();
+/// u8 log2 of the block size (the rotation and scale block).
+pub const V3_BLOCK_LOG2_OFFSET: usize = V3_LEVELS_OFFSET + size_of::<u8>();
+/// u32 number of values `n`.
+pub const V3_VALUES_OFFSET: usize = V3_BLOCK_LOG2_OFFSET + size_of::<u8>();
+/// u16 row width (values per row; the raw rows are whole rows).
+pub const V3_WIDTH_OFFSET: usize = V3_VALUES_OFFSET + size_of::<u32>();
+/// u16 leading rows kept raw (f16).
+pub const V3_RAW_ROWS_OFFSET: usize = V3_WIDTH_OFFSET + size_of::<u16>();
+/// u32 seed of the rotation's sign pattern.
+pub const V3_SEED_OFFSET: usize = V3_RAW_ROWS_OFFSET + size_of::<u16>();
+/// f32 scale base: a block's scale = base x step(scale code).
+pub const V3_SCALE_BASE_OFFSET: usize = V3_SEED_OFFSET + size_of::<u32>();
+/// u8 flags ([`V3_FLAG_ROTATED`]).
+pub const V3_FLAGS_OFFSET: usize = V3_SCALE_BASE_OFFSET + size_of::<f32>();
+/// Three reserved bytes, zero.
+pub const V3_RESERVED_OFFSET: usize = V3_FLAGS_OFFSET + size_of::<u8>();
+/// Header length of a v3 segment; the raw rows follow it.
+pub const V3_HEADER_LEN: usize = V3_RESERVED_OFFSET + 3;
+/// Bytes of one block's scale code.
+pub const V3_SCALE_CODE_BYTES: usize = size_of::<u8>();
+/// Level set: Lloyd-Max levels of N(0, 1).
+pub const V3_LEVELS_LLOYD_MAX: u8 = 0;
+/// Level set: uniform levels with the MSE-optimal step for N(0, 1).
+pub const V3_LEVELS_UNIFORM: u8 = 1;
+/// Flag bit 0: blocks are rotated (randomized Hadamard); clear: levels only.
+pub const V3_FLAG_ROTATED: u8 = 1 << 0;
+/// Every flag bit version 3 defines.
+pub const V3_KNOWN_FLAGS: u8 = V3_FLAG_ROTATED;
+/// Smallest block size exponent of a v3 segment (blocks of 4).
+pub const V3_MIN_BLOCK_LOG2: u8 = 2;
+/// Largest block size exponent of a v3 segment (blocks of 1024).
+pub const V3_MAX_BLOCK_LOG2: u8 = 10;
+/// The seed the store's codec v3 writes (any seed decodes: it is in the header).
+pub const V3_DEFAULT_SEED: u32 = 0x5456_5133; // "TVQ3"
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +174,18 @@ mod tests {
         assert_eq!(V2_MIN_BASE_OFFSET, 24);
         assert_eq!(V2_MIN_UNIT_OFFSET, 28);
         assert_eq!(V2_HEADER_LEN, 32);
+    }
+
+    #[test]
+    fn v3_header_is_32_bytes_and_fields_are_contiguous() {
+        assert_eq!(V3_LEVELS_OFFSET, 10);
+        assert_eq!(V3_BLOCK_LOG2_OFFSET, 11);
+        assert_eq!(V3_VALUES_OFFSET, 12);
+        assert_eq!(V3_WIDTH_OFFSET, 16);
+        assert_eq!(V3_RAW_ROWS_OFFSET, 18);
+        assert_eq!(V3_SEED_OFFSET, 20);
+        assert_eq!(V3_SCALE_BASE_OFFSET, 24);
+        assert_eq!(V3_FLAGS_OFFSET, 28);
+        assert_eq!(V3_HEADER_LEN, 32);
     }
 }

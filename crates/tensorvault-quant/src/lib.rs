@@ -13,6 +13,10 @@
 //! * [`segment_v2`]: the asymmetric segment (version 2): u8-coded group scales and mins,
 //!   groups along the values or down the columns of a `[rows, width]` layout (KV keys per
 //!   channel), optional raw f16 leading rows (attention sinks); fitting in [`asym`].
+//! * [`segment_rot`]: the rotated segment (version 3): blocks of 2^k values rotated by a
+//!   seeded randomized Hadamard transform ([`rotation`]), coded against fixed levels
+//!   fitted to N(0, 1) ([`levels`]: Lloyd-Max or optimal-step uniform) with one log-coded
+//!   scale byte per block.
 //! * [`affine`]: per-tensor and per-channel affine int8 / uint8 / int16 for model weights.
 //! * [`kind`]: what a tensor holds ([`TensorKind`]) and the codec v2 layout that follows
 //!   from it, shared by the store's tiers and `tensorvault quant eval`.
@@ -46,10 +50,14 @@ pub mod float;
 pub mod groupwise;
 pub mod kind;
 pub mod layout;
+pub mod levels;
+mod levels_table;
 pub mod metrics;
 pub mod per_axis;
+pub mod rotation;
 pub mod row_int4;
 pub mod segment;
+pub mod segment_rot;
 pub mod segment_v2;
 
 pub use error::QuantError;

@@ -1,16 +1,19 @@
 //! Block payload encoding per tier: Tier0 keeps the caller's element bytes; quantized
 //! tiers hold one TQTC segment (docs/formats/quant.md) of the values converted to f32:
 //! a single-frame version 1 segment in codec v1 collections, a version 2 segment laid
-//! out by the tensor's kind in codec v2 collections ([`v2_layout`]).
+//! out by the tensor's kind in codec v2 collections ([`v2_layout`]); in codec v3
+//! collections a version 3 (rotated) segment where [`v3_layout`] picks one, else the v2
+//! layout.
 
 use tensorvault_quant::groupwise::QuantParams;
 use tensorvault_quant::kind;
 use tensorvault_quant::layout as q;
 use tensorvault_quant::segment::{self, Segment};
+use tensorvault_quant::segment_rot::{self, SegmentV3, V3Params};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
 use tensorvault_quant::QuantError;
 
-use crate::config::{CollectionConfig, CODEC_V1};
+use crate::config::{CollectionConfig, CODEC_V1, CODEC_V3};
 use crate::error::{Result, StoreErr};
 use crate::types::{DType, TensorKind, Tier};
 
@@ -75,8 +78,38 @@ pub fn v2_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
     }
 }
 
+/// The codec v3 rotated layout of a block in `tier`, if
+/// [`tensorvault_quant::kind::v3_layout`] rotates this kind at this tier's bits. Rows are
+/// the tensor's last dimension; the rotation block `b` divides it, so a block that starts
+/// on a multiple of `b` and holds a whole number of `b`-runs is rotated whether or not
+/// it holds whole rows (a 4096-value block of 576-wide embeddings is 64 runs of 64). The
+/// first row is kept as f16 in block 0 of KV kinds, as in [`v2_layout`], when the block
+/// holds whole rows. `None` (the v2 layout is used) for other collections, other kinds,
+/// blocks not aligned to `b`, and a segment that would not fit the tier's slot.
+#[must_use]
+pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> Option<V3Params> {
+    if geo.codec != CODEC_V3 {
+        return None;
+    }
+    let bits = geo.bits(tier)?;
+    let width = place.shape.last().copied().filter(|&w| w > 0)?;
+    let b = 1u64 << kind::v3_block(width)?;
+    let start = u64::from(place.block_index) * u64::from(geo.block_elems);
+    if start % b != 0 || place.len as u64 % b != 0 {
+        return None;
+    }
+    let whole_rows = start % u64::from(width) == 0 && place.len % width as usize == 0;
+    let sink = place.block_index == 0 && u32::from(geo.sink_values) >= width;
+    let p = kind::v3_layout(place.kind, bits, Some(width), whole_rows, sink)?;
+    let fits = p
+        .encoded_len(place.len)
+        .is_ok_and(|len| len as u64 <= geo.max_payload_len(tier));
+    fits.then_some(p)
+}
+
 /// Quantize f32 values for a quantized `tier` of `geo`: a version 1 segment in a codec
-/// v1 collection, a version 2 segment laid out by [`v2_layout`] otherwise.
+/// v1 collection, a version 3 segment where [`v3_layout`] picks one (codec v3), a version
+/// 2 segment laid out by [`v2_layout`] otherwise.
 ///
 /// # Errors
 /// [`StoreErr::Quant`] (non-finite values, scale overflow); [`StoreErr::InvalidArgument`]
@@ -95,6 +128,17 @@ pub fn encode_for_tier(
             });
         };
         return encode_quantized(&p, values);
+    }
+    if let Some(p) = v3_layout(geo, tier, place) {
+        let bytes = segment_rot::encode(&p, values)?;
+        let scale = SegmentV3::parse(&bytes)
+            .map(|s| s.max_scale())
+            .unwrap_or(0.0);
+        return Ok(Encoded {
+            bytes,
+            bits: p.bits,
+            scale,
+        });
     }
     let p = v2_layout(geo, tier, place);
     let bytes = segment_v2::encode(&p, values)?;
@@ -225,7 +269,7 @@ fn max_scale(seg: &[u8], groups: usize) -> f32 {
 }
 
 /// Decode a quantized payload into f32 values (`dst` is resized to the segment's length).
-/// Either segment version is accepted, whatever the collection's codec.
+/// Any segment version (1, 2, 3) is accepted, whatever the collection's codec.
 ///
 /// # Errors
 /// The codec's error if the payload is not one valid single-frame segment or holds more
@@ -235,6 +279,20 @@ pub fn decode_quantized(
     max_elems: usize,
     dst: &mut Vec<f32>,
 ) -> Result<(), QuantError> {
+    if payload.get(q::VERSION_OFFSET) == Some(&q::V3_VERSION) {
+        let seg = SegmentV3::parse(payload)?;
+        let n = seg.values();
+        if n > max_elems {
+            return Err(QuantError::LengthMismatch {
+                what: "block segment (must hold at most block_elems values)",
+                input: n,
+                output: max_elems,
+            });
+        }
+        dst.clear();
+        dst.resize(n, 0.0);
+        return seg.decode(dst);
+    }
     if payload.get(q::VERSION_OFFSET) == Some(&q::V2_VERSION) {
         let seg = SegmentV2::parse(payload)?;
         let n = seg.values();

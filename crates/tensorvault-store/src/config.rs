@@ -24,6 +24,10 @@ pub const CODEC_V1: u8 = 1;
 /// Codec v2: asymmetric groups laid out by tensor kind (TQTC segment version 2); the
 /// default of new collections.
 pub const CODEC_V2: u8 = 2;
+/// Codec v3: codec v2's layouts, except that embeddings are rotated in power-of-two
+/// sub-blocks of each row (TQTC segment version 3: randomized Hadamard, Lloyd-Max
+/// levels); `tensorvault_quant::kind::v3_layout` decides. Same geometry rules as v2.
+pub const CODEC_V3: u8 = 3;
 /// Codec v2 group sizes of tiers 1, 2, 3: with 16 bits of side data per group and a
 /// 32-byte segment header, a 4096-value block fits 8.25 / 5.25 / 3.375 bits per value
 /// after 64-byte slot rounding (issue 14's bit budgets).
@@ -48,7 +52,7 @@ pub struct CollectionConfig {
     pub group_size: [u32; 3],
     /// Slot alignment in bytes (power of two, >= 8).
     pub slot_align: u32,
-    /// Codec of the quantized tiers: [`CODEC_V1`] or [`CODEC_V2`].
+    /// Codec of the quantized tiers: [`CODEC_V1`], [`CODEC_V2`] or [`CODEC_V3`].
     pub codec: u8,
     /// Codec v2: values per block that may be kept as f16 beyond the quantized payload
     /// (the first token of a KV tensor, an attention sink); 0 keeps none. Sizes the
@@ -233,7 +237,7 @@ impl CollectionConfig {
                     })?;
                 }
             }
-            CODEC_V2 => {
+            CODEC_V2 | CODEC_V3 => {
                 for i in 0..3 {
                     let (k, g) = (self.tier_bits[i], self.group_size[i]);
                     let groups = (1u32 << q::V2_MIN_GROUP_LOG2)..=(1u32 << q::V2_MAX_GROUP_LOG2);
@@ -252,7 +256,7 @@ impl CollectionConfig {
                     }
                 }
             }
-            other => return bad("codec", format!("{other} is not 1 or 2")),
+            other => return bad("codec", format!("{other} is not 1, 2 or 3")),
         }
         if self.codec == CODEC_V1 && self.sink_values != 0
             || u32::from(self.sink_values) > self.block_elems
@@ -260,7 +264,7 @@ impl CollectionConfig {
             return bad(
                 "sink_values",
                 format!(
-                    "{} (codec v1 takes 0; codec v2 at most block_elems)",
+                    "{} (codec v1 takes 0; codecs v2 and v3 at most block_elems)",
                     self.sink_values
                 ),
             );

@@ -55,7 +55,9 @@ pub use builder::StoreBuilder;
 pub use builder::{DirStoreBuilder, OpenMode};
 pub use catalog::Catalog;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{CollectionConfig, Durability, RecoveryMode, StoreConfig};
+pub use config::{
+    CollectionConfig, Durability, RecoveryMode, StoreConfig, CODEC_V1, CODEC_V2, CODEC_V3,
+};
 pub use error::{Result, StoreErr};
 pub use finite::{HeldBlock, HoldReason};
 #[cfg(feature = "mmap")]

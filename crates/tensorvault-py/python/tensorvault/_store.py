@@ -118,8 +118,11 @@ class Store:
             blocks of whole tokens of this head dimension, room for the first token in
             f16 (the attention sink) in quantized tiers.
         codec: Codec of a new collection's quantized tiers: 2 (default; asymmetric
-            groups laid out by ``kind``) or 1 (the symmetric codec of collections created
-            before codec v2, for comparisons). Existing collections keep theirs.
+            groups laid out by ``kind``), 3 (as 2, but ``embedding`` tensors are rotated
+            in power-of-two sub-blocks of each row by a seeded randomized Hadamard
+            transform and coded with Lloyd-Max levels) or 1 (the symmetric
+            codec of collections created before codec v2, for comparisons). Existing
+            collections keep theirs.
 
         read_only: Open a snapshot of an existing collection for reading: no lock is
             taken, so it opens at once while another ``Store`` (in this process or

@@ -1,0 +1,244 @@
+"""Quality per bit, round 3 (issue 23 items 1, 2, 6): rotation and levels, measured
+through the product on held-out texts.
+
+    target/venv/bin/python bench/quality/round3.py [--texts apache2,compound] [--tokens 1536]
+        [--sections kv,ref,emb] [--json out.json]
+
+Sections:
+
+* `kv`: SmolLM2-135M's KV cache (numpy forward, `smollm.py`) on each text; per
+  configuration, every `[tokens, 64]` K/V tensor goes through a `tensorvault.Store`
+  (`kv_head_dim=64`, the KV layout) at one tier: bits/value (payload bytes the store
+  keeps), K/V relative RMSE over the whole cache, perplexity with the whole cache at that
+  tier (every layer reads its K/V back from the store). Configurations: codec v2 (the
+  default until now) at tiers 1/2/3; codec v3 at tier 3 (values rotated per token,
+  Lloyd-Max levels; keys per channel as v2; at tiers 1 and 2 codec v3 stores KV exactly
+  as v2, which `tests/codec_v3.rs` asserts); codec v3 with keys also rotated per token
+  (keys put as `kv_value`: the "rotated per token" key layout, against KVQuant's per
+  channel).
+* `ref`: the rotated codec's choices, transcribed in numpy (not the product; same math as
+  `segment_rot.rs`, docs/formats/quant.md section 10) on the values at 3 bits, keys through
+  the store's tier 3: rotation on/off, Lloyd-Max vs uniform levels, RMS vs max scales.
+* `emb`: recall@10 raw / 4x re-scored (`emb_eval.py`) per tier, codec v2 vs codec v3, on
+  SmolLM2's token table (rows of 576 rotated as nine blocks of 64) and on the
+  all-MiniLM-L6-v2 sentence embeddings of the passages (rows of 384: three blocks of 128;
+  this set was never used to choose anything).
+
+The held-out texts (`texts/apache2.txt`, `texts/compound.txt`, see texts/README.md) were
+added for this round and never used to choose anything; gpl3 and execmodel are the texts
+earlier rounds tuned on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import tensorvault as tv  # noqa: E402
+from common import text  # noqa: E402
+from kv_eval import _names, cache_arrays, nll_ppl  # noqa: E402
+from tvstore import roundtrip, set_store_opts  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---- numpy transcription of the rotated segment (docs/formats/quant.md section 10) ----
+
+def _levels(bits: int, uniform: bool) -> np.ndarray:
+    from gaussian_levels import lloyd_max, uniform as uni
+    return np.array(uni(bits)[0] if uniform else lloyd_max(bits), np.float32)
+
+
+def _signs(seed: int, b: int) -> np.ndarray:
+    from_rot = []
+    m = (1 << 64) - 1
+    for t in range((b + 63) // 64):
+        z = (seed + (t + 1) * 0x9E3779B97F4A7C15) & m
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+        from_rot.append(z ^ (z >> 31))
+    return np.array([-1.0 if (from_rot[i // 64] >> (i % 64)) & 1 else 1.0 for i in range(b)], np.float32)
+
+
+def _hadamard(b: int) -> np.ndarray:
+    h = np.ones((1, 1), np.float32)
+    while h.shape[0] < b:
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+def rotated_np(x: np.ndarray, bits: int, rotate: bool, uniform: bool, rms: bool,
+               b: int = 64, sink: bool = True, seed: int = 0x54565133) -> np.ndarray:
+    """Round-trip `x` [tokens, b] (one block per token) as the v3 segment would."""
+    x = x.astype(np.float32)
+    out = np.empty_like(x)
+    start = 1 if sink else 0
+    out[:start] = x[:start].astype(np.float16).astype(np.float32)
+    q = x[start:]
+    if rotate:
+        m = (_hadamard(b) * _signs(seed, b)[None, :]) / np.sqrt(b)  # y = m @ x
+        y = q @ m.T
+    else:
+        y = q
+    lv = _levels(bits, uniform)
+    want = np.sqrt((y ** 2).mean(1)) if rms else np.abs(y).max(1) / lv[-1]
+    base = want.max() / 2 ** (255 / 16)
+    code = np.clip(np.round(16 * np.log2(np.maximum(want, 1e-38) / base)), 1, 255)
+    s = np.where(want > 0, base * 2 ** (code / 16), 0.0).astype(np.float32)
+    mids = (lv[1:] + lv[:-1]) / 2
+    inv = np.where(s > 0, 1 / np.maximum(s, 1e-38), 0.0)[:, None]
+    z = lv[np.searchsorted(mids, y * inv, side="right")] * s[:, None]
+    out[start:] = z @ m if rotate else z
+    return out
+
+
+# ---- the KV section ----
+
+class KvConfig:
+    def __init__(self, label: str, tier: int, codec: int, key_kind: str = "kv_key",
+                 values_np: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> None:
+        self.label, self.tier, self.codec, self.key_kind, self.values_np = label, tier, codec, key_kind, values_np
+
+    def roundtrip_layer(self, m, layer: int, k: np.ndarray, v: np.ndarray):
+        """(decoded k, decoded v, stored bytes, values) for one layer."""
+        set_store_opts(codec=self.codec)
+        arrays = []
+        for name, a, kind in cache_arrays(m, layer, k, v):
+            if kind == "kv_key":
+                arrays.append((name, a, self.key_kind))
+            elif self.values_np is None:
+                arrays.append((name, a, kind))
+        dec, stored, values = roundtrip(arrays, self.tier)
+        if self.values_np is not None:
+            for _, _, vn in _names(m, layer):
+                h = int(vn.split(".H")[1].split(".")[0])
+                dec[vn] = self.values_np(v[h])
+                # bits: 3-bit codes + one scale byte per 64-value token + the f16 sink token
+                stored += (v[h].size - v[h].shape[1]) * 3 // 8 + (v[h].shape[0] - 1) + v[h].shape[1] * 2 + 32
+                values += v[h].size
+        kk = np.stack([dec[kn] for _, kn, _ in _names(m, layer)])
+        vv = np.stack([dec[vn] for _, _, vn in _names(m, layer)])
+        return kk, vv, stored, values
+
+
+def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
+    out: Dict = {}
+    for name in texts:
+        ids = m.encode(text(name))
+        if len(ids) < ntok:
+            raise SystemExit(f"text {name} has only {len(ids)} tokens, need {ntok}")
+        ids = ids[:ntok]
+        K: Dict[int, np.ndarray] = {}
+        V: Dict[int, np.ndarray] = {}
+
+        def cap(layer, k, v):
+            K[layer], V[layer] = k, v
+            return k, v
+
+        t0 = time.time()
+        ref = nll_ppl(m.forward(ids, kv_hook=cap), ids)
+        log(f"== {name}: {ntok} tokens, f16-cache perplexity {ref:.3f} ({time.time() - t0:.0f}s)")
+        rows = {"ppl_ref": ref, "configs": {}}
+        for c in configs:
+            t1 = time.time()
+            ek = nk = ev = nv = 0.0
+            stored = values = 0
+            for l in sorted(K):
+                kh, vh, s, n = c.roundtrip_layer(m, l, K[l], V[l])
+                stored += s
+                values += n
+                k32, v32 = K[l].astype(np.float32), V[l].astype(np.float32)
+                ek += float(((kh.astype(np.float32) - k32) ** 2).sum()); nk += float((k32 ** 2).sum())
+                ev += float(((vh.astype(np.float32) - v32) ** 2).sum()); nv += float((v32 ** 2).sum())
+
+            def hook(layer, k, v, c=c):
+                kh, vh, _, _ = c.roundtrip_layer(m, layer, k, v)
+                return kh.astype(np.float16), vh.astype(np.float16)
+
+            ppl = nll_ppl(m.forward(ids, kv_hook=hook), ids)
+            r = {"tier": c.tier, "bits": stored * 8.0 / values, "k_rrmse": (ek / nk) ** 0.5,
+                 "v_rrmse": (ev / nv) ** 0.5, "ppl": ppl, "ppl_change_pct": (ppl / ref - 1) * 100}
+            rows["configs"][c.label] = r
+            log(f"   {c.label:44s} b/v {r['bits']:.3f}  K {r['k_rrmse'] * 100:5.2f}%  "
+                f"V {r['v_rrmse'] * 100:5.2f}%  ppl {ppl:.3f} ({r['ppl_change_pct']:+.2f}%)  ({time.time() - t1:.0f}s)")
+        out[name] = rows
+    return out
+
+
+def emb_section(tiers: List[int], sets: List[str]) -> Dict:
+    from emb_eval import N_QUERIES, recall, sentence_embeddings, token_embeddings
+    out: Dict = {}
+    for set_name in sets:
+        e = token_embeddings() if set_name == "tokens" else sentence_embeddings(log=log)
+        q, db = e[:N_QUERIES], np.ascontiguousarray(e[N_QUERIES:])
+        exact = q @ db.T
+        for codec in (2, 3):
+            set_store_opts(codec=codec)
+            for tier in tiers:
+                t0 = time.time()
+                dec, stored, values = roundtrip([(set_name, db, "embedding")], tier)
+                d = dec[set_name].astype(np.float32)
+                r0, r4 = recall(q, exact, d)
+                r = {"bits": stored * 8.0 / values, "recall": r0, "recall_rescored": r4,
+                     "rrmse": float(np.linalg.norm(d - db) / np.linalg.norm(db))}
+                out[f"{set_name} codec v{codec} tier {tier}"] = r
+                log(f"   {set_name} codec v{codec} tier {tier}: b/v {r['bits']:.3f}  recall@10 {r0:.4f}  "
+                    f"4x {r4:.4f}  rel RMSE {r['rrmse'] * 100:.2f}%  ({time.time() - t0:.0f}s)")
+    set_store_opts()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--texts", default="apache2,compound")
+    ap.add_argument("--tokens", type=int, default=1536)
+    ap.add_argument("--sections", default="kv,ref,emb")
+    ap.add_argument("--emb-sets", default="tokens,sentences",
+                    help="embedding sets: tokens (SmolLM2's table), sentences (all-MiniLM-L6-v2 on the passages)")
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    sections = set(a.sections.split(","))
+    texts = a.texts.split(",")
+    res: Dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__}",
+                 "tensorvault": getattr(tv, "__version__", "?"),
+                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "tokens": a.tokens}
+    t0 = time.time()
+    if sections & {"kv", "ref"}:
+        from smollm import SmolLM
+        m = SmolLM()
+        configs: List[KvConfig] = []
+        if "kv" in sections:
+            configs += [KvConfig(f"codec v2 tier {t}", t, 2) for t in (1, 2, 3)]
+            configs += [KvConfig("codec v3 tier 3", 3, 3),
+                        KvConfig("codec v3 tier 3, keys rotated per token", 3, 3, key_kind="kv_value")]
+        if "ref" in sections:
+            for label, rot, uni, rms in (("V numpy: no rotation, Lloyd-Max, RMS", False, False, True),
+                                         ("V numpy: rotated, uniform, RMS", True, True, True),
+                                         ("V numpy: rotated, Lloyd-Max, max", True, False, False),
+                                         ("V numpy: rotated, uniform, max", True, True, False)):
+                configs.append(KvConfig(label, 3, 2, values_np=lambda v, r=rot, u=uni, s=rms:
+                                        rotated_np(v, 3, r, u, s)))
+        res["kv"] = kv_section(m, texts, a.tokens, configs)
+    if "emb" in sections:
+        res["emb"] = emb_section([1, 2, 3], a.emb_sets.split(","))
+    res["seconds"] = time.time() - t0
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,324 @@
+use super::*;
+use crate::metrics::ErrorMetrics;
+use proptest::prelude::*;
+
+fn rel_rmse(x: &[f32], y: &[f32]) -> Result<f64, QuantError> {
+    Ok(ErrorMetrics::compare(x, y)?.rel_rmse)
+}
+
+fn params(bits: u8, levels: LevelSet, rotate: bool, raw_rows: u16) -> V3Params {
+    V3Params {
+        bits,
+        levels,
+        block_log2: 6,
+        rotate,
+        seed: 0x5456_5133,
+        width: 64,
+        raw_rows,
+        scale: ScaleRule::Rms,
+    }
+}
+
+/// Heavy-tailed rows with per-channel offsets and a few outlier channels, like KV values.
+fn kv_like(tokens: usize) -> Vec<f32> {
+    let mut s = 0x9E37_79B9u32;
+    let mut out = Vec::with_capacity(tokens * 64);
+    for _ in 0..tokens {
+        for c in 0..64 {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            let u = (s as f32 / u32::MAX as f32) - 0.5;
+            let outlier = if c % 16 == 3 { 6.0 } else { 1.0 };
+            out.push(u * outlier + 0.1 * c as f32 / 64.0);
+        }
+    }
+    out
+}
+
+fn round_trip(p: &V3Params, x: &[f32]) -> Vec<f32> {
+    let bytes = encode(p, x).unwrap();
+    assert_eq!(bytes.len(), p.encoded_len(x.len()).unwrap());
+    let seg = SegmentV3::parse(&bytes).unwrap();
+    assert_eq!(seg.values(), x.len());
+    let mut y = vec![0f32; x.len()];
+    seg.decode(&mut y).unwrap();
+    y
+}
+
+#[test]
+fn rotation_and_lloyd_max_beat_plain_uniform_on_outlier_channels() {
+    let x = kv_like(256);
+    let e = |levels, rotate| rel_rmse(&x, &round_trip(&params(3, levels, rotate, 0), &x)).unwrap();
+    let rot_lm = e(LevelSet::LloydMax, true);
+    let rot_un = e(LevelSet::Uniform, true);
+    let plain_un = e(LevelSet::Uniform, false);
+    // Lloyd-Max 3-bit on a Gaussian is 18.6% relative RMSE; uniform 19.3%.
+    assert!(rot_lm < 0.21, "{rot_lm}");
+    assert!(rot_lm < rot_un, "{rot_lm} vs {rot_un}");
+    assert!(rot_lm < plain_un, "{rot_lm} vs {plain_un}");
+}
+
+#[test]
+fn error_falls_with_bits_and_raw_rows_are_f16() {
+    let x = kv_like(64);
+    let mut last = f64::INFINITY;
+    for bits in 2..=8 {
+        for scale in [ScaleRule::Rms, ScaleRule::Max] {
+            let p = V3Params {
+                scale,
+                ..params(bits, LevelSet::LloydMax, true, 1)
+            };
+            let y = round_trip(&p, &x);
+            for (a, b) in y[..64].iter().zip(&x[..64]) {
+                assert_eq!(*a, half::f16::from_f32(*b).to_f32());
+            }
+            let e = rel_rmse(&x, &y).unwrap();
+            if scale == ScaleRule::Rms {
+                assert!(e < last, "{bits}: {e} >= {last}");
+                last = e;
+            }
+        }
+    }
+    assert!(last < 0.01, "{last}");
+}
+
+#[test]
+fn zero_and_constant_blocks() {
+    let mut x = vec![0f32; 256];
+    x[128..192].fill(3.5);
+    let y = round_trip(&params(4, LevelSet::LloydMax, true, 0), &x);
+    assert!(y[..128].iter().all(|&v| v == 0.0));
+    assert!(rel_rmse(&x, &y).unwrap() < 0.15);
+    let z = vec![0f32; 128];
+    let bytes = encode(&params(3, LevelSet::Uniform, true, 0), &z).unwrap();
+    let seg = SegmentV3::parse(&bytes).unwrap();
+    assert_eq!(seg.max_scale(), 0.0);
+    let mut out = vec![1f32; 128];
+    seg.decode(&mut out).unwrap();
+    assert!(out.iter().all(|&v| v == 0.0));
+}
+
+#[test]
+fn encoder_refuses_bad_input() {
+    let p = params(3, LevelSet::LloydMax, true, 0);
+    let mut x = kv_like(2);
+    x[70] = f32::NAN;
+    assert!(matches!(
+        encode(&p, &x),
+        Err(QuantError::NonFinite { index: 70, .. })
+    ));
+    // Rotation of values near f32::MAX overflows: a typed error, not inf in the file.
+    let big = vec![f32::MAX; 64];
+    assert!(matches!(
+        encode(&p, &big),
+        Err(QuantError::ScaleOverflow { .. })
+    ));
+    // Not a whole number of blocks.
+    assert!(matches!(
+        encode(&p, &[1.0; 100]),
+        Err(QuantError::CorruptField {
+            field: "values",
+            ..
+        })
+    ));
+    let raw = V3Params { raw_rows: 3, ..p };
+    assert!(matches!(
+        encode(&raw, &[1.0; 128]),
+        Err(QuantError::CorruptField {
+            field: "raw_rows",
+            ..
+        })
+    ));
+    let mut x = kv_like(2);
+    x[0] = 1e6;
+    let raw = V3Params { raw_rows: 1, ..p };
+    assert!(matches!(
+        encode(&raw, &x),
+        Err(QuantError::OutOfRange { index: 0, .. })
+    ));
+    assert!(matches!(
+        encode(&V3Params { bits: 9, ..p }, &[0.0; 64]),
+        Err(QuantError::InvalidBits { bits: 9 })
+    ));
+    assert!(matches!(
+        encode(
+            &V3Params {
+                block_log2: 11,
+                ..p
+            },
+            &[0.0; 2048]
+        ),
+        Err(QuantError::CorruptField {
+            field: "block_log2",
+            ..
+        })
+    ));
+}
+
+fn valid() -> Vec<u8> {
+    encode(&params(3, LevelSet::LloydMax, true, 1), &kv_like(4)).unwrap()
+}
+
+fn field_of(e: QuantError) -> (&'static str, usize) {
+    match e {
+        QuantError::CorruptField { field, offset, .. } => (field, offset),
+        other => panic!("not a CorruptField: {other:?}"),
+    }
+}
+
+#[test]
+fn parser_names_each_corrupt_field() {
+    let cases: [(usize, u8, &str); 7] = [
+        (BITS_OFFSET, 9, "bits"),
+        (V3_LEVELS_OFFSET, 2, "levels"),
+        (V3_BLOCK_LOG2_OFFSET, 1, "block_log2"),
+        (V3_BLOCK_LOG2_OFFSET, 11, "block_log2"),
+        (V3_FLAGS_OFFSET, 0x82, "flags"),
+        (V3_RESERVED_OFFSET + 1, 1, "reserved"),
+        (V3_WIDTH_OFFSET, 0, "width"),
+    ];
+    for (off, v, want) in cases {
+        let mut b = valid();
+        b[off] = v;
+        if want == "width" {
+            b[off + 1] = 0;
+        }
+        let (field, at) = field_of(SegmentV3::parse(&b).unwrap_err());
+        assert_eq!(field, want, "byte {off} = {v}");
+        assert!(at >= off.min(V3_VALUES_OFFSET), "{want} at {at}");
+    }
+    // Raw rows beyond the values; values not a whole number of blocks.
+    let mut b = valid();
+    b[V3_RAW_ROWS_OFFSET] = 200;
+    assert_eq!(field_of(SegmentV3::parse(&b).unwrap_err()).0, "raw_rows");
+    let mut b = valid();
+    b[V3_VALUES_OFFSET] = 0xFF;
+    assert_eq!(field_of(SegmentV3::parse(&b).unwrap_err()).0, "width");
+    let mut b = valid();
+    b[V3_VALUES_OFFSET..V3_VALUES_OFFSET + 4].copy_from_slice(&0u32.to_le_bytes());
+    assert_eq!(field_of(SegmentV3::parse(&b).unwrap_err()).0, "values");
+    // Scale bases that are negative, NaN, or decode to infinity.
+    for base in [-1.0f32, f32::NAN, f32::INFINITY, 1e34] {
+        let mut b = valid();
+        b[V3_SCALE_BASE_OFFSET..V3_SCALE_BASE_OFFSET + 4]
+            .copy_from_slice(&base.to_bits().to_le_bytes());
+        let (field, at) = field_of(SegmentV3::parse(&b).unwrap_err());
+        assert_eq!((field, at), ("scale_base", V3_SCALE_BASE_OFFSET), "{base}");
+    }
+}
+
+#[test]
+fn parser_rejects_truncation_magic_version_and_trailing_bytes() {
+    let b = valid();
+    for cut in [0, 8, V3_HEADER_LEN - 1, V3_HEADER_LEN + 10, b.len() - 1] {
+        assert!(
+            matches!(
+                SegmentV3::parse(&b[..cut]),
+                Err(QuantError::Truncated { .. })
+            ),
+            "{cut}"
+        );
+    }
+    let mut long = b.clone();
+    long.push(0);
+    assert!(matches!(
+        SegmentV3::parse(&long),
+        Err(QuantError::TrailingBytes { .. })
+    ));
+    let mut m = b.clone();
+    m[0] = b'X';
+    assert!(matches!(SegmentV3::parse(&m), Err(QuantError::BadMagic)));
+    let mut v = b.clone();
+    v[VERSION_OFFSET] = 2;
+    assert!(matches!(
+        SegmentV3::parse(&v),
+        Err(QuantError::UnsupportedVersion { version: 2, .. })
+    ));
+    // A header claiming 2^32-1 values in a 40-byte file: an error, not an allocation.
+    let mut huge = b[..V3_HEADER_LEN].to_vec();
+    huge[V3_VALUES_OFFSET..V3_VALUES_OFFSET + 4].copy_from_slice(&0xFFFF_FFC0u32.to_le_bytes());
+    huge[V3_RAW_ROWS_OFFSET..V3_RAW_ROWS_OFFSET + 2].copy_from_slice(&0u16.to_le_bytes());
+    huge.extend_from_slice(&[0; 8]);
+    assert!(matches!(
+        SegmentV3::parse(&huge),
+        Err(QuantError::Truncated { .. })
+    ));
+    let seg = SegmentV3::parse(&b).unwrap();
+    assert!(matches!(
+        seg.decode(&mut [0f32; 3]),
+        Err(QuantError::LengthMismatch { .. })
+    ));
+}
+
+/// The byte layout is a format: this segment must decode to these values forever. Both
+/// the bytes and the decoded f32 bits were computed independently (a Python transcription
+/// of docs/formats/quant.md §6, f32 rounding after every operation).
+#[test]
+fn golden_segment_bytes() {
+    let x: Vec<f32> = (0..8).map(|i| i as f32 - 3.5).collect();
+    let p = V3Params {
+        bits: 2,
+        levels: LevelSet::LloydMax,
+        block_log2: 2,
+        rotate: true,
+        seed: 1,
+        width: 4,
+        raw_rows: 0,
+        scale: ScaleRule::Rms,
+    };
+    let b = encode(&p, &x).unwrap();
+    let hex: String = b.iter().map(|v| format!("{v:02x}")).collect();
+    assert_eq!(
+        hex,
+        "545154430d0a1a0a030200020800000004000000010000008522193801000000ffffed47"
+    );
+    let mut y = [0f32; 8];
+    SegmentV3::parse(&b).unwrap().decode(&mut y).unwrap();
+    let bits: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+    assert_eq!(
+        bits,
+        [
+            0xc05d_7dc6,
+            0xc05d_7dc6,
+            0xbf84_cb24,
+            0xbf84_cb24,
+            0x3f84_cb24,
+            0x3f84_cb24,
+            0x405d_7dc6,
+            0x405d_7dc6
+        ]
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn round_trip_error_is_bounded(
+        vals in proptest::collection::vec(-1000f32..1000.0, 1..8usize),
+        bits in 2u8..=8,
+        uniform in any::<bool>(),
+        rotate in any::<bool>(),
+        seed in any::<u32>(),
+    ) {
+        // Blocks of 16: repeat the values to a whole number of blocks.
+        let x: Vec<f32> = vals.iter().cycle().take(16 * vals.len()).copied().collect();
+        let levels = if uniform { LevelSet::Uniform } else { LevelSet::LloydMax };
+        let p = V3Params { bits, levels, block_log2: 4, rotate, seed, width: 16, raw_rows: 0, scale: ScaleRule::Max };
+        let bytes = encode(&p, &x).unwrap();
+        let seg = SegmentV3::parse(&bytes).unwrap();
+        prop_assert_eq!(seg.params().bits, bits);
+        prop_assert_eq!(seg.params().rotate, rotate);
+        let mut y = vec![0f32; x.len()];
+        seg.decode(&mut y).unwrap();
+        // Max-scaled levels never clip: each block's error is at most its max |x| times
+        // the widest gap (plus the scale code's 4.4% step).
+        let norm: f32 = x.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let err: f32 = x.iter().zip(&y).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt();
+        prop_assert!(err <= 1.2 * norm + 1e-3, "err {} norm {}", err, norm);
+        // Decoding is deterministic and parse(encode) is stable.
+        let again = encode(&p, &x).unwrap();
+        prop_assert_eq!(again, bytes);
+    }
+}
