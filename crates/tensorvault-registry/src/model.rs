@@ -417,7 +417,9 @@ pub fn write_model_checkpoint_reporting(
     progress: Option<&ProgressFn>,
 ) -> Result<ModelMetadata> {
     let origins: Vec<PathBuf> = shards.iter().map(|(n, _)| dest.join(n)).collect();
-    write_named(dest, shards, &origins, dest, index, version, preset, progress)
+    write_named(
+        dest, shards, &origins, dest, index, version, preset, progress,
+    )
 }
 
 /// [`write_model_checkpoint_reporting`] with `origins[i]`, the path shard `i` was read
