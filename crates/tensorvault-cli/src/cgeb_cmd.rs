@@ -186,6 +186,16 @@ fn is_batch(p: &Path) -> bool {
 }
 
 fn read_single(p: &Path) -> Result<Vec<u8>, CliError> {
+    // `NAME` (no such file) naming a batch whose `NAME.cgeb` exists: its index is what is
+    // missing, not `NAME`.
+    let data = p.with_extension("cgeb");
+    if !p.exists() && data.is_file() {
+        return Err(CliError::MissingIndex {
+            data: data.display().to_string(),
+            index: p.with_extension("cgei").display().to_string(),
+            reason: format!("{} names a batch: NAME.cgeb with NAME.cgei", p.display()),
+        });
+    }
     CliError::read_regular(p)
 }
 

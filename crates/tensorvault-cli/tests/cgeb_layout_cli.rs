@@ -128,6 +128,18 @@ fn get_on_a_batch_without_its_index_names_the_index() {
             "--index {i}: {err}"
         );
     }
+    // The batch by its name, without an extension: the index is named too.
+    let r = tv(&["cgeb", "get", s(&out), "--index", "2"]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "error: {}: the batch index of {} does not exist",
+            index.display(),
+            data.display()
+        )),
+        "{err}"
+    );
     let r = tv(&["cgeb", "inspect", s(&data)]);
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("the batch index of"));

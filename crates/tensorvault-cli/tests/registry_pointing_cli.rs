@@ -172,3 +172,32 @@ fn unreadable_metadata_is_reported_not_version_not_found() {
     }
     assert!(!root.join("versions/1.0.1").exists());
 }
+
+#[test]
+fn a_newer_checkpoint_format_is_refused_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("reg");
+    let r = root.to_str().unwrap();
+    ok(&["registry", "init", r, "--tiny"]);
+    let meta = root.join("versions/0.0.0-init/metadata.json");
+    let text = fs::read_to_string(&meta).unwrap();
+    fs::write(
+        &meta,
+        text.replacen("\"format_version\": 1", "\"format_version\": 9", 1),
+    )
+    .unwrap();
+    for args in [
+        vec!["registry", "verify", r, "0.0.0-init"],
+        vec!["registry", "save", r, "0.0.1"],
+    ] {
+        let (code, _, err) = tv(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!(
+                "error: {}: field format_version: 9 is newer",
+                meta.display()
+            )),
+            "{args:?}: {err}"
+        );
+    }
+}

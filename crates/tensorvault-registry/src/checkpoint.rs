@@ -223,7 +223,9 @@ pub const MAX_METADATA_BYTES: u64 = 16 << 20;
 ///
 /// # Errors
 /// [`RegistryError::MissingMetadata`], [`RegistryError::FileTooLarge`] (over
-/// [`MAX_METADATA_BYTES`]), [`RegistryError::Json`], [`RegistryError::Io`].
+/// [`MAX_METADATA_BYTES`]), [`RegistryError::Json`], [`RegistryError::Io`],
+/// [`RegistryError::InvalidMetadata`] (a `format_version` newer than
+/// [`FORMAT_VERSION`], a `config` larger than the weights file).
 pub fn read_metadata(dir: &Path) -> Result<CheckpointMetadata> {
     let mpath = dir.join(METADATA_FILE);
     let bytes = match RegistryError::read_bounded(&mpath, MAX_METADATA_BYTES) {
@@ -237,6 +239,17 @@ pub fn read_metadata(dir: &Path) -> Result<CheckpointMetadata> {
     };
     let meta: CheckpointMetadata =
         serde_json::from_slice(&bytes).map_err(RegistryError::json(&mpath))?;
+    // A newer layout is refused, not read as this one (as the manifest's format_version).
+    if meta.format_version > FORMAT_VERSION {
+        return Err(RegistryError::InvalidMetadata {
+            path: mpath,
+            field: "format_version",
+            reason: format!(
+                "{} is newer than this build reads (up to {FORMAT_VERSION})",
+                meta.format_version
+            ),
+        });
+    }
     check_config_size(dir, &mpath, &meta.config)?;
     Ok(meta)
 }

@@ -172,3 +172,35 @@ fn bad_shard_of_a_sharded_source_is_named() {
         other => panic!("expected Safetensors naming the shard, got {other:?}"),
     }
 }
+
+/// A FuseMoE checkpoint's `metadata.json` with a newer `format_version` is refused naming
+/// the field (it was read as format 1), like the manifest's and model versions'.
+#[test]
+fn a_newer_checkpoint_format_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = fusemoe(tmp.path());
+    save(&reg, 1, "1.0.0");
+    let meta = tmp
+        .path()
+        .join(VERSIONS_DIR)
+        .join("1.0.0")
+        .join("metadata.json");
+    let text = fs::read_to_string(&meta).unwrap();
+    assert!(text.contains("\"format_version\": 1"));
+    fs::write(
+        &meta,
+        text.replacen("\"format_version\": 1", "\"format_version\": 9", 1),
+    )
+    .unwrap();
+    match fusemoe(tmp.path()).verify_version("1.0.0") {
+        Err(RegistryError::InvalidMetadata {
+            path,
+            field,
+            reason,
+        }) => {
+            assert_eq!((path, field), (meta, "format_version"));
+            assert!(reason.starts_with("9 is newer"), "{reason}");
+        }
+        other => panic!("expected InvalidMetadata, got {other:?}"),
+    }
+}

@@ -172,8 +172,11 @@ class BatchReader:
         return self._r.vectors()
 
     def verify(self) -> dict:
-        """Check the data-file hash, every record and the vectors' 64-byte alignment:
-        ``valid``, ``records``, ``bad_records``, ``misaligned_vectors``, hashes."""
+        """Check the data-file hash, every record, the batch layout (zero bytes between a
+        record's end and the next offset, the file ending at the last record's end) and
+        the vectors' 64-byte alignment: ``valid``, ``records``, ``bad_records``,
+        ``misaligned_vectors``, hashes. Reading a record (``reader[i]``) enforces the
+        same layout rules (``InvalidFormatError`` naming the record and offset)."""
         return self._r.verify()
 
     @property
