@@ -47,6 +47,32 @@ fn maintain_holds_and_reports_a_nan_block_and_moves_the_rest() {
         "0",
     ];
     ok(&tv(&put));
+    // A dry run reads and encodes the planned moves (writing nothing) and says which
+    // would be held.
+    let out = ok(&tv(&[
+        "store",
+        "maintain",
+        s(&root),
+        "t",
+        "c",
+        "--max-blocks=1,-,-,-",
+        "--dry-run",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["planned"].as_array().map(Vec::len), Some(3), "{v}");
+    assert_eq!(v["held"][0]["block"], 0, "{v}");
+    assert_eq!(v["held"][0]["non_finite"], 2, "{v}");
+    let dry = [
+        "store",
+        "maintain",
+        s(&root),
+        "t",
+        "c",
+        "--max-blocks=1,-,-,-",
+        "--dry-run",
+    ];
+    assert!(ok(&tv(&dry)).contains("1 blocks would be held in their tier"));
     // Tier0 may hold one block: the three coldest (blocks 0, 1, 2) are evicted, block 0
     // cannot be quantized.
     let out = ok(&tv(&[
