@@ -146,10 +146,16 @@ class KvCache:
     @property
     def age_tiers(self) -> Optional[Tuple[int, int, int]]:
         """The age policy as `(tier0_tokens, tier1_tokens, tier2_tokens)`, or None."""
-    def append_batch(self, items: List[Tuple[int, int, str, npt.NDArray[np.uint8]]]) -> None:
+    def append_batch(
+        self,
+        items: List[Tuple[int, int, str, npt.NDArray[np.uint8], int]],
+        clip: bool = False,
+    ) -> None:
         """Append to several (layer, head, kind) tensors as one store batch (one log append
         and, per the durability policy, one sync): `items` is a list of
-        `(layer, head, kind, f16 bytes)`. All or nothing.
+        `(layer, head, kind, little-endian float bytes, itemsize)` with itemsize 2, 4 or 8
+        (float16, float32, float64), converted to float16 here: a value beyond ±65504 is
+        refused naming its `[token, column]` unless `clip`. All or nothing.
         """
     def close(self) -> None:
         """Flush and release the collection (idempotent)."""
@@ -164,14 +170,17 @@ class KvCache:
     def maintain(self, budget: int = 1024) -> Dict[str, Any]:
         """One tiering step: first the age policy (if the cache has one) demotes sealed
         blocks by age, then the store's access-based step (at most `budget` migrations).
-        The report's `age_moved` lists the blocks the age policy moved into tiers 0..=3.
+        The report's `age_moved` lists the blocks the age policy moved into tiers 0..=3;
+        `held` the blocks left in their tier because a colder tier cannot encode their
+        values (NaN or infinity written by an older build), with tensor names.
         """
     @property
     def path(self) -> Path:
         """The collection directory."""
     def pin(self, layer: int, head: int, kind_: str, block_index: int) -> bool:
         """Keep block `block_index` of (layer, head, kind) where it is (tiering skips pinned
-        blocks); returns whether it was newly pinned.
+        blocks); returns whether it was newly pinned. `NotFoundError` if there is no such
+        block.
         """
     def read(
         self,
@@ -214,8 +223,20 @@ class MobiSession:
         int_tensors: Optional[Dict[str, Any]] = None,
     ) -> None: ...
     @property
+    def constant_memory(self) -> Dict[str, Any]:
+        """Where the weights live, in bytes: `{"in_place": .., "mapped": .., "converted": ..}`
+        (in place = f32 weights used from the model's memory without a copy, mapped = the
+        part of those in the file's memory map, converted = dequantized or copied).
+        """
+    @property
     def input_names(self) -> List[str]:
         """The graph input names, in order."""
+    @staticmethod
+    def open(path: StrPath) -> MobiSession:
+        """Open a `.mobi` file and prepare it without going through Python objects: the
+        file is memory-mapped and validated, f32 weights are used in place from the map
+        (not copied), other weights are dequantized once.
+        """
     @property
     def output_names(self) -> List[str]:
         """The graph output names, in order."""
