@@ -85,15 +85,17 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// # Errors
     /// The read errors of the block ([`StoreErr::Corruption`], [`StoreErr::Io`], ...).
     pub fn would_hold(&self, key: &BlockKey, new_tier: Tier) -> Result<Option<HeldBlock>> {
+        let mut elems = Vec::new();
         let meta = {
+            // Hold the index lock so the slot cannot be freed and reused under the read.
             let idx = self.read_index()?;
-            match idx.get(key) {
+            let meta = match idx.get(key) {
                 Some(m) if m.tier != new_tier => m,
                 _ => return Ok(None),
-            }
+            };
+            self.read_elements(&meta, &mut elems)?;
+            meta
         };
-        let mut elems = Vec::new();
-        self.read_elements(&meta, &mut elems)?;
         let shape = meta.shape;
         let info = BlockInfo {
             dtype: meta.dtype,
