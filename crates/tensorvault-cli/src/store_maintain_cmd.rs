@@ -13,13 +13,13 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 use tensorvault_store::tiering::Reason;
-use tensorvault_store::{BlockKey, StoreConfig, Tier};
+use tensorvault_store::{BlockKey, HeldBlock, StoreConfig, Tier};
 
 use crate::error::CliError;
 use crate::report::Table;
 use crate::signals;
 use crate::store_args::pair;
-use crate::store_backend::{Backend, Mode};
+use crate::store_backend::{Backend, Mode, Store};
 
 /// Arguments of `store maintain`.
 #[derive(Debug, Args)]
@@ -51,7 +51,8 @@ pub struct MaintainArgs {
     #[arg(long)]
     pub demote_tier0: bool,
     /// Print the moves one step would make, and move nothing (opens read-only; with
-    /// --steps, still one step: planning alone changes nothing).
+    /// --steps, still one step: planning alone changes nothing); planned moves are read
+    /// and encoded to list the blocks that would be held (NaN, infinity).
     #[arg(long, conflicts_with = "watch")]
     pub dry_run: bool,
     /// Print JSON instead of a table.
@@ -150,6 +151,35 @@ impl Run {
         v
     }
 
+    /// The blocks held in their tier (or, in a dry run, that would be), as a table.
+    fn print_held(&self) {
+        if self.held.is_empty() {
+            return;
+        }
+        println!(
+            "{} blocks {} in their tier (values a colder tier cannot encode):",
+            self.held.len(),
+            if self.planned.is_some() {
+                "would be held"
+            } else {
+                "held"
+            }
+        );
+        let mut t = Table::new(&["tensor", "block", "tier", "wanted", "reason"]);
+        for h in &self.held {
+            t.row(vec![
+                h.tensor
+                    .clone()
+                    .unwrap_or_else(|| format!("{:032x}", h.key.tensor_id)),
+                h.key.block_index.to_string(),
+                h.tier.to_string(),
+                h.target.to_string(),
+                h.reason.clone(),
+            ]);
+        }
+        print!("{}", t.render());
+    }
+
     fn print(&self) {
         let total = self.total();
         let verb = if self.planned.is_some() {
@@ -174,6 +204,7 @@ impl Run {
             if total > 0 {
                 print!("{}", t.render());
             }
+            self.print_held();
             return;
         }
         let mut t = Table::new(&["from", "to", "reason", "blocks"]);
@@ -193,26 +224,31 @@ impl Run {
             self.before.map(|n| n.to_string()).join("/"),
             self.after.map(|n| n.to_string()).join("/")
         );
-        if !self.held.is_empty() {
-            println!(
-                "{} blocks held in their tier (values a colder tier cannot encode):",
-                self.held.len()
-            );
-            let mut t = Table::new(&["tensor", "block", "tier", "wanted", "reason"]);
-            for h in &self.held {
-                t.row(vec![
-                    h.tensor
-                        .clone()
-                        .unwrap_or_else(|| format!("{:032x}", h.key.tensor_id)),
-                    h.key.block_index.to_string(),
-                    h.tier.to_string(),
-                    h.target.to_string(),
-                    h.reason.clone(),
-                ]);
-            }
-            print!("{}", t.render());
-        }
+        self.print_held();
     }
+}
+
+/// The rows of the held-blocks report, with tensor names.
+fn held_rows<S: Backend>(s: &Store<S>, held: &[HeldBlock]) -> Result<Vec<Held>, CliError> {
+    if held.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: BTreeMap<u128, String> = s
+        .tensors()?
+        .into_iter()
+        .filter_map(|t| t.name.map(|n| (t.tensor_id, n)))
+        .collect();
+    Ok(held
+        .iter()
+        .map(|h| Held {
+            tensor: names.get(&h.key.tensor_id).cloned(),
+            key: h.key,
+            tier: h.tier,
+            target: h.target,
+            non_finite: h.non_finite(),
+            reason: h.reason.to_string(),
+        })
+        .collect())
 }
 
 /// Open one collection, run up to `a.steps` scheduler steps (fewer once nothing moves)
@@ -255,6 +291,20 @@ fn run_one<B: Backend>(
         }
         (run.deferred, run.over, run.scored) = (r.deferred, r.over_capacity, r.scored);
         run.planned = Some(planned);
+        // Which planned moves would be held (values a colder tier cannot encode): read
+        // and encoded here, nothing written.
+        let mut held = Vec::new();
+        for m in &r.moves {
+            match s.would_hold(&m.key, m.to) {
+                Ok(Some(h)) => held.push(h),
+                Ok(None) => {}
+                // A corrupt block is skipped by the real step too (`store verify` reports
+                // it); the dry run still lists the plan.
+                Err(e) if e.is_corruption() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        run.held = held_rows::<B>(&s, &held)?;
         s.close()?;
         return Ok(run);
     }
@@ -272,24 +322,7 @@ fn run_one<B: Backend>(
             break;
         }
     }
-    if !held.is_empty() {
-        let names: BTreeMap<u128, String> = s
-            .tensors()?
-            .into_iter()
-            .filter_map(|t| t.name.map(|n| (t.tensor_id, n)))
-            .collect();
-        run.held = held
-            .iter()
-            .map(|h| Held {
-                tensor: names.get(&h.key.tensor_id).cloned(),
-                key: h.key,
-                tier: h.tier,
-                target: h.target,
-                non_finite: h.non_finite(),
-                reason: h.reason.to_string(),
-            })
-            .collect();
-    }
+    run.held = held_rows::<B>(&s, &held)?;
     run.after = s.tier_counts()?;
     s.close()?;
     Ok(run)

@@ -47,6 +47,32 @@ fn maintain_holds_and_reports_a_nan_block_and_moves_the_rest() {
         "0",
     ];
     ok(&tv(&put));
+    // A dry run reads and encodes the planned moves (writing nothing) and says which
+    // would be held.
+    let out = ok(&tv(&[
+        "store",
+        "maintain",
+        s(&root),
+        "t",
+        "c",
+        "--max-blocks=1,-,-,-",
+        "--dry-run",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["planned"].as_array().map(Vec::len), Some(3), "{v}");
+    assert_eq!(v["held"][0]["block"], 0, "{v}");
+    assert_eq!(v["held"][0]["non_finite"], 2, "{v}");
+    let dry = [
+        "store",
+        "maintain",
+        s(&root),
+        "t",
+        "c",
+        "--max-blocks=1,-,-,-",
+        "--dry-run",
+    ];
+    assert!(ok(&tv(&dry)).contains("1 blocks would be held in their tier"));
     // Tier0 may hold one block: the three coldest (blocks 0, 1, 2) are evicted, block 0
     // cannot be quantized.
     let out = ok(&tv(&[
@@ -117,4 +143,34 @@ fn put_of_float64_beyond_float32_is_refused_unless_clipped() {
     let got: Vec<f32> = npyz::NpyFile::new(&bytes[..]).unwrap().into_vec().unwrap();
     assert_eq!(&got[..3], &[1.0, 2.0, -f32::MAX]);
     assert!(got[3].is_nan(), "NaN stays NaN in tier 0");
+}
+
+#[test]
+fn a_dry_run_over_corrupt_blocks_still_lists_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    let npy = dir.path().join("x.npy");
+    let vals: Vec<f32> = (0..4 * 4096).map(|i| i as f32).collect();
+    write_npy(&npy, &[vals.len() as u64], &vals);
+    ok(&tv(&["store", "put", s(&root), "t", "c", "x", s(&npy)]));
+    // Flip a byte in every Tier0 slot (16 KiB each): every block fails its checksum.
+    let tier0 = root.join("t/c/tier0.dat");
+    let mut b = std::fs::read(&tier0).unwrap();
+    for slot in 0..4 {
+        b[slot * 16384 + 100] ^= 0x40;
+    }
+    std::fs::write(&tier0, &b).unwrap();
+    let out = ok(&tv(&[
+        "store",
+        "maintain",
+        s(&root),
+        "t",
+        "c",
+        "--max-blocks=1,-,-,-",
+        "--dry-run",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["planned"].as_array().map(Vec::len), Some(3), "{v}");
+    assert_eq!(v["held"], serde_json::json!([]), "{v}");
 }

@@ -245,8 +245,26 @@ fn generic_tensors_keep_nan_in_tier0_and_quantized_tiers_refuse_it() {
     s.put_tensor("y", DType::F32, &[64], &f32_bytes(&[0.5; 64]), Tier::Tier0)
         .unwrap();
     clock.advance(1000);
-    let r = s.maintain(1024).unwrap();
+    // A dry run can ask, without writing or holding anything.
     let x = s.tensor_id_of("x");
+    let h = s
+        .would_hold(&BlockKey::new(x, 2), Tier::Tier3)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (h.tier, h.target, h.non_finite()),
+        (Tier::Tier0, Tier::Tier3, 2)
+    );
+    assert_eq!(
+        s.would_hold(&BlockKey::new(x, 1), Tier::Tier3).unwrap(),
+        None
+    );
+    assert_eq!(
+        s.would_hold(&BlockKey::new(x, 2), Tier::Tier0).unwrap(),
+        None
+    );
+    assert!(s.held_blocks().unwrap().is_empty());
+    let r = s.maintain(1024).unwrap();
     assert_eq!(r.held.len(), 1);
     assert_eq!(r.held[0].key, BlockKey::new(x, 2));
     assert_eq!(

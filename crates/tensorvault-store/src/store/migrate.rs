@@ -76,6 +76,43 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         Ok((moved, held))
     }
 
+    /// Whether a migration of `key` to `new_tier` would hold the block (see
+    /// [`TensorStore::migrate_blocks_or_hold`]), found by reading and encoding it without
+    /// writing anything and without counting an access: what a dry run of `maintain`
+    /// uses to say which planned moves would not happen. `None` for a block that would
+    /// move (or is not live, or is in `new_tier` already).
+    ///
+    /// # Errors
+    /// The read errors of the block ([`StoreErr::Corruption`], [`StoreErr::Io`], ...).
+    pub fn would_hold(&self, key: &BlockKey, new_tier: Tier) -> Result<Option<HeldBlock>> {
+        let mut elems = Vec::new();
+        let meta = {
+            // Hold the index lock so the slot cannot be freed and reused under the read.
+            let idx = self.read_index()?;
+            let meta = match idx.get(key) {
+                Some(m) if m.tier != new_tier => m,
+                _ => return Ok(None),
+            };
+            self.read_elements(&meta, &mut elems)?;
+            meta
+        };
+        let shape = meta.shape;
+        let info = BlockInfo {
+            dtype: meta.dtype,
+            shape: &shape[..usize::from(meta.shape_ndim)],
+            lineage_parent: meta.lineage_parent,
+            reconstruct: meta.reconstruct,
+            kind: meta.kind,
+        };
+        Ok(match self.prepare(meta.key, new_tier, &info, &elems) {
+            Ok(_) => None,
+            Err(e) => match HeldBlock::from_err(meta.key, meta.tier, new_tier, &e) {
+                Some(h) => Some(h),
+                None => return Err(e),
+            },
+        })
+    }
+
     fn migrate_batch(
         &self,
         keys: &[BlockKey],
