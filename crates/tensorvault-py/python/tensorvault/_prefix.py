@@ -69,7 +69,9 @@ class PrefixCache:
             5 bits, then 3 bits, applied by :meth:`maintain`. Default (600, 3000, 82800).
         budget_bytes: Most bytes the model's chunks may take; ``store`` and ``maintain``
             evict the least recently used chunks that no stored chunk extends.
-        read_only: Share the cache with other read-only processes; writes raise.
+        read_only: Only read (lock-free snapshots, nothing written); writes raise. Any
+            number of processes, readers and writers, may use one root at once: readers
+            never wait, and each write is a short commit under the collection's lock.
         durability: As for :class:`tensorvault.Store`.
 
     Use it as a context manager or call :meth:`close`.
@@ -212,8 +214,20 @@ class PrefixCache:
         returns ``{"demoted": [chunks into tier 0..3], "evicted": n}``."""
         return self._c.maintain()
 
+    def model_counts(self) -> Dict[str, int]:
+        """The model's use counters summed over every writable handle of every process
+        (``lookups``, ``hit_chunks``, ``miss_chunks``, ``damaged_chunks``,
+        ``stored_chunks``, ``evicted_chunks``), as of their last commits."""
+        return self._c.model_counts()
+
+    def evict_to_bytes(self, n_bytes: int) -> int:
+        """Evict least recently used chunks (suffixes first) until the model's chunks
+        take at most ``n_bytes`` (0: all); returns the chunks evicted."""
+        return self._c.evict_to_bytes(_count(n_bytes, "n_bytes", 0))
+
     def close(self) -> None:
-        """Release the store (idempotent)."""
+        """Commit this handle's pending uses and counters (writable) and release the
+        store (idempotent)."""
         self._c.close()
 
     def __enter__(self) -> "PrefixCache":
