@@ -41,6 +41,8 @@ class PrefixCache(BaseLlamaCache):
         model: Model identity (see :func:`model_identity`).
         layers, kv_heads, head_dim: The model's KV geometry.
         n_vocab: Vocabulary size (the shape of the restored state's scores).
+        n_ctx: The context size of the ``Llama`` the states are loaded into (the length
+            of ``LlamaState.input_ids``, which ``load_state`` takes over whole).
         chunk_tokens: Tokens per stored chunk (the prefix granularity).
         budget_bytes: Byte budget of the stored chunks (``capacity_bytes`` of
             ``BaseLlamaCache`` too); least recently used suffixes go first.
@@ -59,6 +61,7 @@ class PrefixCache(BaseLlamaCache):
         kv_heads: int,
         head_dim: int,
         n_vocab: int,
+        n_ctx: int,
         *,
         chunk_tokens: int = 64,
         budget_bytes: Optional[int] = None,
@@ -80,6 +83,7 @@ class PrefixCache(BaseLlamaCache):
             durability=durability,
         )
         self._n_vocab = n_vocab
+        self._n_ctx = n_ctx
         self._seed = 0
 
     @classmethod
@@ -95,6 +99,7 @@ class PrefixCache(BaseLlamaCache):
             llama_cpp.llama_model_n_head_kv(m),
             llama_cpp.llama_model_n_embd(m) // n_head,
             llm.n_vocab(),
+            llm.n_ctx(),
             **kw,
         )
 
@@ -115,8 +120,12 @@ class PrefixCache(BaseLlamaCache):
         if got is None:
             raise KeyError("no stored prefix")
         tokens, blob = got
+        if len(tokens) > self._n_ctx:
+            raise KeyError(f"stored prefix of {len(tokens)} tokens exceeds n_ctx {self._n_ctx}")
+        ids = np.zeros(self._n_ctx, dtype=np.intc)
+        ids[: len(tokens)] = tokens
         return llama_cpp.llama.LlamaState(
-            input_ids=tokens.astype(np.intc),
+            input_ids=ids,
             # Restored states are always re-evaluated from their last token on (Llama
             # sets _requires_eval), so their scores are not read: one zero row.
             scores=np.zeros((1, self._n_vocab), dtype=np.single),
