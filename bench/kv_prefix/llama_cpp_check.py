@@ -204,6 +204,25 @@ def main() -> None:
         llm2.eval(prompt[st.n_tokens :])
         warm.append(time.perf_counter() - t0)
     c.close()
+
+    # 4. Through Llama.set_cache: greedy completions with the cache (a fresh Llama whose
+    # cache another handle filled) equal those of a Llama without a cache.
+    plain_llm = llama_cpp.Llama(model_path=path, n_ctx=1024, n_batch=512, verbose=False, seed=1)
+    cached_llm = llama_cpp.Llama(model_path=path, n_ctx=1024, n_batch=512, verbose=False, seed=1)
+    cached_llm.set_cache(PrefixCache.for_llama(cached_llm, root2, chunk_tokens=a.chunk, durability="os"))
+    doc_text = cached_llm.detokenize(doc[1:]).decode("utf-8", errors="ignore")
+    agree = 0
+    qs = QUESTIONS[: min(3, a.questions)]
+    for q in qs:
+        prompt_text = doc_text + "\n\n" + q + "\nAnswer:"
+        want = plain_llm(prompt_text, max_tokens=8, temperature=0.0)["choices"][0]["text"]
+        got = cached_llm(prompt_text, max_tokens=8, temperature=0.0)["choices"][0]["text"]
+        agree += int(want == got)
+    hits = cached_llm.cache.store.prefix_cache.stats()
+    print(
+        f"\nLlama.set_cache: {agree}/{len(qs)} greedy completions identical to a Llama "
+        f"without cache; {hits['hit_chunks']} chunks hit, {hits['miss_chunks']} missed"
+    )
     mc, mw = statistics.median(cold), statistics.median(warm)
     print(
         f"\nTTFT over {len(cold)} questions after the {len(doc)}-token document (medians): "
