@@ -163,3 +163,15 @@ def test_another_process_stores_and_this_open_handle_loads_it(tmp_path):
     with tv.PrefixCache(tmp_path, "procs", L, H, D, chunk_tokens=8, read_only=True) as r:
         assert r.lookup(tokens) == 0
         assert r.model_counts()["evicted_chunks"] == 5
+
+
+def test_float32_beyond_float16_is_refused_or_clipped(tmp_path):
+    k = [np.ones((H, 16, D), dtype=np.float32) for _ in range(L)]
+    k[1][0, 3, 5] = 1e6
+    with tv.PrefixCache(tmp_path, "range", L, H, D, chunk_tokens=8) as c:
+        with pytest.raises(tv.InvalidArgumentError, match=r"keys\[1\]\[0, 3, 5\].*float16"):
+            c.store(np.arange(16), k, k)
+        assert c.lookup(np.arange(16)) == 0, "nothing stored"
+        assert c.store(np.arange(16), k, k, clip=True) == 16
+        gk, _ = c.load(np.arange(16))
+        assert gk[1][0, 3, 5] == 65504.0
