@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -229,6 +230,9 @@ def main() -> None:
         f"recompute {mc * 1e3:.0f} ms, hit {mw * 1e3:.0f} ms, speed-up {mc / mw:.1f}x"
     )
     print(f"stored: {stats0['chunks']} chunks, {stats0['stored_bytes'] / 1e6:.1f} MB at Tier0")
+    cached_llm.cache.close()
+    for d in (root, root2):
+        shutil.rmtree(d, ignore_errors=True)
     if not same:
         sys.exit(1)
 
