@@ -250,6 +250,21 @@ impl PrefixCache {
         Ok(d)
     }
 
+    /// The model's use counters summed over every writable handle's commits.
+    fn model_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.with(py, |c| c.model_counts())?;
+        let d = PyDict::new(py);
+        for (f, v) in tensorvault_store::prefix::counts::FIELDS.iter().zip(c.0) {
+            d.set_item(*f, v)?;
+        }
+        Ok(d)
+    }
+
+    /// Evict down to `bytes` payload bytes (0: all); returns the chunks evicted.
+    fn evict_to_bytes(&self, py: Python<'_>, bytes: u64) -> PyResult<u64> {
+        self.with(py, |c| c.evict_to_bytes(bytes))
+    }
+
     /// Tokens per chunk.
     #[getter]
     fn chunk_tokens(&self, py: Python<'_>) -> PyResult<u32> {

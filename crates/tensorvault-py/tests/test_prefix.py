@@ -133,3 +133,45 @@ def test_budget_and_maintain(tmp_path):
         assert r["demoted"][3] == 4
         assert c.stats()["tier_chunks"] == [0, 0, 0, 4]
         assert c.stats()["stored_bytes"] < 4 * chunk_bytes // 3
+
+
+def test_another_process_stores_and_this_open_handle_loads_it(tmp_path):
+    import subprocess
+    import sys
+
+    tokens = np.arange(40)
+    reader = tv.PrefixCache(tmp_path, "procs", L, H, D, chunk_tokens=8, read_only=False)
+    assert reader.lookup(tokens) == 0
+    code = (
+        "import numpy as np, tensorvault as tv\n"
+        "rng = np.random.default_rng(5)\n"
+        f"k = [rng.standard_normal(({H}, 40, {D})).astype(np.float16) for _ in range({L})]\n"
+        f"with tv.PrefixCache({str(tmp_path)!r}, 'procs', {L}, {H}, {D}, chunk_tokens=8) as c:\n"
+        "    assert c.store(np.arange(40), k, k) == 40\n"
+        "    assert c.lookup(np.arange(40)) == 40\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    assert reader.lookup(tokens) == 40
+    rng = np.random.default_rng(5)
+    k = [rng.standard_normal((H, 40, D)).astype(np.float16) for _ in range(L)]
+    gk, gv = reader.load(tokens, dtype=np.float16)
+    assert all(np.array_equal(a, b) for a, b in zip(gk + gv, k + k))
+    counts = reader.model_counts()
+    assert counts["stored_chunks"] == 5 and counts["hit_chunks"] == 5, counts
+    assert reader.evict_to_bytes(0) == 5
+    reader.close()
+    with tv.PrefixCache(tmp_path, "procs", L, H, D, chunk_tokens=8, read_only=True) as r:
+        assert r.lookup(tokens) == 0
+        assert r.model_counts()["evicted_chunks"] == 5
+
+
+def test_float32_beyond_float16_is_refused_or_clipped(tmp_path):
+    k = [np.ones((H, 16, D), dtype=np.float32) for _ in range(L)]
+    k[1][0, 3, 5] = 1e6
+    with tv.PrefixCache(tmp_path, "range", L, H, D, chunk_tokens=8) as c:
+        with pytest.raises(tv.InvalidArgumentError, match=r"keys\[1\]\[0, 3, 5\].*float16"):
+            c.store(np.arange(16), k, k)
+        assert c.lookup(np.arange(16)) == 0, "nothing stored"
+        assert c.store(np.arange(16), k, k, clip=True) == 16
+        gk, _ = c.load(np.arange(16))
+        assert gk[1][0, 3, 5] == 65504.0

@@ -253,6 +253,22 @@ fn bad_inputs_name_the_field() {
             ..
         }
     ));
+    // An f32 beyond f16's range would be stored as infinity: refused the same way.
+    let mut big: Vec<Vec<f32>> = k
+        .iter()
+        .map(|l| l.iter().map(|x| x.to_f32()).collect())
+        .collect();
+    big[1][((8 + 6) * D) as usize] = 70_000.0;
+    let kd: Vec<KvData> = big.iter().map(|x| KvData::F32(x)).collect();
+    assert!(matches!(
+        c.store(&t, &kd, &views(&v)).unwrap_err(),
+        StoreErr::NonFiniteKv {
+            field: "keys",
+            layer: 1,
+            head: 1,
+            token: 6
+        }
+    ));
     assert_eq!(
         c.stats().unwrap().chunks,
         0,

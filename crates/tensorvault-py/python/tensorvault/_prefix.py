@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _tensorvault as _native
-from ._common import PathLike, fspath
+from ._common import F16_MAX, PathLike, check_range, fspath
 from ._errors import InvalidArgumentError
 
 _U32_MAX = 2**32 - 1
@@ -69,7 +69,9 @@ class PrefixCache:
             5 bits, then 3 bits, applied by :meth:`maintain`. Default (600, 3000, 82800).
         budget_bytes: Most bytes the model's chunks may take; ``store`` and ``maintain``
             evict the least recently used chunks that no stored chunk extends.
-        read_only: Share the cache with other read-only processes; writes raise.
+        read_only: Only read (lock-free snapshots, nothing written); writes raise. Any
+            number of processes, readers and writers, may use one root at once: readers
+            never wait, and each write is a short commit under the collection's lock.
         durability: As for :class:`tensorvault.Store`.
 
     Use it as a context manager or call :meth:`close`.
@@ -124,7 +126,9 @@ class PrefixCache:
         """Whether :meth:`close` was called."""
         return self._c.closed
 
-    def _arrays(self, arrays: Any, what: str, tokens: int) -> Tuple[List[np.ndarray], str]:
+    def _arrays(
+        self, arrays: Any, what: str, tokens: int, clip: bool = False
+    ) -> Tuple[List[np.ndarray], str]:
         if isinstance(arrays, np.ndarray) and arrays.ndim == 4:
             arrays = list(arrays)
         if not isinstance(arrays, (list, tuple)) or len(arrays) != self._layers:
@@ -144,6 +148,10 @@ class PrefixCache:
                 raise InvalidArgumentError(
                     f"{what}[{i}] must have shape [kv_heads, tokens, head_dim] = {want}, got {a.shape}"
                 )
+            if a.dtype == np.float32:
+                # The KV policy (issue 25): values beyond float16's range are refused
+                # with their index, not stored as infinity; NaN is refused by the store.
+                a = check_range(a, f"{what}[{i}]", F16_MAX, "float16", clip=clip)
             dtypes.add(a.dtype)
             a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
             out.append(a.reshape(-1).view(np.uint8))
@@ -151,18 +159,19 @@ class PrefixCache:
             raise InvalidArgumentError(f"{what}: mixed dtypes {sorted(map(str, dtypes))}")
         return out, (str(dtypes.pop()) if dtypes else "float32")
 
-    def store(self, token_ids: Any, keys: Any, values: Any) -> int:
+    def store(self, token_ids: Any, keys: Any, values: Any, clip: bool = False) -> int:
         """Store the KV of ``token_ids``; returns the tokens newly stored.
 
         ``keys`` and ``values`` are lists (one per layer) of ``[kv_heads, T, head_dim]``
         float16 or float32 arrays for the ``T = len(token_ids)`` tokens. Every full chunk
         not yet stored is written (float32 is rounded to float16); a trailing partial chunk
         is not. NaN or infinite values raise :class:`InvalidArgumentError` naming the
-        layer, head and token.
+        layer, head and token; float32 values beyond float16's ±65504 raise naming their
+        index, or saturate to ±65504 with ``clip=True``.
         """
         t = _tokens(token_ids)
-        k, kd = self._arrays(keys, "keys", len(t))
-        v, vd = self._arrays(values, "values", len(t))
+        k, kd = self._arrays(keys, "keys", len(t), clip)
+        v, vd = self._arrays(values, "values", len(t), clip)
         if kd != vd:
             raise InvalidArgumentError(f"keys are {kd} but values are {vd}")
         return self._c.store(t, k, v, kd)
@@ -212,8 +221,20 @@ class PrefixCache:
         returns ``{"demoted": [chunks into tier 0..3], "evicted": n}``."""
         return self._c.maintain()
 
+    def model_counts(self) -> Dict[str, int]:
+        """The model's use counters summed over every writable handle of every process
+        (``lookups``, ``hit_chunks``, ``miss_chunks``, ``damaged_chunks``,
+        ``stored_chunks``, ``evicted_chunks``), as of their last commits."""
+        return self._c.model_counts()
+
+    def evict_to_bytes(self, n_bytes: int) -> int:
+        """Evict least recently used chunks (suffixes first) until the model's chunks
+        take at most ``n_bytes`` (0: all); returns the chunks evicted."""
+        return self._c.evict_to_bytes(_count(n_bytes, "n_bytes", 0))
+
     def close(self) -> None:
-        """Release the store (idempotent)."""
+        """Commit this handle's pending uses and counters (writable) and release the
+        store (idempotent)."""
         self._c.close()
 
     def __enter__(self) -> "PrefixCache":

@@ -327,6 +327,8 @@ class PrefixCache:
     @property
     def closed(self) -> bool:
         """Whether `close` was called."""
+    def evict_to_bytes(self, bytes: int) -> int:
+        """Evict down to `bytes` payload bytes (0: all); returns the chunks evicted."""
     def load(
         self,
         tokens: npt.NDArray[np.uint32],
@@ -337,6 +339,8 @@ class PrefixCache:
         """The longest stored prefix of `tokens`, in tokens."""
     def maintain(self) -> Dict[str, Any]:
         """Demote idle chunks by the age tiers, then evict down to the budget."""
+    def model_counts(self) -> Dict[str, Any]:
+        """The model's use counters summed over every writable handle's commits."""
     def stats(self) -> Dict[str, Any]:
         """Counts, sizes and this handle's hit/miss counters."""
     def store(

@@ -23,11 +23,12 @@ impl KvData<'_> {
         }
     }
 
-    /// Index of the first non-finite value, if any.
+    /// Index of the first value that is not a finite f16 once stored (the store's KV
+    /// policy, `crate::finite`): NaN, infinity, or an f32 beyond f16's ±65504.
     fn first_non_finite(&self) -> Option<usize> {
         match self {
             KvData::F16(v) => v.iter().position(|x| !x.is_finite()),
-            KvData::F32(v) => v.iter().position(|x| !x.is_finite()),
+            KvData::F32(v) => crate::finite::first_not_f16(v),
         }
     }
 
