@@ -101,10 +101,17 @@ pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
     let whole_rows = start % u64::from(width) == 0 && place.len % width as usize == 0;
     let sink = place.block_index == 0 && u32::from(geo.sink_values) >= width;
     let p = kind::v3_layout(place.kind, bits, Some(width), whole_rows, sink)?;
-    let fits = p
-        .encoded_len(place.len)
-        .is_ok_and(|len| len as u64 <= geo.max_payload_len(tier));
-    fits.then_some(p)
+    let fits = |p: &V3Params| {
+        p.encoded_len(place.len)
+            .is_ok_and(|len| len as u64 <= geo.max_payload_len(tier))
+    };
+    // f16 scales where the slot has room (tier 3's groups of 64 leave two bytes per 64
+    // values), one log-coded byte otherwise.
+    let wide = V3Params {
+        wide_scales: true,
+        ..p
+    };
+    [wide, p].into_iter().find(fits)
 }
 
 /// Quantize f32 values for a quantized `tier` of `geo`: a version 1 segment in a codec
