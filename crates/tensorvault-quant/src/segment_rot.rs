@@ -380,7 +380,8 @@ impl<'a> SegmentV3<'a> {
     /// [`QuantError::Truncated`], [`QuantError::BadMagic`],
     /// [`QuantError::UnsupportedVersion`], [`QuantError::CorruptField`] (bits, levels,
     /// block size, values, width, raw rows, scale base, flags, reserved),
-    /// [`QuantError::TrailingBytes`].
+    /// [`QuantError::TrailingBytes`], [`QuantError::CorruptScale`] (a wide scale that is
+    /// not a finite f16 >= 0).
     pub fn parse(bytes: &'a [u8]) -> Result<Self, QuantError> {
         let present = bytes.len();
         let Some(h) = bytes.get(..V3_HEADER_LEN) else {
@@ -473,6 +474,22 @@ impl<'a> SegmentV3<'a> {
                 expected: reg.end as u64,
                 present,
             });
+        }
+        if p.wide_scales {
+            // A wide scale must be a finite f16 >= 0 (the reach check above bounds it).
+            let scales = &bytes[reg.raw_end..reg.scales_end];
+            for (index, c) in scales.chunks_exact(V3_WIDE_SCALE_BYTES).enumerate() {
+                let bits = u16::from_le_bytes([c[0], c[1]]);
+                let h = half::f16::from_bits(bits);
+                if !h.is_finite() || h.is_sign_negative() && bits != 0x8000 {
+                    return Err(QuantError::CorruptScale {
+                        index,
+                        offset: reg.raw_end + index * V3_WIDE_SCALE_BYTES,
+                        bits,
+                        reason: "a wide block scale must be a finite f16 >= 0",
+                    });
+                }
+            }
         }
         Ok(Self {
             bytes,

@@ -120,6 +120,30 @@ fn norm_matched_wide_scales_keep_block_norms() {
 }
 
 #[test]
+fn parser_rejects_bad_wide_scales() {
+    let p = V3Params {
+        wide_scales: true,
+        ..params(3, LevelSet::LloydMax, true, 0)
+    };
+    let good = encode(&p, &kv_like(4)).unwrap();
+    let first = V3_HEADER_LEN;
+    for (i, bits) in [(0usize, 0x7C00u16), (2, 0xFE00), (3, 0xBC00)] {
+        let mut b = good.clone();
+        let off = first + 2 * i;
+        b[off..off + 2].copy_from_slice(&bits.to_le_bytes());
+        match SegmentV3::parse(&b) {
+            Err(QuantError::CorruptScale {
+                index,
+                offset,
+                bits: got,
+                ..
+            }) => assert_eq!((index, offset, got), (i, off, bits)),
+            other => panic!("{bits:#x}: {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn zero_and_constant_blocks() {
     let mut x = vec![0f32; 256];
     x[128..192].fill(3.5);
