@@ -200,9 +200,9 @@ pub fn v3_block(width: u32) -> Option<u8> {
 /// The codec v3 settings for values of `kind` at `bits` in a tensor whose rows hold
 /// `width` values, or `None` when codec v3 keeps the v2 layout ([`v2_layout`]) for them:
 ///
-/// * `embedding`: every tier rotated in power-of-two sub-blocks of the row
-///   ([`v3_block`]), Lloyd-Max levels, norm-matched scales (one byte per block here; the
-///   store widens them to f16 where the tier's slot has room);
+/// * `embedding`: rotated in power-of-two sub-blocks of the row ([`v3_block`]),
+///   Lloyd-Max levels, norm-matched f16 block scales (the store uses this only where the
+///   segment fits the tier's slot: tier 3 with the default geometry);
 /// * `kv_key`, `kv_value`, `weight`, `generic`: `None`. Measured on SmolLM2-135M's cache
 ///   over two held-out texts at 3 bits (bench/RESULTS.md, "Quality per bit, round 3"):
 ///   values rotated per token with Lloyd-Max levels cut their error from 20.6-20.8% to
@@ -238,7 +238,7 @@ pub fn v3_layout(
             width: if raw_rows > 0 { w16.unwrap_or(1) } else { 1 },
             raw_rows,
             scale: ScaleRule::NormMatched,
-            wide_scales: false,
+            wide_scales: true,
         }
     })
 }
