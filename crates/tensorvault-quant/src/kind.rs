@@ -202,7 +202,8 @@ pub fn v3_block(width: u32) -> Option<u8> {
 ///
 /// * `embedding`: rotated in power-of-two sub-blocks of the row ([`v3_block`]),
 ///   Lloyd-Max levels, norm-matched f16 block scales (the store uses this only where the
-///   segment fits the tier's slot: tier 3 with the default geometry);
+///   segment fits the tier's slot: with the default geometry tier 3 for blocks of 64,
+///   every tier for blocks of 128 or more);
 /// * `kv_key`, `kv_value`, `weight`, `generic`: `None`. Measured on SmolLM2-135M's cache
 ///   over two held-out texts at 3 bits (bench/RESULTS.md, "Quality per bit, round 3"):
 ///   values rotated per token with Lloyd-Max levels cut their error from 20.6-20.8% to

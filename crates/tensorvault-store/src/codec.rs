@@ -86,8 +86,9 @@ pub fn v2_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
 /// first row is kept as f16 in block 0 of KV kinds, as in [`v2_layout`], when the block
 /// holds whole rows. `None` (the v2 layout is used) for other collections, other kinds,
 /// blocks not aligned to `b`, and a segment (with its f16 block scales) that would not
-/// fit the tier's slot: with the default geometry, tier 3 is rotated and tiers 1 and 2
-/// keep v2.
+/// fit the tier's slot: with the default geometry, rows whose block is 64 values (576
+/// wide) are rotated at tier 3 only, rows with blocks of 128 or more (384 wide) at every
+/// tier.
 #[must_use]
 pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> Option<V3Params> {
     if geo.codec != CODEC_V3 {
