@@ -79,7 +79,7 @@ def _hadamard(b: int) -> np.ndarray:
 
 
 def rotated_np(x: np.ndarray, bits: int, rotate: bool, uniform: bool, rms: bool,
-               b: int = 64, sink: bool = True, seed: int = 0x54565133) -> np.ndarray:
+               b: int = 64, sink: bool = True, seed: int = 0x54565133, norm: bool = False) -> np.ndarray:
     """Round-trip `x` [tokens, b] (one block per token) as the v3 segment would."""
     x = x.astype(np.float32)
     out = np.empty_like(x)
@@ -98,7 +98,15 @@ def rotated_np(x: np.ndarray, bits: int, rotate: bool, uniform: bool, rms: bool,
     s = np.where(want > 0, base * 2 ** (code / 16), 0.0).astype(np.float32)
     mids = (lv[1:] + lv[:-1]) / 2
     inv = np.where(s > 0, 1 / np.maximum(s, 1e-38), 0.0)[:, None]
-    z = lv[np.searchsorted(mids, y * inv, side="right")] * s[:, None]
+    levels = lv[np.searchsorted(mids, y * inv, side="right")]
+    if norm:
+        # Norm-matched: re-pick each block's scale code so the decoded block keeps the
+        # rotated block's norm (the codes stay those of the RMS scale).
+        ln = np.linalg.norm(levels, axis=1)
+        want2 = np.where(ln > 0, np.linalg.norm(y, axis=1) / np.maximum(ln, 1e-30), 0.0)
+        code = np.clip(np.round(16 * np.log2(np.maximum(want2, 1e-38) / base)), 1, 255)
+        s = np.where(want2 > 0, base * 2 ** (code / 16), 0.0).astype(np.float32)
+    z = levels * s[:, None]
     out[start:] = z @ m if rotate else z
     return out
 

@@ -119,6 +119,7 @@ fn bench_v3(c: &mut Criterion) {
                 width: 64,
                 raw_rows: 1,
                 scale: ScaleRule::Rms,
+                wide_scales: false,
             };
             let seg = segment_rot::encode(&p, &x).unwrap();
             let mut y = vec![0f32; n];

@@ -200,8 +200,10 @@ pub fn v3_block(width: u32) -> Option<u8> {
 /// The codec v3 settings for values of `kind` at `bits` in a tensor whose rows hold
 /// `width` values, or `None` when codec v3 keeps the v2 layout ([`v2_layout`]) for them:
 ///
-/// * `embedding`: every tier rotated in power-of-two sub-blocks of the row
-///   ([`v3_block`]), Lloyd-Max levels, RMS scales;
+/// * `embedding`: rotated in power-of-two sub-blocks of the row ([`v3_block`]),
+///   Lloyd-Max levels, norm-matched f16 block scales (the store uses this only where the
+///   segment fits the tier's slot: with the default geometry tier 3 for blocks of 64,
+///   every tier for blocks of 128 or more);
 /// * `kv_key`, `kv_value`, `weight`, `generic`: `None`. Measured on SmolLM2-135M's cache
 ///   over two held-out texts at 3 bits (bench/RESULTS.md, "Quality per bit, round 3"):
 ///   values rotated per token with Lloyd-Max levels cut their error from 20.6-20.8% to
@@ -236,7 +238,8 @@ pub fn v3_layout(
             seed: crate::layout::V3_DEFAULT_SEED,
             width: if raw_rows > 0 { w16.unwrap_or(1) } else { 1 },
             raw_rows,
-            scale: ScaleRule::Rms,
+            scale: ScaleRule::NormMatched,
+            wide_scales: true,
         }
     })
 }

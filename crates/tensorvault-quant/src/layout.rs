@@ -138,8 +138,13 @@ pub const V3_LEVELS_LLOYD_MAX: u8 = 0;
 pub const V3_LEVELS_UNIFORM: u8 = 1;
 /// Flag bit 0: blocks are rotated (randomized Hadamard); clear: levels only.
 pub const V3_FLAG_ROTATED: u8 = 1 << 0;
+/// Flag bit 1: wide scales, one f16 per block (scale = base x f16); clear: one log-coded
+/// byte per block.
+pub const V3_FLAG_WIDE_SCALES: u8 = 1 << 1;
 /// Every flag bit version 3 defines.
-pub const V3_KNOWN_FLAGS: u8 = V3_FLAG_ROTATED;
+pub const V3_KNOWN_FLAGS: u8 = V3_FLAG_ROTATED | V3_FLAG_WIDE_SCALES;
+/// Bytes of one block's wide scale (f16).
+pub const V3_WIDE_SCALE_BYTES: usize = size_of::<u16>();
 /// Smallest block size exponent of a v3 segment (blocks of 4).
 pub const V3_MIN_BLOCK_LOG2: u8 = 2;
 /// Largest block size exponent of a v3 segment (blocks of 1024).

@@ -16,6 +16,7 @@ fn params(bits: u8, levels: LevelSet, rotate: bool, raw_rows: u16) -> V3Params {
         width: 64,
         raw_rows,
         scale: ScaleRule::Rms,
+        wide_scales: false,
     }
 }
 
@@ -81,6 +82,65 @@ fn error_falls_with_bits_and_raw_rows_are_f16() {
         }
     }
     assert!(last < 0.01, "{last}");
+}
+
+#[test]
+fn norm_matched_wide_scales_keep_block_norms() {
+    let x = kv_like(128);
+    let p = V3Params {
+        scale: ScaleRule::NormMatched,
+        wide_scales: true,
+        ..params(3, LevelSet::LloydMax, true, 0)
+    };
+    let bytes = encode(&p, &x).unwrap();
+    // One f16 per block instead of one byte.
+    let narrow = V3Params {
+        wide_scales: false,
+        ..p
+    };
+    assert_eq!(
+        bytes.len(),
+        narrow.encoded_len(x.len()).unwrap() + x.len() / 64
+    );
+    let seg = SegmentV3::parse(&bytes).unwrap();
+    assert!(seg.params().wide_scales);
+    let mut y = vec![0f32; x.len()];
+    seg.decode(&mut y).unwrap();
+    for (a, b) in x.chunks_exact(64).zip(y.chunks_exact(64)) {
+        let na: f32 = a.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let nb: f32 = b.iter().map(|v| v * v).sum::<f32>().sqrt();
+        assert!((na - nb).abs() <= 2e-3 * na, "{na} vs {nb}");
+    }
+    // RMS scales shrink the norm (the levels pull towards zero).
+    let rms = round_trip(&params(3, LevelSet::LloydMax, true, 0), &x);
+    let n = |v: &[f32]| v.iter().map(|a| a * a).sum::<f32>().sqrt();
+    assert!(n(&rms) < n(&x), "{} vs {}", n(&rms), n(&x));
+    assert!((n(&y) - n(&x)).abs() < (n(&rms) - n(&x)).abs());
+    assert!(rel_rmse(&x, &y).unwrap() < 0.21);
+}
+
+#[test]
+fn parser_rejects_bad_wide_scales() {
+    let p = V3Params {
+        wide_scales: true,
+        ..params(3, LevelSet::LloydMax, true, 0)
+    };
+    let good = encode(&p, &kv_like(4)).unwrap();
+    let first = V3_HEADER_LEN;
+    for (i, bits) in [(0usize, 0x7C00u16), (2, 0xFE00), (3, 0xBC00)] {
+        let mut b = good.clone();
+        let off = first + 2 * i;
+        b[off..off + 2].copy_from_slice(&bits.to_le_bytes());
+        match SegmentV3::parse(&b) {
+            Err(QuantError::CorruptScale {
+                index,
+                offset,
+                bits: got,
+                ..
+            }) => assert_eq!((index, offset, got), (i, off, bits)),
+            other => panic!("{bits:#x}: {other:?}"),
+        }
+    }
 }
 
 #[test]
@@ -266,6 +326,7 @@ fn golden_segment_bytes() {
         width: 4,
         raw_rows: 0,
         scale: ScaleRule::Rms,
+        wide_scales: false,
     };
     let b = encode(&p, &x).unwrap();
     let hex: String = b.iter().map(|v| format!("{v:02x}")).collect();
@@ -301,22 +362,26 @@ proptest! {
         uniform in any::<bool>(),
         rotate in any::<bool>(),
         seed in any::<u32>(),
+        wide_scales in any::<bool>(),
+        rule in 0u8..3,
     ) {
         // Blocks of 16: repeat the values to a whole number of blocks.
         let x: Vec<f32> = vals.iter().cycle().take(16 * vals.len()).copied().collect();
         let levels = if uniform { LevelSet::Uniform } else { LevelSet::LloydMax };
-        let p = V3Params { bits, levels, block_log2: 4, rotate, seed, width: 16, raw_rows: 0, scale: ScaleRule::Max };
+        let scale = [ScaleRule::Max, ScaleRule::Rms, ScaleRule::NormMatched][usize::from(rule)];
+        let p = V3Params { bits, levels, block_log2: 4, rotate, seed, width: 16, raw_rows: 0, scale, wide_scales };
         let bytes = encode(&p, &x).unwrap();
         let seg = SegmentV3::parse(&bytes).unwrap();
         prop_assert_eq!(seg.params().bits, bits);
         prop_assert_eq!(seg.params().rotate, rotate);
+        prop_assert_eq!(seg.params().wide_scales, wide_scales);
         let mut y = vec![0f32; x.len()];
         seg.decode(&mut y).unwrap();
-        // Max-scaled levels never clip: each block's error is at most its max |x| times
-        // the widest gap (plus the scale code's 4.4% step).
+        // Whatever the rule, a block's decoded norm is within a few times its own: the
+        // total error is bounded by the input's norm.
         let norm: f32 = x.iter().map(|v| v * v).sum::<f32>().sqrt();
         let err: f32 = x.iter().zip(&y).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt();
-        prop_assert!(err <= 1.2 * norm + 1e-3, "err {} norm {}", err, norm);
+        prop_assert!(err <= 2.5 * norm + 1e-3, "err {} norm {}", err, norm);
         // Decoding is deterministic and parse(encode) is stable.
         let again = encode(&p, &x).unwrap();
         prop_assert_eq!(again, bytes);
