@@ -136,11 +136,11 @@ def _one_thread_env() -> dict:
 # ------------------------------------------------------------------ latency
 
 
-def latency(fn, reps: int) -> dict:
-    """Median wall time and median process CPU time of ``fn`` (ms) after 2 warm-up runs.
+def latency(fn, reps: int, warm: int = 2) -> dict:
+    """Median wall time and median process CPU time of ``fn`` (ms) after ``warm`` runs.
     Both runtimes compute on the calling thread here (one intra-op thread), so CPU time
     is their work; on a loaded machine wall time adds the waits for a core."""
-    for _ in range(2):
+    for _ in range(warm):
         fn()
     wall, cpu = [], []
     for _ in range(reps):
@@ -161,9 +161,10 @@ def child_latency(onnx_path: str, mobi_path: str, input_name: str, x_path: str, 
         r = max(3, reps if batch == 1 else reps // 4)
         # Interleaved rounds, so both runtimes see the same machine load.
         rounds = {"ort": [], "mobi": []}
-        for _ in range(3):
-            rounds["ort"].append(latency(lambda: sess.run(None, {input_name: xb}), max(1, r // 3)))
-            rounds["mobi"].append(latency(lambda: mobi_run(model, input_name, xb), max(1, r // 3)))
+        for i in range(3):
+            warm = 2 if i == 0 else 0
+            rounds["ort"].append(latency(lambda: sess.run(None, {input_name: xb}), max(1, r // 3), warm))
+            rounds["mobi"].append(latency(lambda: mobi_run(model, input_name, xb), max(1, r // 3), warm))
         for k, v in rounds.items():
             for m in ("wall", "cpu"):
                 out[f"{k}_{batch}_{m}"] = statistics.median(x[m] for x in v)

@@ -2,9 +2,10 @@
 //! LeNet-5's 5x5 convolutions (im2col + sgemm), EfficientNet-Lite0's depthwise 3x3/5x5 at
 //! stride 1 and 2 and its 1x1 expand/project convolutions (direct sgemm), each with the
 //! ReLU6 (Clip 0..6) the model fuses into it, at batch 1. With `TV_MOBI_BENCH_MODEL` set
-//! to a `.mobi` file (e.g. `tensorvault mobi convert` of the EfficientNet-Lite0 ONNX
-//! file that `tests/mobi_models/build_efficientnet.py` writes) it also runs that model
-//! end to end at batch 1 on a `[1, C, H, W]` input of its declared size.
+//! to a `.mobi` file (an absolute path: cargo runs benches in the crate's directory; e.g.
+//! `tensorvault mobi convert` of the EfficientNet-Lite0 ONNX file that
+//! `tests/mobi_models/build_efficientnet.py` writes) it also runs that model end to end
+//! at batch 1 on a `[1, C, H, W]` input of its declared size.
 //!
 //! Times are the benchmark thread's CPU time (`cpu_time::CpuTime`), not wall time: on
 //! the shared 2-core VM wall time mostly measures waiting for a core.

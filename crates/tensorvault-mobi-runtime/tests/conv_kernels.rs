@@ -412,3 +412,33 @@ fn recycled_buffers_do_not_leak_between_runs() {
         }
     }
 }
+
+#[test]
+fn max_pool_2x2_stride_2_fast_path() {
+    // Even and odd sizes, floor and ceil mode (a partial last window leaves the fast
+    // path), with a NaN in one window.
+    for (h, w, ceil) in [(8, 6, false), (7, 5, false), (7, 5, true), (2, 2, false)] {
+        let g = Geo {
+            n: 2,
+            c: 3,
+            h,
+            w,
+            m: 3,
+            kh: 2,
+            kw: 2,
+            s: [2, 2],
+            d: [1, 1],
+            p: [0; 4],
+            g: 1,
+        };
+        let mut x = rnd(h as u32 * 31 + w as u32, 2 * 3 * h * w);
+        x[w + 1] = f32::NAN;
+        let (shape, want) = naive_pool(&g, &x, true, ceil, false);
+        assert!(want[0].is_nan());
+        let mut params = g.params();
+        params.push(("kernel", ints(&[2, 2])));
+        params.push(("ceil_mode", P::Int(i64::from(ceil))));
+        let y = run(Op::MaxPool2D, vec![input(&[2, 3, h, w], &x)], params).unwrap();
+        close(&y, &shape, &want, 0.0);
+    }
+}

@@ -32,8 +32,14 @@ pub(crate) fn pool2d(cx: &Ctx<'_>, max: bool) -> OpResult<Tensor> {
             .flat_map(|&a| cx_.iter().map(move |&b| (a * b).max(1) as f32))
             .collect()
     };
-    let init = if max { f32::NEG_INFINITY } else { 0.0 };
     let mut y = cx.buffer(total);
+    let inside = |a: &Axis| a.pad_begin == 0 && a.dilation == 1 && a.stride * a.out <= a.input;
+    if max && kh == 2 && kw == 2 && ay.stride == 2 && ax.stride == 2 && inside(&ay) && inside(&ax) {
+        // The common 2x2/2 max pool with every window inside: four loads per output.
+        max_2x2(x, [n * c, h, w], [oh, ow], &mut y);
+        return Ok(f32_tensor(out_shape, y));
+    }
+    let init = if max { f32::NEG_INFINITY } else { 0.0 };
     y.fill(init);
     for (plane, out) in y.chunks_exact_mut((oh * ow).max(1)).enumerate().take(n * c) {
         let xin = &x[plane * h * w..][..h * w];
@@ -65,6 +71,35 @@ pub(crate) fn pool2d(cx: &Ctx<'_>, max: bool) -> OpResult<Tensor> {
         }
     }
     Ok(f32_tensor(out_shape, y))
+}
+
+/// MaxPool 2x2, stride 2, windows inside the input (NaN propagates, as in the general
+/// loop: once the running maximum is NaN, `v > NaN` is false).
+fn max_2x2(x: &[f32], [planes, h, w]: [usize; 3], [oh, ow]: [usize; 2], y: &mut [f32]) {
+    for (p, out) in y
+        .chunks_exact_mut((oh * ow).max(1))
+        .enumerate()
+        .take(planes)
+    {
+        let xin = &x[p * h * w..][..h * w];
+        for (oy, orow) in out.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
+            let r0 = &xin[2 * oy * w..][..2 * ow];
+            let r1 = &xin[(2 * oy + 1) * w..][..2 * ow];
+            for ((o, a), b) in orow
+                .iter_mut()
+                .zip(r0.chunks_exact(2))
+                .zip(r1.chunks_exact(2))
+            {
+                let mut m = f32::NEG_INFINITY;
+                for v in [a[0], a[1], b[0], b[1]] {
+                    if v > m || v.is_nan() {
+                        m = v;
+                    }
+                }
+                *o = m;
+            }
+        }
+    }
 }
 
 /// Per output along one axis, how many window taps fall inside the input (or inside the
