@@ -149,6 +149,9 @@ fn mobi_io_dtype(code: i32, what: &'static str, name: &str) -> Result<DataType, 
         // Fed as i64 at run time (booleans as 0/1).
         dt::INT32 => Ok(DataType::I32),
         dt::BOOL => Ok(DataType::Bool),
+        dt::INT8 | dt::UINT8 | dt::INT16 | dt::UINT16 | dt::UINT32 | dt::UINT64 => {
+            Ok(DataType::I64)
+        }
         _ => Err(OnnxError::UnsupportedDtype {
             what,
             name: name.into(),
