@@ -22,9 +22,9 @@ pub struct RunArgs {
     /// The .mobi model.
     pub model: PathBuf,
     /// An input array: `NAME=PATH.npy`, or just `PATH.npy` for a one-input model
-    /// (repeatable). float32/float64/float16 arrays feed f32 inputs, int64/int32/bool
-    /// arrays i64 inputs (booleans as 0/1); the first axis (batch) may differ from the
-    /// model's declared shape.
+    /// (repeatable). float32/float64/float16 arrays feed f32 inputs, integer (8 to 64
+    /// bits, signed or not) and bool arrays i64 inputs (booleans as 0/1); the first axis
+    /// (batch) may differ from the model's declared shape.
     #[arg(long = "input", required = true)]
     pub inputs: Vec<String>,
     /// Directory for the outputs (created if missing): `<output name>.npy` per graph
@@ -53,13 +53,13 @@ fn read_npy(path: &Path) -> Result<Tensor, CliError> {
     }
     let descr = header.descr.replace('=', "<");
     let size: u64 = match descr.as_str() {
-        "|b1" => 1,
-        "<f4" | "<i4" => 4,
-        "<f8" | "<i8" => 8,
-        "<f2" => 2,
+        "|b1" | "|i1" | "|u1" => 1,
+        "<f4" | "<i4" | "<u4" => 4,
+        "<f8" | "<i8" | "<u8" => 8,
+        "<f2" | "<i2" | "<u2" => 2,
         other => {
             return Err(bad(format!(
-                "dtype {other} is not float32/float64/float16/int64/int32/bool"
+                "dtype {other} is not a float (16/32/64), integer (8-64 bits) or bool type"
             )))
         }
     };
@@ -102,6 +102,29 @@ fn read_npy(path: &Path) -> Result<Tensor, CliError> {
                 .collect(),
         ),
         "|b1" => Data::I64(raw.iter().map(|&b| i64::from(b != 0)).collect()),
+        "|i1" => Data::I64(raw.iter().map(|&b| i64::from(b as i8)).collect()),
+        "|u1" => Data::I64(raw.iter().map(|&b| i64::from(b)).collect()),
+        "<i2" => Data::I64(
+            raw.chunks_exact(2)
+                .map(|c| i64::from(i16::from_le_bytes([c[0], c[1]])))
+                .collect(),
+        ),
+        "<u2" => Data::I64(
+            raw.chunks_exact(2)
+                .map(|c| i64::from(u16::from_le_bytes([c[0], c[1]])))
+                .collect(),
+        ),
+        "<u4" => Data::I64(
+            raw.chunks_exact(4)
+                .map(|c| i64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                .collect(),
+        ),
+        // uint64 values above i64::MAX wrap (the runtime computes in i64).
+        "<u8" => Data::I64(
+            raw.chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as i64)
+                .collect(),
+        ),
         "<i8" => Data::I64(
             raw.chunks_exact(8)
                 .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))

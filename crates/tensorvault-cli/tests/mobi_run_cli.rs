@@ -120,7 +120,27 @@ fn bad_inputs_fail_on_one_line() {
         "--output-dir",
         s(&out),
     ]));
-    assert!(e.contains("dtype |u1"), "{e}");
+    // A uint8 array feeds an i64 input: refused for this f32 input, by its type.
+    assert!(e.contains("is i64, the model expects f32"), "{e}");
+    let bad = dir.path().join("c8.npy");
+    let mut raw = b"\x93NUMPY\x01\x00".to_vec();
+    let header = "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }";
+    let pad = 64 - (10 + header.len() + 1) % 64;
+    let h = format!("{header}{}\n", " ".repeat(pad % 64));
+    raw.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    raw.extend_from_slice(h.as_bytes());
+    raw.extend_from_slice(&[0u8; 8]);
+    std::fs::write(&bad, raw).unwrap();
+    let e = fail(&tv(&[
+        "mobi",
+        "run",
+        s(&m),
+        "--input",
+        s(&bad),
+        "--output-dir",
+        s(&out),
+    ]));
+    assert!(e.contains("dtype <c8"), "{e}");
     assert!(!out.exists(), "nothing written on failure");
 }
 

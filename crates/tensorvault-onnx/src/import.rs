@@ -14,7 +14,7 @@ use crate::ctx::{Ctx, Dyn, Val};
 use crate::error::OnnxError;
 use crate::graph::plan;
 use crate::limits::{dtype as dt, DEFAULT_MAX_MODEL_BYTES, MAX_OPSET, MIN_OPSET, PROGRESS_EVERY};
-use crate::mapping::lowering;
+use crate::mapping::{lowering, takes_integers};
 use crate::proto::tensor_shape_proto::dimension::Value as DimValue;
 use crate::proto::type_proto::Value as TypeValue;
 use crate::proto::{ModelProto, ValueInfoProto};
@@ -149,6 +149,9 @@ fn mobi_io_dtype(code: i32, what: &'static str, name: &str) -> Result<DataType, 
         // Fed as i64 at run time (booleans as 0/1).
         dt::INT32 => Ok(DataType::I32),
         dt::BOOL => Ok(DataType::Bool),
+        dt::INT8 | dt::UINT8 | dt::INT16 | dt::UINT16 | dt::UINT32 | dt::UINT64 => {
+            Ok(DataType::I64)
+        }
         _ => Err(OnnxError::UnsupportedDtype {
             what,
             name: name.into(),
@@ -313,6 +316,9 @@ fn build(
                 why: "no MOBI mapping for this op (docs/onnx-import.md lists the supported ops)",
             });
         };
+        if !takes_integers(n.op()) {
+            check_float_inputs(&ctx, n)?;
+        }
         lower(&mut ctx, n)?;
     }
     progress(total, total);
@@ -360,6 +366,28 @@ fn build(
 }
 
 /// The declared output shape (where it has fixed dims) must agree with the inferred one.
+/// An op that computes in f32 refuses integer or boolean run-time inputs (they would
+/// fail at run time): `UnsupportedDtype` naming the input.
+fn check_float_inputs(ctx: &Ctx, n: &crate::node::Node) -> Result<(), OnnxError> {
+    for name in n.proto.input.iter().filter(|s| !s.is_empty()) {
+        if let Some(Val::Dyn(d)) = ctx.val(name) {
+            let code = match d.dtype {
+                DataType::F32 => continue,
+                DataType::I32 => dt::INT32,
+                DataType::Bool => dt::BOOL,
+                _ => dt::INT64,
+            };
+            return Err(OnnxError::UnsupportedDtype {
+                what: "run-time input of an operator that computes in f32",
+                name: name.clone(),
+                dtype: code,
+                dtype_name: dtype_name(code),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn check_declared(o: &ValueInfoProto, name: &str, d: &Dyn) -> Result<(), OnnxError> {
     let Ok((_, dims)) = io_type(o, "graph output") else {
         return Ok(()); // outputs may leave their type out

@@ -70,6 +70,46 @@ const TABLE: &[(&str, Lowering)] = &[
     ("Where", logic::where_),
 ];
 
+/// ONNX ops whose MOBI lowering runs on integer (and boolean) run-time values as well
+/// as f32: data movement, the comparisons and logic ops, ArgMax/ArgMin, Where, Cast. The
+/// others compute in f32 only, so an integer run-time input is refused at import
+/// (`UnsupportedDtype`) rather than at run time.
+const INTEGER_OK: &[&str] = &[
+    "Reshape",
+    "Flatten",
+    "Transpose",
+    "Squeeze",
+    "Unsqueeze",
+    "Concat",
+    "Split",
+    "Slice",
+    "Gather",
+    "Expand",
+    "Tile",
+    "Pad",
+    "Identity",
+    "Dropout",
+    "Cast",
+    "Shape",
+    "ArgMax",
+    "ArgMin",
+    "Equal",
+    "Less",
+    "Greater",
+    "LessOrEqual",
+    "GreaterOrEqual",
+    "Not",
+    "And",
+    "Or",
+    "Xor",
+    "Where",
+];
+
+/// Whether op type `op` takes integer run-time inputs.
+pub(crate) fn takes_integers(op: &str) -> bool {
+    INTEGER_OK.contains(&op)
+}
+
 /// The lowering of an op type, if there is one.
 pub(crate) fn lowering(op: &str) -> Option<Lowering> {
     if ext::UNARY.contains(&op) {

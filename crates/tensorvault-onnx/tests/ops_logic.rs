@@ -190,3 +190,30 @@ fn cast_lowers_to_mobi_cast_with_the_target_name() {
         assert!(matches!(e, OnnxError::UnsupportedAttribute { .. }), "{e}");
     }
 }
+
+#[test]
+fn an_f32_op_refuses_integer_run_time_inputs_at_import() {
+    let bytes = model(
+        13,
+        vec![node("Relu", "r", &["x"], &["y"], vec![])],
+        vec![vi("x", INT32, &[2])],
+        vec![vi("y", INT32, &[2])],
+        vec![],
+    );
+    let e = import(&bytes, &ImportOptions::default()).unwrap_err();
+    match e {
+        OnnxError::UnsupportedDtype { name, dtype, .. } => {
+            assert_eq!((name.as_str(), dtype), ("x", INT32));
+        }
+        e => panic!("{e}"),
+    }
+    // Data movement takes them (Reshape of an int input).
+    let m = imp(&model(
+        13,
+        vec![node("Reshape", "r", &["x", "s"], &["y"], vec![])],
+        vec![vi("x", INT32, &[2, 2])],
+        vec![vi("y", INT32, &[4])],
+        vec![ti64("s", &[1], &[4])],
+    ));
+    assert_eq!(ops(&m), vec![OperatorType::Reshape]);
+}
