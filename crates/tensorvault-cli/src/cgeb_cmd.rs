@@ -217,7 +217,9 @@ fn beyond_single(p: &Path, bytes: &[u8], record_len: usize) -> Option<(String, S
 
 /// A file read as one record: it must be exactly one record (see [`beyond_single`]).
 fn single_record<'a>(p: &Path, bytes: &'a [u8]) -> Result<FusedEmbeddingRef<'a>, CliError> {
-    let r = EmbeddingBinaryCodec::new().decode_zero_copy(bytes)?;
+    let r = EmbeddingBinaryCodec::new()
+        .decode_zero_copy(bytes)
+        .map_err(CliError::in_file(p))?;
     match beyond_single(p, bytes, r.record_len()) {
         Some((index, reason)) => Err(CliError::MissingIndex {
             data: p.display().to_string(),
@@ -265,7 +267,7 @@ fn header_rows(r: &FusedEmbeddingRef<'_>) -> Vec<(&'static str, String)> {
 
 fn inspect(a: &FileArgs) -> Result<(), CliError> {
     if is_batch(&a.input) {
-        let r = BatchReader::open(&a.input)?;
+        let r = BatchReader::open(&a.input).map_err(CliError::in_file(&a.input))?;
         let ix = r.index();
         let first = if r.is_empty() { None } else { Some(r.get(0)?) };
         if a.json {
@@ -337,7 +339,7 @@ fn get(a: &GetArgs) -> Result<(), CliError> {
     let single;
     let reader;
     let rec = if is_batch(&a.input) {
-        reader = BatchReader::open(&a.input)?;
+        reader = BatchReader::open(&a.input).map_err(CliError::in_file(&a.input))?;
         reader.get(a.index)?
     } else {
         // Without an index the file must be one record (a batch data file whose index is
@@ -391,7 +393,10 @@ fn verify(a: &FileArgs) -> Result<i32, CliError> {
     if !is_batch(&a.input) {
         let bytes = read_single(&a.input)?;
         let codec = EmbeddingBinaryCodec::new();
-        let len = codec.decode_zero_copy(&bytes)?.record_len();
+        let len = codec
+            .decode_zero_copy(&bytes)
+            .map_err(CliError::in_file(&a.input))?
+            .record_len();
         if let Some((index, reason)) = beyond_single(&a.input, &bytes, len) {
             // A single-record file is exactly one record. Trailing bytes are most often a
             // batch data file whose .cgei index is missing: its first record is not "the
@@ -409,7 +414,7 @@ fn verify(a: &FileArgs) -> Result<i32, CliError> {
             }
             return Ok(1);
         }
-        let r = codec.decode(&bytes)?;
+        let r = codec.decode(&bytes).map_err(CliError::in_file(&a.input))?;
         if a.json {
             println!(
                 "{}",
@@ -440,7 +445,7 @@ fn verify(a: &FileArgs) -> Result<i32, CliError> {
             }
             return Ok(1);
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(CliError::in_file(&a.input)(e)),
     };
     let index_v2 = r.index().version >= 2;
     let rep = r.verify();

@@ -300,7 +300,9 @@ fn parse_kv(s: &str, arg: &'static str) -> Result<(String, Value), CliError> {
 const LOAD_BATCH: usize = 4 << 20;
 
 fn load(a: &LoadArgs, quiet: bool) -> Result<(), CliError> {
-    let reader = CvcReader::open(&a.input)?.with_checksums(!a.no_verify);
+    let reader = CvcReader::open(&a.input)
+        .map_err(CliError::in_file(&a.input))?
+        .with_checksums(!a.no_verify);
     let n = reader.num_vectors();
     let dim = reader.dimension();
     let segs: Vec<(usize, Range<u64>)> = if let Some(r) = &a.rows {
@@ -468,7 +470,7 @@ fn chunk_json(reader: &CvcReader) -> Vec<Value> {
 }
 
 fn inspect(a: &InspectArgs) -> Result<(), CliError> {
-    let reader = CvcReader::open(&a.input)?;
+    let reader = CvcReader::open(&a.input).map_err(CliError::in_file(&a.input))?;
     let h = reader.header();
     if a.json {
         let sections: Vec<Value> = h
@@ -580,7 +582,7 @@ fn verify(a: &VerifyArgs) -> Result<i32, CliError> {
             }
             return Ok(1);
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(CliError::in_file(&a.input)(e)),
     };
     let sealed = reader.header().header_crc;
     let start = Instant::now();

@@ -55,6 +55,16 @@ pub enum CliError {
         /// What it was needed for.
         reason: String,
     },
+    /// An input file whose content is refused: format errors name the field and offset,
+    /// this names the file (a command may read several).
+    #[error("{path}: {source}")]
+    InFile {
+        /// The input file.
+        path: String,
+        /// What is wrong with it.
+        #[source]
+        source: Box<CliError>,
+    },
     /// An I/O error with its path.
     #[error("{op} {path}: {source}")]
     Io {
@@ -86,6 +96,23 @@ impl CliError {
             .read_to_end(&mut buf)
             .map_err(Self::io("read", path.display()))?;
         Ok(buf)
+    }
+
+    /// Names input `path` in an error about its content, unless the error names it
+    /// already (I/O errors and file-type refusals carry their path).
+    pub(crate) fn in_file<E: Into<CliError>>(path: &std::path::Path) -> impl FnOnce(E) -> Self {
+        let path = path.display().to_string();
+        move |e| {
+            let e = e.into();
+            if e.to_string().contains(&path) {
+                e
+            } else {
+                CliError::InFile {
+                    path,
+                    source: Box::new(e),
+                }
+            }
+        }
     }
 
     pub(crate) fn io(

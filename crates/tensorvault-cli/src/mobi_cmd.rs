@@ -134,7 +134,7 @@ fn read(path: &Path) -> Result<Vec<u8>, CliError> {
 }
 
 fn load(path: &Path) -> Result<Model, CliError> {
-    Ok(Model::open(path)?)
+    Model::open(path).map_err(CliError::in_file(path))
 }
 
 fn dims_json(dims: &[Dim]) -> serde_json::Value {
@@ -188,8 +188,9 @@ fn quant_text(t: &ConstantTensor) -> String {
 
 fn inspect(a: &FileArgs) -> Result<(), CliError> {
     let bytes = read(&a.input)?;
-    let h = Header::parse(&bytes).map_err(FormatError::from)?;
-    let m = Model::from_bytes(&bytes).map_err(FormatError::from)?;
+    let named = CliError::in_file;
+    let h = Header::parse(&bytes).map_err(|e| named(&a.input)(FormatError::from(e)))?;
+    let m = Model::from_bytes(&bytes).map_err(|e| named(&a.input)(FormatError::from(e)))?;
     if a.json {
         let tensors: Vec<_> = m
             .tensors

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use indicatif::ProgressBar;
 use serde_json::json;
-use tensorvault_onnx::{convert_file, ImportOptions, ImportStats, WeightsMode};
+use tensorvault_onnx::{convert_file, ImportOptions, ImportStats, OnnxError, WeightsMode};
 
 use crate::error::CliError;
 use crate::report;
@@ -110,7 +110,11 @@ pub fn run(a: &ConvertArgs, ctx: &report::Ctx) -> Result<i32, CliError> {
     if let Some(pb) = bar {
         pb.finish_and_clear();
     }
-    let (model, stats, size) = result?;
+    // Content errors name the ONNX file; I/O and save errors name their own paths.
+    let (model, stats, size) = result.map_err(|e| match e {
+        e @ (OnnxError::Io { .. } | OnnxError::Save { .. }) => CliError::from(e),
+        e => CliError::in_file(&a.input)(e),
+    })?;
     let onnx_size = std::fs::metadata(&a.input)
         .map_err(CliError::io("stat", a.input.display()))?
         .len();

@@ -222,7 +222,7 @@ fn feeds(model: &Model, args: &[String]) -> Result<Vec<(String, PathBuf)>, CliEr
 /// operator and value), or an output that cannot be written.
 pub fn run(a: &RunArgs) -> Result<(), CliError> {
     let t0 = Instant::now();
-    let model = Model::open(&a.model)?;
+    let model = Model::open(&a.model).map_err(CliError::in_file(&a.model))?;
     let session = Session::new(&model)?;
     let t_load = t0.elapsed();
     let (names, paths): (Vec<String>, Vec<PathBuf>) = feeds(&model, &a.inputs)?.into_iter().unzip();

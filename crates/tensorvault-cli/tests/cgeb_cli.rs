@@ -117,7 +117,8 @@ fn single_record_and_bad_input() {
     assert_eq!(r.status.code(), Some(2));
     let err = String::from_utf8(r.stderr).unwrap();
     assert!(
-        err.starts_with("error: cgeb: buffer too short") && err.lines().count() == 1,
+        err.starts_with(&format!("error: {}: cgeb: buffer too short", one.display()))
+            && err.lines().count() == 1,
         "{err}"
     );
     let r = tv(&["cgeb", "pack", s(&fixture()), s(&out), "--alignment", "100"]);

@@ -101,8 +101,10 @@ fn an_index_with_the_first_entry_removed_is_refused() {
         assert_eq!(r.status.code(), Some(2), "{cmd}");
         let err = String::from_utf8_lossy(&r.stderr);
         assert!(
-            err.starts_with("error: cgei: entry 0 at offset 32: record offset ")
-                && err.contains("must start at offset 0"),
+            err.starts_with(&format!(
+                "error: {}: cgei: entry 0 at offset 32: record offset ",
+                out.display()
+            )) && err.contains("must start at offset 0"),
             "{cmd}: {err}"
         );
     }
@@ -173,7 +175,10 @@ fn reserved_bytes_of_a_version_2_record_name_version_2() {
         let err = String::from_utf8_lossy(&r.stderr);
         assert_eq!(
             err.trim_end(),
-            "error: cgeb: invalid reserved at offset 14: must be zero in version 2",
+            format!(
+                "error: {}: cgeb: invalid reserved at offset 14: must be zero in version 2",
+                one.display()
+            ),
             "{cmd}"
         );
     }
