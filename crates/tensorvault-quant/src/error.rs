@@ -149,3 +149,57 @@ pub(crate) fn check_len(what: &'static str, input: usize, output: usize) -> Resu
         })
     }
 }
+
+/// A header field whose value the format does not allow.
+pub(crate) fn corrupt(
+    field: &'static str,
+    offset: usize,
+    value: u64,
+    reason: &'static str,
+) -> QuantError {
+    QuantError::CorruptField {
+        field,
+        offset,
+        value,
+        reason,
+    }
+}
+
+/// The checks every segment version starts with: `bytes` holds a `len`-byte header
+/// (`what` names it in the error), the magic, version `version` and a bit width in
+/// `MIN_BITS..=MAX_BITS`. Returns the header and the bit width.
+pub(crate) fn segment_prefix<'a>(
+    bytes: &'a [u8],
+    what: &'static str,
+    len: usize,
+    version: u8,
+) -> Result<(&'a [u8], u8), QuantError> {
+    use crate::layout::{BITS_OFFSET, MAGIC, MAGIC_OFFSET, MAX_BITS, MIN_BITS, VERSION_OFFSET};
+    let Some(h) = bytes.get(..len) else {
+        return Err(QuantError::Truncated {
+            what,
+            offset: 0,
+            end: len as u64,
+            present: bytes.len(),
+        });
+    };
+    if h[MAGIC_OFFSET..MAGIC_OFFSET + MAGIC.len()] != MAGIC {
+        return Err(QuantError::BadMagic);
+    }
+    if h[VERSION_OFFSET] != version {
+        return Err(QuantError::UnsupportedVersion {
+            version: h[VERSION_OFFSET],
+            offset: VERSION_OFFSET,
+        });
+    }
+    let bits = h[BITS_OFFSET];
+    if !(MIN_BITS..=MAX_BITS).contains(&bits) {
+        return Err(corrupt(
+            "bits",
+            BITS_OFFSET,
+            bits.into(),
+            "must be in 2..=8",
+        ));
+    }
+    Ok((h, bits))
+}

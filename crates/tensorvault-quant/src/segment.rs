@@ -27,7 +27,7 @@
 //! # Ok::<(), tensorvault_quant::QuantError>(())
 //! ```
 
-use crate::error::check_len;
+use crate::error::{check_len, corrupt, segment_prefix};
 use crate::groupwise::{self, ClampStats, Levels, QuantParams};
 use crate::layout::*;
 use crate::QuantError;
@@ -254,15 +254,6 @@ pub struct Segment<'a> {
     codes: &'a [u8],
 }
 
-fn corrupt(field: &'static str, offset: usize, value: u64, reason: &'static str) -> QuantError {
-    QuantError::CorruptField {
-        field,
-        offset,
-        value,
-        reason,
-    }
-}
-
 fn u32_at(b: &[u8], off: usize) -> u64 {
     let mut w = [0u8; 4];
     w.copy_from_slice(&b[off..off + 4]);
@@ -303,32 +294,7 @@ impl<'a> Segment<'a> {
     /// [`QuantError::TrailingBytes`].
     pub fn parse(bytes: &'a [u8]) -> Result<Self, QuantError> {
         let present = bytes.len();
-        let Some(h) = bytes.get(..HEADER_LEN) else {
-            return Err(QuantError::Truncated {
-                what: "header",
-                offset: 0,
-                end: HEADER_LEN as u64,
-                present,
-            });
-        };
-        if h[MAGIC_OFFSET..MAGIC_OFFSET + MAGIC.len()] != MAGIC {
-            return Err(QuantError::BadMagic);
-        }
-        if h[VERSION_OFFSET] != VERSION {
-            return Err(QuantError::UnsupportedVersion {
-                version: h[VERSION_OFFSET],
-                offset: VERSION_OFFSET,
-            });
-        }
-        let bits = h[BITS_OFFSET];
-        if !(MIN_BITS..=MAX_BITS).contains(&bits) {
-            return Err(corrupt(
-                "bits",
-                BITS_OFFSET,
-                bits.into(),
-                "must be in 2..=8",
-            ));
-        }
+        let (h, bits) = segment_prefix(bytes, "header", HEADER_LEN, VERSION)?;
         let flags = h[FLAGS_OFFSET];
         if flags & !KNOWN_FLAGS != 0 {
             return Err(corrupt(

@@ -22,7 +22,7 @@
 //! ```
 
 use crate::bitpack::{pack_unchecked, packed_len, unpack_unchecked};
-use crate::error::check_len;
+use crate::error::{check_len, corrupt, segment_prefix};
 use crate::layout::{
     BITS_OFFSET, MAGIC, MAGIC_OFFSET, MAX_BITS, MIN_BITS, V2_RAW_BYTES, V3_BLOCK_LOG2_OFFSET,
     V3_FLAGS_OFFSET, V3_FLAG_ROTATED, V3_FLAG_WIDE_SCALES, V3_HEADER_LEN, V3_KNOWN_FLAGS,
@@ -69,15 +69,6 @@ pub struct V3Params {
     /// One f16 scale per block (2 bytes, ~0.05% precision) instead of one log-coded
     /// byte (4.4% steps).
     pub wide_scales: bool,
-}
-
-fn corrupt(field: &'static str, offset: usize, value: u64, reason: &'static str) -> QuantError {
-    QuantError::CorruptField {
-        field,
-        offset,
-        value,
-        reason,
-    }
 }
 
 /// The shape of a segment's regions, derived from its header fields.
@@ -384,32 +375,7 @@ impl<'a> SegmentV3<'a> {
     /// not a finite f16 >= 0).
     pub fn parse(bytes: &'a [u8]) -> Result<Self, QuantError> {
         let present = bytes.len();
-        let Some(h) = bytes.get(..V3_HEADER_LEN) else {
-            return Err(QuantError::Truncated {
-                what: "v3 header",
-                offset: 0,
-                end: V3_HEADER_LEN as u64,
-                present,
-            });
-        };
-        if h[MAGIC_OFFSET..MAGIC_OFFSET + MAGIC.len()] != MAGIC {
-            return Err(QuantError::BadMagic);
-        }
-        if h[VERSION_OFFSET] != V3_VERSION {
-            return Err(QuantError::UnsupportedVersion {
-                version: h[VERSION_OFFSET],
-                offset: VERSION_OFFSET,
-            });
-        }
-        let bits = h[BITS_OFFSET];
-        if !(MIN_BITS..=MAX_BITS).contains(&bits) {
-            return Err(corrupt(
-                "bits",
-                BITS_OFFSET,
-                bits.into(),
-                "must be in 2..=8",
-            ));
-        }
+        let (h, bits) = segment_prefix(bytes, "v3 header", V3_HEADER_LEN, V3_VERSION)?;
         let Some(levels) = LevelSet::from_byte(h[V3_LEVELS_OFFSET]) else {
             return Err(corrupt(
                 "levels",

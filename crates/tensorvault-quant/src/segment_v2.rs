@@ -20,7 +20,7 @@
 
 use crate::asym::{min_max, quantize_group, search_clip, GroupCoder, Range};
 use crate::bitpack::{pack_unchecked, packed_len, unpack_unchecked};
-use crate::error::check_len;
+use crate::error::{check_len, corrupt, segment_prefix};
 use crate::layout::{
     BITS_OFFSET, MAGIC, MAGIC_OFFSET, MAX_BITS, MIN_BITS, V2_AXIS_COLUMNS, V2_AXIS_FLAT,
     V2_AXIS_OFFSET, V2_GROUP_BYTES, V2_GROUP_LOG2_OFFSET, V2_HEADER_LEN, V2_MAX_GROUP_LOG2,
@@ -63,15 +63,6 @@ pub struct V2Params {
     /// Search each group's clip range for the least squared error (encoder only; the
     /// format is the same either way).
     pub clip_search: bool,
-}
-
-fn corrupt(field: &'static str, offset: usize, value: u64, reason: &'static str) -> QuantError {
-    QuantError::CorruptField {
-        field,
-        offset,
-        value,
-        reason,
-    }
 }
 
 /// The shape of a segment's regions, derived from its header fields.
@@ -406,32 +397,7 @@ impl<'a> SegmentV2<'a> {
     /// group size, values, width, raw rows, units), [`QuantError::TrailingBytes`].
     pub fn parse(bytes: &'a [u8]) -> Result<Self, QuantError> {
         let present = bytes.len();
-        let Some(h) = bytes.get(..V2_HEADER_LEN) else {
-            return Err(QuantError::Truncated {
-                what: "v2 header",
-                offset: 0,
-                end: V2_HEADER_LEN as u64,
-                present,
-            });
-        };
-        if h[MAGIC_OFFSET..MAGIC_OFFSET + MAGIC.len()] != MAGIC {
-            return Err(QuantError::BadMagic);
-        }
-        if h[VERSION_OFFSET] != V2_VERSION {
-            return Err(QuantError::UnsupportedVersion {
-                version: h[VERSION_OFFSET],
-                offset: VERSION_OFFSET,
-            });
-        }
-        let bits = h[BITS_OFFSET];
-        if !(MIN_BITS..=MAX_BITS).contains(&bits) {
-            return Err(corrupt(
-                "bits",
-                BITS_OFFSET,
-                bits.into(),
-                "must be in 2..=8",
-            ));
-        }
+        let (h, bits) = segment_prefix(bytes, "v2 header", V2_HEADER_LEN, V2_VERSION)?;
         let axis = match h[V2_AXIS_OFFSET] {
             V2_AXIS_FLAT => Axis::Flat,
             V2_AXIS_COLUMNS => Axis::Columns,
