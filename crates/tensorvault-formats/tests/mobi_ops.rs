@@ -390,3 +390,84 @@ fn spec_document_matches_the_table() {
         assert!(have.contains(&format!("#### {} (code", op.name())));
     }
 }
+
+/// x[1,1,2,2] -> Resize(params) -> y, written (v2 keeps unknown keys as annotations, so
+/// a key one byte away from a real one survives the writer's validation).
+fn resize_file(params: Vec<(&str, ParamValue)>) -> Vec<u8> {
+    let mut b = ModelBuilder::new("resize").framework_version(1);
+    let x = b.input("x", DataType::F32, &[1, 1, 2, 2]);
+    let params = params.into_iter().map(|(k, v)| (k.into(), v)).collect();
+    let y = b.op(OperatorType::Resize, &[x], params);
+    b.output("y", DataType::F32, &[1, 1, 4, 4], y);
+    b.build().unwrap().to_bytes().unwrap()
+}
+
+/// Rename the parameter key `from` to `to` (same length) in a file and reseal it.
+fn rename_key(b: &mut [u8], from: &[u8], to: &[u8]) {
+    let at = b
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("key present");
+    b[at..at + to.len()].copy_from_slice(to);
+    reseal(b);
+}
+
+#[test]
+fn crafted_resize_parameters() {
+    let scales = || ("scales", ParamValue::Floats(vec![1.0, 1.0, 2.0, 2.0]));
+    let good = resize_file(vec![scales()]);
+    let o = first_op(&good) as u64;
+    assert_eq!(
+        Model::from_bytes(&good).unwrap().operators[0].op,
+        OperatorType::Resize
+    );
+    let conflict = |b: &[u8], want: &str| {
+        let e = Model::from_bytes(b).unwrap_err();
+        assert!(
+            matches!(&e, MobiError::ParamConflict { index: 0, op: "Resize", key, offset, .. } if *key == want && *offset == o),
+            "{e:?}"
+        );
+    };
+    // Neither scales nor sizes.
+    let mut b = good.clone();
+    rename_key(&mut b, b"scales", b"scalez");
+    conflict(&b, "scales");
+    // sizes of another length than scales.
+    let mut b = resize_file(vec![scales(), ("sizeZ", ParamValue::Ints(vec![4, 4, 4]))]);
+    rename_key(&mut b, b"sizeZ", b"sizes");
+    conflict(&b, "sizes");
+    // roi with 3 values for 4 axes.
+    let mut b = resize_file(vec![scales(), ("roZ", ParamValue::Floats(vec![0.0; 3]))]);
+    rename_key(&mut b, b"roZ", b"roi");
+    conflict(&b, "roi");
+    // Antialiasing in nearest mode.
+    let mut b = resize_file(vec![scales(), ("antialiaZ", ParamValue::Int(1))]);
+    rename_key(&mut b, b"antialiaZ", b"antialias");
+    conflict(&b, "antialias");
+    // A scale of 0.
+    let mut b = resize_file(vec![
+        ("sizes", ParamValue::Ints(vec![1, 1, 4, 4])),
+        ("scaleZ", ParamValue::Floats(vec![1.0, 0.0, 2.0, 2.0])),
+    ]);
+    rename_key(&mut b, b"scaleZ", b"scales");
+    let e = Model::from_bytes(&b).unwrap_err();
+    assert!(
+        matches!(&e, MobiError::ParamValue { index: 0, key: "scales", allowed: Allowed::PositiveFloats, offset, .. } if *offset == o),
+        "{e:?}"
+    );
+    // An unknown mode, and a mode of the wrong type.
+    let mut b = resize_file(vec![scales(), ("modZ", ParamValue::Str("area".into()))]);
+    rename_key(&mut b, b"modZ", b"mode");
+    let e = Model::from_bytes(&b).unwrap_err();
+    assert!(
+        matches!(&e, MobiError::ParamValue { index: 0, key: "mode", offset, .. } if *offset == o),
+        "{e:?}"
+    );
+    let mut b = resize_file(vec![scales(), ("modZ", ParamValue::Int(1))]);
+    rename_key(&mut b, b"modZ", b"mode");
+    let e = Model::from_bytes(&b).unwrap_err();
+    assert!(
+        matches!(&e, MobiError::ParamType { index: 0, key: "mode", expected: "string", found: "int", offset, .. } if *offset == o),
+        "{e:?}"
+    );
+}

@@ -31,6 +31,7 @@ mod ops_ext;
 mod ops_linear;
 mod ops_logic;
 mod ops_nn;
+mod ops_resize;
 mod ops_shape;
 mod ops_tensor;
 mod params;

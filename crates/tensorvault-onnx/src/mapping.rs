@@ -9,6 +9,7 @@ use crate::ops_ext as ext;
 use crate::ops_linear as lin;
 use crate::ops_logic as logic;
 use crate::ops_nn as nn;
+use crate::ops_resize as rs;
 use crate::ops_shape as sh;
 use crate::ops_tensor as t;
 
@@ -68,6 +69,8 @@ const TABLE: &[(&str, Lowering)] = &[
     ("Xor", logic::binary),
     ("Not", logic::not),
     ("Where", logic::where_),
+    ("Resize", rs::resize),
+    ("Upsample", rs::resize),
 ];
 
 /// ONNX ops whose MOBI lowering runs on integer (and boolean) run-time values as well

@@ -16,6 +16,7 @@ mod movement;
 mod normalize;
 mod pool;
 mod reduce;
+mod resize;
 mod window;
 
 use tensorvault_formats::mobi::ops::Params;
@@ -210,6 +211,7 @@ pub(crate) fn eval(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Vec<Tensor>> {
         Op::Not => one(logic::not(cx)?),
         Op::Where => one(logic::where_(cx)?),
         Op::Cast => one(cast::cast(cx)?),
+        Op::Resize => one(resize::resize(cx)?),
         _ => one(elementwise::unary(cx)?),
     }
 }
