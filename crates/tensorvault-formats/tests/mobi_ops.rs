@@ -471,3 +471,69 @@ fn crafted_resize_parameters() {
         "{e:?}"
     );
 }
+
+/// x[1,4,2,2] -> ConvTranspose2D(W, B) -> y, written and read back.
+fn conv_transpose_file(w_shape: &[u64], b_len: u64, group: i64) -> Result<Model, MobiError> {
+    let mut b = ModelBuilder::new("convt").framework_version(1);
+    let x = b.input("x", DataType::F32, &[1, 4, 2, 2]);
+    let n = w_shape.iter().product::<u64>() as usize;
+    let w = b.constant_f32(w_shape, &vec![0.5; n]).unwrap();
+    let bias = b
+        .constant_f32(&[b_len], &vec![0.0; b_len as usize])
+        .unwrap();
+    let y = b.op(
+        OperatorType::ConvTranspose2D,
+        &[x, w, bias],
+        vec![("group".into(), ParamValue::Int(group))],
+    );
+    b.output("y", DataType::F32, &[1, 6, 2, 2], y);
+    let m = b.build()?;
+    Model::from_bytes(&m.to_bytes()?)
+}
+
+#[test]
+fn conv_transpose_weight_checks() {
+    // W [C=4, M/group=3, 1, 1], group 2: M = 6.
+    assert!(conv_transpose_file(&[4, 3, 1, 1], 6, 2).is_ok());
+    let e = conv_transpose_file(&[4, 3, 1], 6, 2).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MobiError::ConstantRank {
+                index: 0,
+                op: "ConvTranspose2D",
+                input: "W",
+                rank: 3,
+                expected: 4,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let e = conv_transpose_file(&[4, 3, 1, 1], 3, 2).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MobiError::ConstantDim {
+                index: 0,
+                input: "B",
+                found: 3,
+                expected: 6,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let e = conv_transpose_file(&[4, 3, 1, 1], 9, 3).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MobiError::ParamConflict {
+                index: 0,
+                key: "group",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}

@@ -27,6 +27,7 @@ mod import;
 pub mod limits;
 mod mapping;
 mod node;
+mod ops_conv_transpose;
 mod ops_ext;
 mod ops_linear;
 mod ops_logic;

@@ -5,6 +5,7 @@
 use crate::ctx::Ctx;
 use crate::error::OnnxError;
 use crate::node::Node;
+use crate::ops_conv_transpose as convt;
 use crate::ops_ext as ext;
 use crate::ops_linear as lin;
 use crate::ops_logic as logic;
@@ -71,6 +72,7 @@ const TABLE: &[(&str, Lowering)] = &[
     ("Where", logic::where_),
     ("Resize", rs::resize),
     ("Upsample", rs::resize),
+    ("ConvTranspose", convt::conv_transpose),
 ];
 
 /// ONNX ops whose MOBI lowering runs on integer (and boolean) run-time values as well

@@ -146,6 +146,8 @@ operators! {
     GreaterOrEqual = 89, Not = 90, And = 91, Or = 92, Xor = 93, Where = 94, Cast = 95,
     // Spatial resampling.
     Resize = 96,
+    // Transposed convolution.
+    ConvTranspose2D = 97,
 }
 
 impl OperatorType {

@@ -110,7 +110,7 @@ impl<'a, 'm, F: Fn(u32) -> Option<&'m ConstantTensor>> Ctx<'a, F> {
                 0,
                 b.shape[0],
                 out,
-                "bias length = output channels W.shape[0]",
+                "bias length = output channels (Conv2D: W.shape[0]; ConvTranspose2D: W.shape[1] * group)",
             )?;
         }
         Ok(())
@@ -157,6 +157,18 @@ pub(super) fn check<'m, F: Fn(u32) -> Option<&'m ConstantTensor>>(
     match op.op {
         Op::Conv2D => cx.conv_weights(false),
         Op::DepthwiseConv2D => cx.conv_weights(true),
+        Op::ConvTranspose2D => {
+            let Some(w) = cx.weight(1) else { return Ok(()) };
+            cx.rank(1, "W", w, 4)?;
+            let group = ps.int("group").unwrap_or(1).max(1) as u64;
+            if w.shape[0] % group != 0 {
+                return Err(cx.conflict(
+                    "group",
+                    "the input channels W.shape[0] must be divisible by group",
+                ));
+            }
+            cx.bias(w.shape[1].saturating_mul(group))
+        }
         Op::FullyConnected => {
             let Some(w) = cx.weight(1) else { return Ok(()) };
             cx.rank(1, "W", w, 2)?;
