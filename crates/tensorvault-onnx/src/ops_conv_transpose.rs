@@ -9,7 +9,7 @@ use tensorvault_formats::mobi::{OperatorType as Op, ParamValue};
 use crate::ctx::Ctx;
 use crate::error::OnnxError;
 use crate::node::Node;
-use crate::params::{int, ints, keys, string};
+use crate::params::{int, keys, reshape_to, string};
 use crate::tensor::Const;
 use crate::weights::Role;
 
@@ -231,21 +231,10 @@ pub(crate) fn conv_transpose(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
         ctx.emit(Op::ConvTranspose2D, &inputs, params, out, out_shape);
         return Ok(());
     }
-    let r = ctx.emit_tmp(
-        Op::Reshape,
-        &[x.v],
-        vec![ints(keys::SHAPE, &x4)],
-        x4.clone(),
-    );
+    let r = ctx.emit_tmp(Op::Reshape, &[x.v], reshape_to(&x4), x4.clone());
     inputs[0] = r.v;
     let y4 = vec![batch, m, 1, spatial[0]];
     let y = ctx.emit_tmp(Op::ConvTranspose2D, &inputs, params, y4);
-    ctx.emit(
-        Op::Reshape,
-        &[y.v],
-        vec![ints(keys::SHAPE, &out_shape)],
-        out,
-        out_shape,
-    );
+    ctx.emit(Op::Reshape, &[y.v], reshape_to(&out_shape), out, out_shape);
     Ok(())
 }

@@ -11,7 +11,7 @@ use crate::ctx::{Ctx, Val};
 use crate::error::OnnxError;
 use crate::limits::dtype as dt;
 use crate::node::Node;
-use crate::params::{float, int, ints, keys};
+use crate::params::{float, int, ints, keys, reshape_to};
 use crate::shape::{axis, broadcast, product};
 use crate::tensor::{checked_shape, Const};
 
@@ -72,21 +72,10 @@ pub(crate) fn softmax(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
         return Ok(());
     }
     let flat = vec![product(&x.shape[..a]), product(&x.shape[a..])];
-    let r = ctx.emit_tmp(
-        Op::Reshape,
-        &[x.v],
-        vec![ints(keys::SHAPE, &flat)],
-        flat.clone(),
-    );
+    let r = ctx.emit_tmp(Op::Reshape, &[x.v], reshape_to(&flat), flat.clone());
     let s = ctx.emit_tmp(op, &[r.v], params(1), flat);
     ctx.stats.coerced_softmax += 1;
-    ctx.emit(
-        Op::Reshape,
-        &[s.v],
-        vec![ints(keys::SHAPE, &x.shape)],
-        out(n),
-        x.shape,
-    );
+    ctx.emit(Op::Reshape, &[s.v], reshape_to(&x.shape), out(n), x.shape);
     Ok(())
 }
 
@@ -186,13 +175,7 @@ pub(crate) fn reshape_spec(ctx: &Ctx, n: &Node, input: &[u64]) -> Result<Vec<u64
 
 fn emit_reshape(ctx: &mut Ctx, n: &Node, target: Vec<u64>) -> Result<(), OnnxError> {
     let x = ctx.dyn_in(n, 0)?;
-    ctx.emit(
-        Op::Reshape,
-        &[x.v],
-        vec![ints(keys::SHAPE, &target)],
-        out(n),
-        target,
-    );
+    ctx.emit(Op::Reshape, &[x.v], reshape_to(&target), out(n), target);
     Ok(())
 }
 
