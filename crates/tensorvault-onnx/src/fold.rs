@@ -20,6 +20,7 @@ use crate::tensor::{check_elements, is_float, is_int, Const, Data};
 pub const FOLDABLE: &[&str] = &[
     "Identity",
     "Cast",
+    "CastLike",
     "Add",
     "Sub",
     "Mul",
@@ -130,13 +131,38 @@ fn elementwise(n: &Node, a: &Const, b: &Const) -> Result<Const, OnnxError> {
 
 fn cast(n: &Node, c: &Const) -> Result<Const, OnnxError> {
     let to = n.int("to")?.ok_or_else(|| n.missing("to"))?;
+    cast_const(n, c, to)
+}
+
+/// A constant cast to ONNX element type `to` (Cast's `to`, CastLike's second input's
+/// type): floats stay f32 (FLOAT16 rounded to the nearest f16), BOOL is x != 0, the
+/// integer types truncate toward zero and wrap to their width as the run-time Cast does.
+pub(crate) fn cast_const(n: &Node, c: &Const, to: i64) -> Result<Const, OnnxError> {
     let code = i32::try_from(to).unwrap_or(0);
-    let data = if is_float(code) {
+    let wrap = |v: i64| -> i64 {
+        match code {
+            dt::INT8 => i64::from(v as i8),
+            dt::UINT8 => i64::from(v as u8),
+            dt::INT16 => i64::from(v as i16),
+            dt::UINT16 => i64::from(v as u16),
+            dt::INT32 => i64::from(v as i32),
+            dt::UINT32 => i64::from(v as u32),
+            _ => v,
+        }
+    };
+    let data = if code == dt::FLOAT16 {
+        Data::F32(
+            c.to_f32()
+                .iter()
+                .map(|&x| half::f16::from_f32(x).to_f32())
+                .collect(),
+        )
+    } else if is_float(code) {
         Data::F32(c.to_f32())
     } else if code == dt::BOOL {
         Data::I64(c.to_f32().iter().map(|&x| i64::from(x != 0.0)).collect())
     } else if is_int(code) {
-        Data::I64(c.to_i64())
+        Data::I64(c.to_i64().into_iter().map(wrap).collect())
     } else {
         return Err(n.unsupported("to", to, "constants are numbers"));
     };
@@ -331,6 +357,7 @@ pub(crate) fn try_fold(ctx: &mut Ctx, n: &Node) -> Result<bool, OnnxError> {
     let out = match n.op() {
         "Identity" => (**x).clone(),
         "Cast" => cast(n, x)?,
+        "CastLike" if ins.len() == 2 => cast_const(n, x, i64::from(ins[1].dtype))?,
         "Add" | "Sub" | "Mul" | "Div" if ins.len() == 2 => elementwise(n, x, &ins[1])?,
         "Neg" | "Sqrt" | "Reciprocal" | "Relu" => unary(n, x),
         "Gather" if ins.len() == 2 => gather(n, x, &ins[1])?,

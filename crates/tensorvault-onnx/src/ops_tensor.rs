@@ -405,6 +405,51 @@ pub(crate) fn cast(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     crate::ops_logic::cast_to(ctx, n, x, to)
 }
 
+/// CastLike (opset 15+): Cast to the element type of the second input. A constant
+/// second input gives its ONNX type; a run-time one its carried type when that is
+/// unambiguous (f32 as FLOAT, i32 as INT32, bool as BOOL). A run-time i64 value may stand
+/// for any of the integer graph-input types (all fed as i64), so it is refused rather
+/// than guessed.
+pub(crate) fn cast_like(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
+    n.arity(2, 2, "2")?;
+    use tensorvault_formats::mobi::DataType as D;
+    let to = match n.input(1).and_then(|name| ctx.val(name)) {
+        Some(Val::Const(c)) => c.dtype,
+        Some(Val::Dyn(d)) => match d.dtype {
+            D::F32 => dt::FLOAT,
+            D::I32 => dt::INT32,
+            D::Bool => dt::BOOL,
+            other => return Err(n.unsupported(
+                "target_type",
+                other.name(),
+                "a run-time i64 value may carry any integer type; give the target as a constant",
+            )),
+        },
+        None => {
+            return Err(ctx
+                .dyn_in(n, 1)
+                .err()
+                .unwrap_or_else(|| n.missing("target_type")))
+        }
+    };
+    if let Some(c) = ctx.const_in(n, 0) {
+        let folded = crate::fold::cast_const(n, &c, i64::from(to))?;
+        ctx.set(out(n), Val::Const(Rc::new(folded)));
+        ctx.stats.folded_constant += 1;
+        return Ok(());
+    }
+    let x = ctx.dyn_in(n, 0)?;
+    let same = match x.dtype {
+        D::F32 => to == dt::FLOAT,
+        D::I64 => to == dt::INT64,
+        _ => false,
+    };
+    if same {
+        return alias(ctx, n);
+    }
+    crate::ops_logic::cast_to(ctx, n, x, i64::from(to))
+}
+
 /// Constant: its value becomes a constant (stored when an operator reads it).
 pub(crate) fn constant(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     n.arity(0, 0, "0")?;
