@@ -27,6 +27,7 @@ mod import;
 pub mod limits;
 mod mapping;
 mod node;
+mod ops_const;
 mod ops_conv_transpose;
 mod ops_ext;
 mod ops_linear;

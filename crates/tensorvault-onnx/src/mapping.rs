@@ -5,6 +5,7 @@
 use crate::ctx::Ctx;
 use crate::error::OnnxError;
 use crate::node::Node;
+use crate::ops_const as konst;
 use crate::ops_conv_transpose as convt;
 use crate::ops_ext as ext;
 use crate::ops_linear as lin;
@@ -59,6 +60,8 @@ const TABLE: &[(&str, Lowering)] = &[
     ("CastLike", t::cast_like),
     ("Constant", t::constant),
     ("Shape", t::shape),
+    ("Size", konst::size),
+    ("ConstantOfShape", konst::constant_of_shape),
     ("ArgMax", logic::arg_extreme),
     ("ArgMin", logic::arg_extreme),
     ("Equal", logic::binary),
@@ -98,6 +101,8 @@ const INTEGER_OK: &[&str] = &[
     "Cast",
     "CastLike",
     "Shape",
+    "Size",
+    "ConstantOfShape",
     "ArgMax",
     "ArgMin",
     "Equal",
