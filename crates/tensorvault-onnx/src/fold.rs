@@ -7,14 +7,13 @@ use std::rc::Rc;
 
 use crate::ctx::{Ctx, Val};
 use crate::error::OnnxError;
-use crate::limits::dtype as dt;
 use crate::node::Node;
 use crate::ops_tensor::{
     axes_arg, flatten_shape, perm, reshape_spec, squeeze_shape, unsqueeze_shape,
 };
 use crate::shape::{axis, broadcast, product};
 use crate::slicing::{self, SlicePlan};
-use crate::tensor::{check_elements, is_float, is_int, Const, Data};
+use crate::tensor::{check_elements, Const, Data};
 
 /// Ops this module can evaluate.
 pub const FOLDABLE: &[&str] = &[
@@ -134,43 +133,15 @@ fn cast(n: &Node, c: &Const) -> Result<Const, OnnxError> {
     cast_const(n, c, to)
 }
 
-/// A constant cast to ONNX element type `to` (Cast's `to`, CastLike's second input's
-/// type): floats stay f32 (FLOAT16 rounded to the nearest f16), BOOL is x != 0, the
-/// integer types truncate toward zero and wrap to their width as the run-time Cast does.
+/// A constant cast to ONNX element type `to` ([`Const::cast`]).
+///
+/// # Errors
+/// [`OnnxError::UnsupportedAttribute`] for a non-numeric target.
 pub(crate) fn cast_const(n: &Node, c: &Const, to: i64) -> Result<Const, OnnxError> {
-    let code = i32::try_from(to).unwrap_or(0);
-    let wrap = |v: i64| -> i64 {
-        match code {
-            dt::INT8 => i64::from(v as i8),
-            dt::UINT8 => i64::from(v as u8),
-            dt::INT16 => i64::from(v as i16),
-            dt::UINT16 => i64::from(v as u16),
-            dt::INT32 => i64::from(v as i32),
-            dt::UINT32 => i64::from(v as u32),
-            _ => v,
-        }
-    };
-    let data = if code == dt::FLOAT16 {
-        Data::F32(
-            c.to_f32()
-                .iter()
-                .map(|&x| half::f16::from_f32(x).to_f32())
-                .collect(),
-        )
-    } else if is_float(code) {
-        Data::F32(c.to_f32())
-    } else if code == dt::BOOL {
-        Data::I64(c.to_f32().iter().map(|&x| i64::from(x != 0.0)).collect())
-    } else if is_int(code) {
-        Data::I64(c.to_i64().into_iter().map(wrap).collect())
-    } else {
-        return Err(n.unsupported("to", to, "constants are numbers"));
-    };
-    Ok(Const {
-        shape: c.shape.clone(),
-        data,
-        dtype: code,
-    })
+    i32::try_from(to)
+        .ok()
+        .and_then(|code| c.cast(code))
+        .ok_or_else(|| n.unsupported("to", to, "constants are numbers"))
 }
 
 fn gather(n: &Node, data: &Const, idx: &Const) -> Result<Const, OnnxError> {

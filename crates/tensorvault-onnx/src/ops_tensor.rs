@@ -433,7 +433,9 @@ pub(crate) fn cast_like(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
         }
     };
     if let Some(c) = ctx.const_in(n, 0) {
-        let folded = crate::fold::cast_const(n, &c, i64::from(to))?;
+        let folded = c
+            .cast(to)
+            .ok_or_else(|| n.unsupported("target_type", to, "constants are numbers"))?;
         ctx.set(out(n), Val::Const(Rc::new(folded)));
         ctx.stats.folded_constant += 1;
         return Ok(());
