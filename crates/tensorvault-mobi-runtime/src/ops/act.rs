@@ -62,12 +62,13 @@ pub(crate) fn relu(x: f32) -> f32 {
 
 #[inline(always)]
 pub(crate) fn clip(x: f32, lo: f32, hi: f32) -> f32 {
-    if x < lo {
-        lo
-    } else if x > hi {
+    // min(max(x, lo), hi) as the spec says: with lo > hi every number becomes hi (ONNX);
+    // NaN compares false both times and stays NaN.
+    let v = if x < lo { lo } else { x };
+    if v > hi {
         hi
     } else {
-        x
+        v
     }
 }
 

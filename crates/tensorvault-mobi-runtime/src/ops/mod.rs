@@ -8,6 +8,7 @@ mod broadcast;
 mod buffers;
 mod cast;
 mod conv;
+mod conv_transpose;
 mod depthwise;
 mod elementwise;
 mod linalg;
@@ -16,6 +17,7 @@ mod movement;
 mod normalize;
 mod pool;
 mod reduce;
+mod resize;
 mod window;
 
 use tensorvault_formats::mobi::ops::Params;
@@ -210,6 +212,8 @@ pub(crate) fn eval(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Vec<Tensor>> {
         Op::Not => one(logic::not(cx)?),
         Op::Where => one(logic::where_(cx)?),
         Op::Cast => one(cast::cast(cx)?),
+        Op::Resize => one(resize::resize(cx)?),
+        Op::ConvTranspose2D => one(conv_transpose::conv_transpose2d(cx)?),
         _ => one(elementwise::unary(cx)?),
     }
 }
