@@ -10,11 +10,16 @@ use tensorvault_formats::mobi::{Operator, OperatorType as Op};
 /// An elementwise activation applied in place (same results as the standalone
 /// operator: NaN passes through, -0 stays -0).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Act {
+pub enum Act {
     /// `x < 0 ? 0 : x`.
     Relu,
     /// `x < lo ? lo : (x > hi ? hi : x)` (ReLU6 is lo 0, hi 6).
-    Clip { lo: f32, hi: f32 },
+    Clip {
+        /// The lower bound.
+        lo: f32,
+        /// The upper bound.
+        hi: f32,
+    },
 }
 
 impl Act {

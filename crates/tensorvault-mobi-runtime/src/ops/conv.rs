@@ -13,7 +13,8 @@
 
 use super::act::{epilogue, epilogue_cols, Act};
 use super::depthwise::Depthwise;
-use super::linalg::{sgemm, sgemm_rows};
+use super::gemm::sgemm as sgemm_rows;
+use super::linalg::sgemm;
 use super::window::{geometry, nchw, Axis};
 use super::{f32_tensor, to_usize, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;

@@ -10,6 +10,7 @@ mod cast;
 mod conv;
 mod depthwise;
 mod elementwise;
+pub mod gemm;
 mod linalg;
 mod logic;
 mod movement;
