@@ -98,24 +98,6 @@ pub(crate) fn epilogue(out: &mut [f32], plane: usize, bias: Option<&[f32]>, act:
     }
 }
 
-/// [`epilogue`] on the columns `cols` of the rows of `out` (rows `pitch` apart, one
-/// channel each, `bias.len()` rows when a bias is given).
-pub(crate) fn epilogue_cols(
-    out: &mut [f32],
-    pitch: usize,
-    cols: std::ops::Range<usize>,
-    bias: Option<&[f32]>,
-    act: Option<Act>,
-) {
-    if bias.is_none() && act.is_none() {
-        return;
-    }
-    for (r, row) in out.chunks_mut(pitch.max(1)).enumerate() {
-        let b = bias.map(|b| &b[r..r + 1]);
-        epilogue(&mut row[cols.clone()], cols.len().max(1), b, act);
-    }
-}
-
 /// Whether operator `op` can take a fused activation.
 fn produces_fusable(op: &Operator) -> bool {
     matches!(op.op, Op::Conv2D | Op::DepthwiseConv2D | Op::FullyConnected) && op.outputs.len() == 1

@@ -1,8 +1,9 @@
 //! Matrix products: FullyConnected (X * W^T + B) and numpy MatMul, through
 //! the packed gemm of [`super::gemm`].
 
-use super::act::{epilogue, Act};
-use super::gemm;
+use super::act::Act;
+use super::gemm::{self, Bias, Epilogue, Kernel, Lhs, Rhs};
+use super::prepack::Prepacked;
 use super::{broadcast, f32_tensor, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;
 
@@ -53,20 +54,27 @@ pub(crate) fn fully_connected(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Tensor
             rule: "bias length must equal M",
         });
     }
-    // sgemm overwrites every element (beta 0; zeros when k is 0).
+    // The gemm overwrites every element (zeros when k is 0), adding the bias and
+    // applying the activation as it stores each tile.
     let mut y = cx.buffer(n);
-    sgemm(rows, k, m, x, (k, 1), w, (1, k), &mut y);
-    match (bias, act) {
-        (Some(b), act) => {
-            for row in y.chunks_exact_mut(m.max(1)) {
-                row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
-                if let Some(a) = act {
-                    a.apply(row);
-                }
-            }
-        }
-        (None, act) => epilogue(&mut y, m, None, act),
-    }
+    let rhs = match cx.packed {
+        Some(Prepacked::Dense(p)) if p.depth() == k && p.cols() == m => Rhs::Packed(p),
+        _ => Rhs::Strided {
+            data: w,
+            rs: 1,
+            cs: k,
+        },
+    };
+    let lhs = Lhs::Strided {
+        data: x,
+        rs: k,
+        cs: 1,
+    };
+    let epi = Epilogue {
+        bias: bias.map_or(Bias::None, Bias::Cols),
+        act,
+    };
+    gemm::gemm([rows, k, m], lhs, rhs, &mut y, m, epi, Kernel::Auto);
     Ok(f32_tensor(out_shape, y))
 }
 

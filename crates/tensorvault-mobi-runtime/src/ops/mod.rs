@@ -16,6 +16,7 @@ mod logic;
 mod movement;
 mod normalize;
 mod pool;
+mod prepack;
 mod reduce;
 mod window;
 
@@ -26,6 +27,7 @@ use crate::tensor::{numel, Data, Tensor};
 
 pub(crate) use act::{fusion_plan, Act};
 pub(crate) use buffers::{Buffers, Pool};
+pub(crate) use prepack::{prepack, Prepacked};
 
 /// A kernel's failure, before the session names the operator and values.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +61,8 @@ pub(crate) struct Ctx<'a> {
     pub limit: u64,
     /// Recycled buffers for outputs and scratch.
     pub buffers: &'a Buffers,
+    /// The operator's weights packed at session creation, if they were.
+    pub packed: Option<&'a Prepacked>,
 }
 
 impl<'a> Ctx<'a> {
