@@ -320,8 +320,34 @@ impl Session {
                 packed: self.packed[index].as_ref(),
             };
             let act = self.fused[index];
-            let outs = ops::eval(&cx, act).map_err(|e| self.name_error(index, op, &cx, e))?;
-            drop(cx);
+            // A reshape of a value that no later operator reads moves it (no copy).
+            let moved = match (act, self.movable_input(index, op, &values)) {
+                (None, Some(id)) => match ops::reshape_target(&cx) {
+                    Some(shape) => {
+                        Some((id, shape.map_err(|e| self.name_error(index, op, &cx, e))?))
+                    }
+                    None => None,
+                },
+                _ => None,
+            };
+            let outs = match moved {
+                Some((id, shape)) => {
+                    drop(cx);
+                    let mut t = values.remove(&id).ok_or(RuntimeError::UndefinedValue {
+                        index: index as u32,
+                        op: op.op.name(),
+                        value: id,
+                    })?;
+                    t.shape = shape;
+                    vec![t]
+                }
+                None => {
+                    let outs =
+                        ops::eval(&cx, act).map_err(|e| self.name_error(index, op, &cx, e))?;
+                    drop(cx);
+                    outs
+                }
+            };
             // A fused pair stores the result under the activation's output.
             skip = act.is_some();
             let out_ids = match act {
@@ -352,6 +378,24 @@ impl Session {
             out.push((name.clone(), t));
         }
         Ok(out)
+    }
+
+    /// Input 0 of operator `index` when it is a value computed by this run that no later
+    /// operator reads (nor this one again) and the operator has one output: a reshape
+    /// may then take it over.
+    fn movable_input(
+        &self,
+        index: usize,
+        op: &Operator,
+        values: &HashMap<u32, Tensor>,
+    ) -> Option<u32> {
+        let id = *op.inputs.first()?;
+        let only = op.inputs.iter().filter(|&&i| i == id).count() == 1;
+        (only
+            && op.outputs.len() == 1
+            && self.last_use.get(&id) == Some(&index)
+            && values.contains_key(&id))
+        .then_some(id)
     }
 
     fn name_error(&self, index: usize, op: &Operator, cx: &Ctx<'_>, e: OpError) -> RuntimeError {

@@ -166,6 +166,17 @@ pub(crate) fn f32_tensor(shape: Vec<usize>, data: Vec<f32>) -> Tensor {
     }
 }
 
+/// The output shape of `cx`'s operator when it only reshapes its input 0 (Reshape,
+/// Flatten, Squeeze, Unsqueeze, Identity), `None` for any other operator.
+pub(crate) fn reshape_target(cx: &Ctx<'_>) -> Option<OpResult<Vec<usize>>> {
+    match cx.op.op {
+        Op::Reshape | Op::Flatten | Op::Squeeze | Op::Unsqueeze | Op::Identity => {
+            Some(movement::reshape_shape(cx))
+        }
+        _ => None,
+    }
+}
+
 /// Run one operator, with the activation `act` fused into its output loop (`act` is
 /// `Some` only for the operators [`fusion_plan`] picks: Conv2D, DepthwiseConv2D,
 /// FullyConnected).
