@@ -3,8 +3,9 @@
 //! - one input channel per group (depthwise, any multiplier): `depthwise::Depthwise`;
 //! - a 1x1 kernel at stride 1 without pads: one gemm per image and group straight on
 //!   the input (its `[C/group, H*W]` block already is the im2col matrix);
-//! - other kernels on small planes (LeNet, the later CIFAR layers) at batch > 1 without
-//!   groups: one im2col and one gemm for the whole batch, then a scatter to NCHW;
+//! - small planes (LeNet, the later CIFAR layers) at batch > 1 without groups: one
+//!   im2col and one gemm for the whole batch, then a scatter to NCHW (for a 1x1 kernel
+//!   only when one image's columns would leave a mostly empty last column panel);
 //! - otherwise im2col into one scratch buffer reused for every image and group, then
 //!   gemm into the output.
 //!
@@ -14,7 +15,7 @@
 
 use super::act::Act;
 use super::depthwise::Depthwise;
-use super::gemm::{gemm, Bias, Epilogue, Kernel, Lhs, PackedA, Rhs};
+use super::gemm::{gemm, Bias, Epilogue, Kernel, Lhs, PackedA, Rhs, NR};
 use super::prepack::Prepacked;
 use super::window::{geometry, nchw, Axis};
 use super::{f32_tensor, to_usize, Ctx, OpError, OpResult};
@@ -107,7 +108,10 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
             cs: 1,
         },
     };
-    if group == 1 && n > 1 && plane < BATCH_PLANE && !pointwise {
+    // A 1x1 convolution needs no im2col per image: batch it only when the last column
+    // panel of one image would be mostly padding (over 10% of the columns computed).
+    let padding = plane.next_multiple_of(NR) - plane;
+    if group == 1 && n > 1 && plane < BATCH_PLANE && (!pointwise || padding * 10 > plane) {
         let wide = n.checked_mul(plane).and_then(|v| v.checked_mul(kdim));
         if wide.is_some_and(|v| v <= BATCH_COL_ELEMENTS) {
             let tmp = cx.scratch(m.checked_mul(n * plane))?;

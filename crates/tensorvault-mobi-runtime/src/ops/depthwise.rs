@@ -103,7 +103,7 @@ impl Depthwise {
             unsafe { self.run_avx2(x, wt, bias, act, y, scratch) };
             return;
         }
-        self.run_body(x, wt, bias, act, y, scratch);
+        self.run_body::<Plain>(x, wt, bias, act, y, scratch);
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -117,11 +117,11 @@ impl Depthwise {
         y: &mut [f32],
         scratch: &mut [f32],
     ) {
-        self.run_body(x, wt, bias, act, y, scratch);
+        self.run_body::<Fused>(x, wt, bias, act, y, scratch);
     }
 
     #[inline(always)]
-    fn run_body(
+    fn run_body<M: MulAdd>(
         &self,
         x: &[f32],
         wt: &[f32],
@@ -169,7 +169,7 @@ impl Depthwise {
                 }
                 for oc in ic * mult..(ic + 1) * mult {
                     let k = &wt[oc * self.kh * self.kw..][..self.kh * self.kw];
-                    taps(wide, phases, &starts, k);
+                    taps::<M>(wide, phases, &starts, k);
                     let out = &mut y[(b * self.m + oc) * plane..][..plane];
                     for (oy, orow) in out.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
                         orow.copy_from_slice(&wide[oy * ph.qw..][..ow]);
@@ -181,17 +181,45 @@ impl Depthwise {
     }
 }
 
+/// `a * b + c`: fused (one rounding, `vfmadd` when compiled with FMA enabled) or plain
+/// (the baseline target, where a fused multiply-add would be a library call).
+trait MulAdd {
+    fn mul_add(a: f32, b: f32, c: f32) -> f32;
+}
+
+/// Fused multiply-add (the AVX2 + FMA build).
+struct Fused;
+
+impl MulAdd for Fused {
+    #[inline(always)]
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+/// Multiply then add (the baseline build).
+struct Plain;
+
+impl MulAdd for Plain {
+    #[inline(always)]
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+}
+
 /// `wide[j] = sum over taps t of k[t] * phases[starts[t] + j]`, `LANES` outputs at a
 /// time kept in registers across the taps (in tap order, like the reference loop).
 #[inline(always)]
-fn taps(wide: &mut [f32], phases: &[f32], starts: &[usize], k: &[f32]) {
+fn taps<M: MulAdd>(wide: &mut [f32], phases: &[f32], starts: &[usize], k: &[f32]) {
     let mut blocks = wide.chunks_exact_mut(LANES);
     let mut j0 = 0;
     for out in &mut blocks {
         let mut acc = [0f32; LANES];
         for (&s, &kv) in starts.iter().zip(k) {
             let src = &phases[s + j0..][..LANES];
-            acc.iter_mut().zip(src).for_each(|(a, &v)| *a += kv * v);
+            acc.iter_mut()
+                .zip(src)
+                .for_each(|(a, &v)| *a = M::mul_add(kv, v, *a));
         }
         out.copy_from_slice(&acc);
         j0 += LANES;
@@ -200,6 +228,8 @@ fn taps(wide: &mut [f32], phases: &[f32], starts: &[usize], k: &[f32]) {
     rest.fill(0.0);
     for (&s, &kv) in starts.iter().zip(k) {
         let src = &phases[s + j0..][..rest.len()];
-        rest.iter_mut().zip(src).for_each(|(a, &v)| *a += kv * v);
+        rest.iter_mut()
+            .zip(src)
+            .for_each(|(a, &v)| *a = M::mul_add(kv, v, *a));
     }
 }
