@@ -1,8 +1,9 @@
 //! The packed gemm (`tensorvault_mobi_runtime::gemm`) on the matrix shapes of the
 //! benchmarked models, one thread, side by side with matrixmultiply's sgemm (the
 //! runtime's gemm before): `packed` = left operand packed ahead of time (how the session
-//! runs Conv2D weights), `strided` = both operands packed per call (AVX2 + FMA kernel),
-//! `portable` = the same without AVX2, `matrixmultiply` = `matrixmultiply::sgemm`.
+//! runs Conv2D weights; the widest kernel the CPU has), `packed_avx2` = the same with the
+//! AVX2 + FMA kernel, `strided` = both operands packed per call, `portable` = packed, no
+//! SIMD intrinsics, `matrixmultiply` = `matrixmultiply::sgemm`.
 //! Throughput is in floating-point operations (2 m k n) per CPU second.
 //!
 //! Times are the benchmark thread's CPU time (`cpu_time::CpuTime`, see benches/conv.rs).
@@ -58,6 +59,7 @@ fn bench(c: &mut Criterion<CpuTime>) {
         };
         let runs = [
             ("packed", Lhs::Packed(&packed), Kernel::Auto),
+            ("packed_avx2", Lhs::Packed(&packed), Kernel::Avx2),
             ("strided", strided, Kernel::Auto),
             ("portable", Lhs::Packed(&packed), Kernel::Portable),
         ];

@@ -19,9 +19,13 @@
 //!   (144 x 256 floats, 144 KiB) stays in L2 (2 MiB per core here); `NC` = 1024 columns: a
 //!   packed `B` block (256 x 1024 floats, 1 MiB) also fits L2 next to it.
 //!
-//! The kernel is written twice: with `std::arch` AVX2 + FMA intrinsics (chosen at run
-//! time when the CPU has both) and as plain loops the compiler vectorizes for the
-//! baseline target ([`Kernel::Portable`]); tests check both against a naive product.
+//! The kernel is written three times: with `std::arch` AVX-512 intrinsics (a 6 x 32 tile
+//! over two adjacent `B` panels, so the packed layout is the same; built when the
+//! compiler has them, Rust >= 1.89, see build.rs), with AVX2 + FMA intrinsics, and as
+//! plain loops the compiler vectorizes for the baseline target ([`Kernel::Portable`]).
+//! The widest the CPU has is chosen at run time; tests check each against a naive
+//! product. (matrixmultiply 0.3.11 also runs AVX-512 on this machine: with only an AVX2
+//! kernel this gemm measured half its speed.)
 //! Bias and activation are applied to a tile in registers when the last `KC` block of
 //! `k` is stored, so `C` is written once per `KC` block and read back only for `k > KC`.
 
@@ -44,20 +48,39 @@ const NC: usize = 64 * NR;
 /// Which micro-kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
-    /// AVX2 + FMA when the CPU has both (detected at run time), else [`Kernel::Portable`].
+    /// The widest the CPU has (detected at run time): AVX-512 (a 6 x 32 tile over two
+    /// column panels, when the crate was built by a compiler with AVX-512 support), else
+    /// AVX2 + FMA, else [`Kernel::Portable`].
     Auto,
+    /// AVX2 + FMA when the CPU has both, else [`Kernel::Portable`] (for comparisons).
+    Avx2,
     /// Plain loops, vectorized by the compiler for the baseline target.
     Portable,
 }
 
+/// The instruction set a product runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isa {
+    Portable,
+    Avx2,
+    Avx512,
+}
+
 impl Kernel {
-    fn avx2(self) -> bool {
+    fn isa(self) -> Isa {
         #[cfg(target_arch = "x86_64")]
-        if self == Kernel::Auto {
-            return std::arch::is_x86_feature_detected!("avx2")
+        {
+            let avx2 = std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma");
+            #[cfg(tv_avx512)]
+            if self == Kernel::Auto && avx2 && std::arch::is_x86_feature_detected!("avx512f") {
+                return Isa::Avx512;
+            }
+            if self != Kernel::Portable && avx2 {
+                return Isa::Avx2;
+            }
         }
-        false
+        Isa::Portable
     }
 }
 
@@ -301,13 +324,12 @@ pub fn gemm(
         if bbuf.len() < need_b {
             bbuf.resize(need_b, 0.0);
         }
-        let avx2 = kernel.avx2();
         let mut blocks = Blocks {
             mkn: [m, k, n],
             a,
             b,
             epi,
-            avx2,
+            isa: kernel.isa(),
             abuf,
             bbuf,
         };
@@ -321,7 +343,7 @@ struct Blocks<'a, 's> {
     a: Lhs<'a>,
     b: Rhs<'a>,
     epi: Epilogue<'a>,
-    avx2: bool,
+    isa: Isa,
     abuf: &'s mut Vec<f32>,
     bbuf: &'s mut Vec<f32>,
 }
@@ -363,13 +385,18 @@ impl Blocks<'_, '_> {
         rsc: usize,
         store: Store,
     ) {
-        for jr in (0..nc).step_by(NR) {
-            let cols = NR.min(nc - jr);
+        let mut jr = 0;
+        while jr < nc {
+            // Two column panels at once for the AVX-512 kernel (a 6 x 32 tile).
+            let wide = self.isa == Isa::Avx512 && jr + NR < nc;
+            let cols = (if wide { 2 * NR } else { NR }).min(nc - jr);
             let j = jc + jr;
-            let bp = match self.b {
-                Rhs::Packed(p) => &p.data[(j / NR) * p.k * NR + pc * NR..][..kc * NR],
-                Rhs::Strided { .. } => &self.bbuf[(jr / NR) * kc * NR..][..kc * NR],
+            let bpanel = |q: usize| match self.b {
+                Rhs::Packed(p) => &p.data[(q / NR) * p.k * NR + pc * NR..][..kc * NR],
+                Rhs::Strided { .. } => &self.bbuf[((q - jc) / NR) * kc * NR..][..kc * NR],
             };
+            let bp = bpanel(j);
+            let bp2 = if wide { bpanel(j + NR) } else { bp };
             for ir in (0..mc).step_by(MR) {
                 let rows = MR.min(mc - ir);
                 let i = ic + ir;
@@ -390,15 +417,23 @@ impl Blocks<'_, '_> {
                     act: self.epi.act,
                 };
                 let ct = &mut c[i * rsc + j..];
-                #[cfg(target_arch = "x86_64")]
-                if self.avx2 {
-                    // SAFETY: `avx2` is only true when the CPU has AVX2 and FMA
-                    // (`Kernel::avx2`), the only requirement of the target-feature function.
-                    unsafe { avx2::kernel(kc, ap, bp, ct, rsc, &tile) };
-                    continue;
+                match self.isa {
+                    #[cfg(all(target_arch = "x86_64", tv_avx512))]
+                    Isa::Avx512 if wide => {
+                        // SAFETY: `Isa::Avx512` is only chosen when the CPU has AVX-512F
+                        // (`Kernel::isa`), the only requirement of the target-feature function.
+                        unsafe { avx512::kernel(kc, ap, [bp, bp2], ct, rsc, &tile) }
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx2 | Isa::Avx512 => {
+                        // SAFETY: both are only chosen when the CPU has AVX2 and FMA
+                        // (`Kernel::isa`), the only requirement of the target-feature function.
+                        unsafe { avx2::kernel(kc, ap, bp, ct, rsc, &tile) }
+                    }
+                    _ => kernel_portable(kc, ap, bp, ct, rsc, &tile),
                 }
-                kernel_portable(kc, ap, bp, ct, rsc, &tile);
             }
+            jr += cols;
         }
     }
 }
@@ -420,7 +455,7 @@ enum TileBias<'a> {
     Cols(&'a [f32]),
 }
 
-/// One `rows x cols` tile of `C` (at most `MR x NR`).
+/// One `rows x cols` tile of `C` (at most `MR x NR`, or `MR x 2 NR` for AVX-512).
 struct Tile<'a> {
     rows: usize,
     cols: usize,
@@ -433,7 +468,7 @@ impl Tile<'_> {
     /// Store `acc` into `c` (rows `rsc` apart) with the accumulation, bias and
     /// activation of this tile, element by element.
     #[inline(always)]
-    fn store_scalar(&self, acc: &[[f32; NR]; MR], c: &mut [f32], rsc: usize) {
+    fn store_scalar<const W: usize>(&self, acc: &[[f32; W]; MR], c: &mut [f32], rsc: usize) {
         for (i, arow) in acc.iter().enumerate().take(self.rows) {
             let crow = &mut c[i * rsc..][..self.cols];
             for (j, (cv, &s)) in crow.iter_mut().zip(arow).enumerate() {
@@ -634,6 +669,122 @@ mod avx2 {
     }
 }
 
+#[cfg(all(target_arch = "x86_64", tv_avx512))]
+#[allow(
+    clippy::incompatible_msrv,
+    reason = "compiled only by compilers with AVX-512 support (cfg tv_avx512, set by build.rs \
+              for Rust >= 1.89); the MSRV build uses the AVX2 kernel"
+)]
+mod avx512 {
+    //! The AVX-512 micro-kernel: a 6 x 32 tile from one `A` panel and two adjacent `B`
+    //! panels (twelve 16-float accumulators).
+
+    use std::arch::x86_64::{
+        _mm512_add_ps, _mm512_cmp_ps_mask, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_mov_ps,
+        _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps, _CMP_GT_OQ, _CMP_LT_OQ,
+    };
+
+    use super::{Act, Tile, TileBias, MR, NR};
+
+    /// `C tile = a_panel * [b_panel0 b_panel1]` over `kc` (then stored as `tile` says).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    ///
+    /// # Panics
+    /// If `a` has fewer than `kc * MR` values, a `b` panel fewer than `kc * NR`, or `c`
+    /// is too short for the tile (rows `rsc` apart); the slices bound every pointer below.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn kernel(
+        kc: usize,
+        a: &[f32],
+        [b0, b1]: [&[f32]; 2],
+        c: &mut [f32],
+        rsc: usize,
+        tile: &Tile<'_>,
+    ) {
+        assert!(
+            a.len() >= kc * MR
+                && b0.len() >= kc * NR
+                && b1.len() >= kc * NR
+                && tile.rows <= MR
+                && tile.cols <= 2 * NR
+                && (tile.rows == 0 || c.len() >= (tile.rows - 1) * rsc + tile.cols)
+        );
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        let (ap, p0, p1) = (a.as_ptr(), b0.as_ptr(), b1.as_ptr());
+        for p in 0..kc {
+            // SAFETY: p < kc, so p * NR + 16 <= kc * NR <= each b panel's length and
+            // p * MR + MR <= kc * MR <= a.len() (asserted above).
+            unsafe {
+                let v0 = _mm512_loadu_ps(p0.add(p * NR));
+                let v1 = _mm512_loadu_ps(p1.add(p * NR));
+                let a_p = ap.add(p * MR);
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*a_p.add(i));
+                    row[0] = _mm512_fmadd_ps(av, v0, row[0]);
+                    row[1] = _mm512_fmadd_ps(av, v1, row[1]);
+                }
+            }
+        }
+        if tile.rows < MR || tile.cols < 2 * NR {
+            let mut t = [[0f32; 2 * NR]; MR];
+            for (row, v) in t.iter_mut().zip(&acc) {
+                // SAFETY: `row` is 32 floats: two 16-float stores at 0 and 16.
+                unsafe {
+                    _mm512_storeu_ps(row.as_mut_ptr(), v[0]);
+                    _mm512_storeu_ps(row.as_mut_ptr().add(NR), v[1]);
+                }
+            }
+            tile.store_scalar(&t, c, rsc);
+            return;
+        }
+        let zero = _mm512_setzero_ps();
+        for (i, row) in acc.iter().enumerate() {
+            let crow = &mut c[i * rsc..][..2 * NR];
+            for (h, &sum) in row.iter().enumerate() {
+                let mut v = sum;
+                // SAFETY: `crow` has 32 floats; h * 16 + 16 <= 32.
+                let cp = unsafe { crow.as_mut_ptr().add(h * NR) };
+                if tile.store.accumulate {
+                    // SAFETY: as above, 16 floats at cp are inside `crow`.
+                    v = _mm512_add_ps(v, unsafe { _mm512_loadu_ps(cp) });
+                }
+                if tile.store.last {
+                    match tile.bias {
+                        TileBias::None => {}
+                        TileBias::Rows(bv) => v = _mm512_add_ps(v, _mm512_set1_ps(bv[i])),
+                        TileBias::Cols(bv) => {
+                            let bc = &bv[h * NR..][..NR];
+                            // SAFETY: `bc` has 16 floats.
+                            v = _mm512_add_ps(v, unsafe { _mm512_loadu_ps(bc.as_ptr()) });
+                        }
+                    }
+                    match tile.act {
+                        None => {}
+                        // x < 0 ? 0 : x (ordered compare: NaN and -0 pass through).
+                        Some(Act::Relu) => {
+                            let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, zero);
+                            v = _mm512_mask_mov_ps(v, neg, zero);
+                        }
+                        Some(Act::Clip { lo, hi }) => {
+                            let (l, h16) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+                            v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, l), l);
+                            v = _mm512_mask_mov_ps(
+                                v,
+                                _mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, h16),
+                                h16,
+                            );
+                        }
+                    }
+                }
+                // SAFETY: 16 floats at cp are inside `crow` (above).
+                unsafe { _mm512_storeu_ps(cp, v) };
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -673,7 +824,7 @@ mod tests {
             let want = naive(m, k, n, &a, &b);
             let pa = PackedA::new(m, k, &a, (k, 1));
             let pb = PackedB::new(k, n, &b, (n, 1));
-            for kernel in [Kernel::Auto, Kernel::Portable] {
+            for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
                 for (lhs, rhs) in [
                     (
                         Lhs::Strided {
@@ -718,7 +869,7 @@ mod tests {
             rs: n,
             cs: 1,
         };
-        for kernel in [Kernel::Auto, Kernel::Portable] {
+        for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
             for (bias, act) in [
                 (Bias::Rows(&rb), Some(Act::Relu)),
                 (Bias::Cols(&cb), Some(Act::Clip { lo: -0.25, hi: 0.5 })),
@@ -767,7 +918,7 @@ mod tests {
             bias: Bias::None,
             act: Some(Act::Relu),
         };
-        for kernel in [Kernel::Auto, Kernel::Portable] {
+        for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
             let lhs = Lhs::Strided {
                 data: &a,
                 rs: 1,
