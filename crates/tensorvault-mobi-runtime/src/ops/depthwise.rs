@@ -13,8 +13,9 @@
 //! its `ow` useful columns per row are then copied out with the bias and the fused
 //! activation (the `qw - ow` others are the price: `kw - 1` columns at stride 1).
 //!
-//! The inner loops are compiled twice, for the baseline target and with AVX2 + FMA
-//! enabled (chosen at run time), like matrixmultiply's kernels.
+//! The inner loops are compiled three times, for the baseline target, with AVX2 + FMA
+//! and with AVX-512 enabled (the widest the CPU has is chosen at run time; AVX-512 only
+//! when the compiler has it, see build.rs), like the gemm's kernels.
 
 use super::act::{epilogue, Act};
 use super::window::Axis;
@@ -95,6 +96,16 @@ impl Depthwise {
         y: &mut [f32],
         scratch: &mut [f32],
     ) {
+        #[cfg(all(target_arch = "x86_64", tv_avx512))]
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked just above), the
+            // only requirement of a `target_feature` function.
+            unsafe { self.run_avx512(x, wt, bias, act, y, scratch) };
+            return;
+        }
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
@@ -104,6 +115,25 @@ impl Depthwise {
             return;
         }
         self.run_body::<Plain>(x, wt, bias, act, y, scratch);
+    }
+
+    #[cfg(all(target_arch = "x86_64", tv_avx512))]
+    #[allow(
+        clippy::incompatible_msrv,
+        reason = "compiled only by compilers with AVX-512 support (cfg tv_avx512, set by \
+                  build.rs for Rust >= 1.89)"
+    )]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn run_avx512(
+        &self,
+        x: &[f32],
+        wt: &[f32],
+        bias: Option<&[f32]>,
+        act: Option<Act>,
+        y: &mut [f32],
+        scratch: &mut [f32],
+    ) {
+        self.run_body::<Fused>(x, wt, bias, act, y, scratch);
     }
 
     #[cfg(target_arch = "x86_64")]
