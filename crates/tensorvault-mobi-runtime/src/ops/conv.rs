@@ -3,9 +3,9 @@
 //! - one input channel per group (depthwise, any multiplier): `depthwise::Depthwise`;
 //! - a 1x1 kernel at stride 1 without pads: one gemm per image and group straight on
 //!   the input (its `[C/group, H*W]` block already is the im2col matrix);
-//! - small planes (LeNet, the later CIFAR layers) at batch > 1 without groups: one
-//!   im2col and one gemm for the whole batch, then a scatter to NCHW (for a 1x1 kernel
-//!   only when one image's columns would leave a mostly empty last column panel);
+//! - small planes at batch > 1 without groups whose size is not close to a multiple of
+//!   the gemm's 16-column panel (LeNet's 10x10, EfficientNet's 7x7): one im2col and one
+//!   gemm for the whole batch, then a scatter to NCHW;
 //! - otherwise im2col into one scratch buffer reused for every image and group, then
 //!   gemm into the output.
 //!
@@ -21,7 +21,7 @@ use super::window::{geometry, nchw, Axis};
 use super::{f32_tensor, to_usize, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;
 
-/// Output planes smaller than this (32x32) are convolved for the whole batch at once...
+/// Output planes smaller than this (32x32) may be convolved for the whole batch at once...
 const BATCH_PLANE: usize = 1024;
 
 /// ...when the batch's im2col matrix has at most this many elements (64 MiB). One gemm
@@ -108,10 +108,11 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
             cs: 1,
         },
     };
-    // A 1x1 convolution needs no im2col per image: batch it only when the last column
-    // panel of one image would be mostly padding (over 10% of the columns computed).
+    // With the weights packed once, one gemm per image costs no more than a batched one,
+    // unless the last column panel of one image is mostly padding (over 10% of the
+    // columns computed would be zeros): only then pay the batch's im2col and scatter.
     let padding = plane.next_multiple_of(NR) - plane;
-    if group == 1 && n > 1 && plane < BATCH_PLANE && (!pointwise || padding * 10 > plane) {
+    if group == 1 && n > 1 && plane < BATCH_PLANE && padding * 10 > plane {
         let wide = n.checked_mul(plane).and_then(|v| v.checked_mul(kdim));
         if wide.is_some_and(|v| v <= BATCH_COL_ELEMENTS) {
             let tmp = cx.scratch(m.checked_mul(n * plane))?;

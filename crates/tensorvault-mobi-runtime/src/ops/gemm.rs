@@ -552,6 +552,12 @@ fn pack_b(
         let ncols = NR.min(cols.end - j0);
         for (p, d) in ks.clone().zip(panel.chunks_exact_mut(NR)) {
             let base = p * rs + j0 * cs;
+            if cs == 1 && ncols == NR {
+                // A fixed-size copy: inlined moves, not a call to memmove per panel row.
+                let src: &[f32; NR] = b[base..][..NR].try_into().unwrap_or(&[0.0; NR]);
+                d.copy_from_slice(src);
+                continue;
+            }
             if cs == 1 {
                 d[..ncols].copy_from_slice(&b[base..][..ncols]);
             } else {
