@@ -20,9 +20,9 @@
 use super::act::{epilogue, Act};
 use super::window::Axis;
 
-/// Wide-output elements accumulated in registers while every tap is added (four AVX2
-/// vectors).
-const LANES: usize = 32;
+/// Wide-output elements accumulated in registers while every tap is added (eight AVX2
+/// vectors, four AVX-512 ones: the per-tap loop overhead is paid once per 64 outputs).
+const LANES: usize = 64;
 
 /// The shapes of one depthwise convolution: input `[n, c, h, w]`, weights
 /// `[m, 1, kh, kw]` with `m = c * multiplier`, output `[n, m, ay.out, ax.out]`.
@@ -190,6 +190,33 @@ impl Depthwise {
                     let (r, ry) = ((pt + iy) / sy, (pt + iy) % sy);
                     // Input columns ix0, ix0 + sx, ...: phase (pl + ix0) % sx, from
                     // column (pl + ix0) / sx on.
+                    if sx == 1 {
+                        // One phase: the row is copied whole after the left pad.
+                        let dst = &mut phases[ry * phase_len + r * ph.qw..][..ph.qw];
+                        dst[pl..pl + w].copy_from_slice(row);
+                        continue;
+                    }
+                    if sx == 2 && w >= 2 {
+                        // Two phases: even and odd input columns, deinterleaved in one pass.
+                        let (ce, re) = (pl / 2, pl % 2);
+                        // Odd columns go to the other phase, from column co on.
+                        let co = pl.div_ceil(2);
+                        let at = |rx: usize| (ry * 2 + rx) * phase_len + r * ph.qw;
+                        let (lo, hi) = phases.split_at_mut(at(1));
+                        let (d0, d1) = (&mut lo[at(0)..][..ph.qw], &mut hi[..ph.qw]);
+                        let (de, dodd) = if re == 0 { (d0, d1) } else { (d1, d0) };
+                        let pairs = row.chunks_exact(2);
+                        if let Some(&last) = pairs.remainder().first() {
+                            de[ce + w / 2] = last;
+                        }
+                        let de = &mut de[ce..ce + w / 2];
+                        let dodd = &mut dodd[co..co + w / 2];
+                        for ((e, o), p) in de.iter_mut().zip(dodd.iter_mut()).zip(pairs) {
+                            *e = p[0];
+                            *o = p[1];
+                        }
+                        continue;
+                    }
                     for ix0 in 0..sx.min(w) {
                         let (c0, rx) = ((pl + ix0) / sx, (pl + ix0) % sx);
                         let dst = &mut phases[(ry * sx + rx) * phase_len + r * ph.qw..][..ph.qw];
