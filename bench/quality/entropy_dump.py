@@ -24,6 +24,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import text  # noqa: E402
 
 
+def token_embeddings() -> np.ndarray:
+    """SmolLM2's token table as `emb_eval.token_embeddings` builds it (dequantized,
+    L2-normalised rows, seeded row order); inlined so this script needs no tensorvault."""
+    import gguf
+
+    from smollm import model_path
+
+    r = gguf.GGUFReader(model_path())
+    t = next(t for t in r.tensors if t.name == "token_embd.weight")
+    e = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+    e /= np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+    perm = np.random.default_rng(14).permutation(len(e))
+    return np.ascontiguousarray(e[perm])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out")
@@ -32,7 +47,6 @@ def main() -> None:
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     from smollm import SmolLM
-    from emb_eval import token_embeddings
 
     m = SmolLM()
     man = {"kv": {}, "tokens": None}

@@ -16,13 +16,13 @@ use crate::error::corrupt;
 use crate::layout::{RANS_L, RANS_STATE_BYTES, RANS_WORD_BITS, RANS_WORD_BYTES};
 use crate::QuantError;
 
-/// One decoder slot: the symbol, its frequency and the slot's offset within the
-/// symbol's range.
-#[derive(Clone, Copy, Debug)]
-struct DecEntry {
-    freq: u16,
-    bias: u16,
-    sym: u8,
+/// One decoder slot packed in a u32 (one load per symbol): bits 0..8 the symbol, 8..20
+/// the slot's offset within the symbol's range, 20..32 the symbol's frequency minus 1
+/// (frequencies are 1..=4096, offsets < 4096).
+type DecEntry = u32;
+
+fn entry(sym: u8, bias: u16, freq: u16) -> DecEntry {
+    u32::from(sym) | u32::from(bias) << 8 | (u32::from(freq) - 1) << 20
 }
 
 /// Append the stream for `codes` (each with a nonzero frequency in `t`) to `out`.
@@ -62,11 +62,7 @@ fn decode_table(freqs: &[u16]) -> Vec<DecEntry> {
     let mut t = Vec::with_capacity(total);
     for (sym, &f) in freqs.iter().enumerate() {
         for bias in 0..f {
-            t.push(DecEntry {
-                freq: f,
-                bias,
-                sym: sym as u8,
-            });
+            t.push(entry(sym as u8, bias, f));
         }
     }
     t
@@ -75,6 +71,7 @@ fn decode_table(freqs: &[u16]) -> Vec<DecEntry> {
 fn encode_n<const N: usize>(codes: &[u8], freqs: &[u16], prob_bits: u8, out: &mut Vec<u8>) {
     let pb = u32::from(prob_bits);
     let cum = cumulative(freqs);
+    let recip: Vec<u64> = freqs.iter().map(|&f| reciprocal(u32::from(f))).collect();
     let mut x = [RANS_L; N];
     // Words in reverse order of reading; reversed at the end.
     let mut words: Vec<u16> = Vec::with_capacity(codes.len() / 2 + 2 * N);
@@ -88,7 +85,8 @@ fn encode_n<const N: usize>(codes: &[u8], freqs: &[u16], prob_bits: u8, out: &mu
             words.push(*s as u16);
             *s >>= RANS_WORD_BITS;
         }
-        *s = ((*s / f) << pb) + (*s % f) + cum[usize::from(c)];
+        let q = div_by(*s, f, recip[usize::from(c)]);
+        *s = (q << pb) + (*s - q * f) + cum[usize::from(c)];
     }
     for &s in x.iter().rev() {
         words.push((s >> RANS_WORD_BITS) as u16);
@@ -97,6 +95,27 @@ fn encode_n<const N: usize>(codes: &[u8], freqs: &[u16], prob_bits: u8, out: &mu
     out.reserve(words.len() * RANS_WORD_BYTES);
     for w in words.iter().rev() {
         out.extend_from_slice(&w.to_le_bytes());
+    }
+}
+
+/// `ceil(2^64 / f)` for `f >= 2` (0 for `f < 2`): with it, [`div_by`] divides any u32 by
+/// `f` exactly with one 64x64-bit multiply (Lemire, Kaser and Kurz, "Faster remainder by
+/// direct computation", 2019: exact for every 32-bit numerator and divisor).
+fn reciprocal(f: u32) -> u64 {
+    if f < 2 {
+        0
+    } else {
+        u64::MAX / u64::from(f) + 1
+    }
+}
+
+/// `x / f` with `m = reciprocal(f)`.
+#[inline(always)]
+fn div_by(x: u32, f: u32, m: u64) -> u32 {
+    if f < 2 {
+        x // f is 1 (a symbol that occurs never has frequency 0)
+    } else {
+        ((u128::from(m) * u128::from(x)) >> 64) as u32
     }
 }
 
@@ -218,11 +237,45 @@ fn step(
     pos: &mut usize,
 ) -> Option<u8> {
     let e = table[(*s & mask) as usize];
-    *s = u32::from(e.freq) * (*s >> prob_bits) + u32::from(e.bias);
+    let (freq, bias) = ((e >> 20) + 1, (e >> 8) & 0xFFF);
+    *s = freq * (*s >> prob_bits) + bias;
     if *s < RANS_L {
         let w = words.get(*pos..*pos + RANS_WORD_BYTES)?;
         *s = (*s << RANS_WORD_BITS) | u32::from(u16::from_le_bytes([w[0], w[1]]));
         *pos += RANS_WORD_BYTES;
     }
-    Some(e.sym)
+    Some(e as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reciprocal_division_is_exact_at_the_edges() {
+        let xs = [
+            0u32,
+            1,
+            2,
+            3,
+            4095,
+            4096,
+            65535,
+            65536,
+            1 << 31,
+            u32::MAX - 1,
+            u32::MAX,
+        ];
+        for f in (1u32..=4096).chain([65535, 65536, u32::MAX]) {
+            let m = reciprocal(f);
+            for &x in &xs {
+                assert_eq!(div_by(x, f, m), x / f, "{x} / {f}");
+            }
+            // The largest multiple of f and its neighbours.
+            let top = u32::MAX / f * f;
+            for x in [top, top.wrapping_sub(1), top.saturating_add(1)] {
+                assert_eq!(div_by(x, f, m), x / f, "{x} / {f}");
+            }
+        }
+    }
 }
