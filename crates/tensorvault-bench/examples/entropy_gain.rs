@@ -17,16 +17,24 @@
 //! the store allocates today and a slot that follows the size (rounded to `slot_align`),
 //! the share of blocks that entropy coding shrank, and wall-clock encode / decode cost per
 //! value (one pass, not criterion: see `benches/entropy.rs` in tensorvault-quant).
+//! The last column is the product's own figure: the same tensors put into an in-memory
+//! `TensorStore` created with `entropy: true`, `stats().payload_bytes` of the tier per
+//! value (it must equal the v5 column: the mirror and the store agree).
 
 use std::path::Path;
 use std::time::Instant;
 
+use std::sync::Arc;
 use tensorvault_quant::kind::{self as qkind, v3_block};
 use tensorvault_quant::segment_rot;
 use tensorvault_quant::segment_v2::{self, Axis, V2Params};
 use tensorvault_quant::segment_v5::{decode_any, encode_smallest};
 use tensorvault_quant::TensorKind;
-use tensorvault_store::{CollectionConfig, Tier, CODEC_V3};
+
+use tensorvault_store::{
+    BlockInfo, BufferBlockIO, Catalog, CollectionConfig, DType, Durability, ManualClock,
+    MemMetaLog, StoreConfig, TensorStore, Tier, CODEC_V3,
+};
 
 type Err = Box<dyn std::error::Error>;
 
@@ -117,6 +125,7 @@ struct Tally {
     stored: u64,
     slot_fixed: u64,
     slot_follow: u64,
+    store_payload: u64,
     blocks: u64,
     wrapped: u64,
     enc_s: f64,
@@ -129,7 +138,7 @@ impl Tally {
         let bv = |b: u64| b as f64 * 8.0 / self.values as f64;
         let ns = |s: f64| s * 1e9 / self.values as f64;
         println!(
-            "| {label} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {}/{} | {:.2} | {:.2} | {:.2} |",
+            "| {label} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {}/{} | {:.2} | {:.2} | {:.2} | {:.3} |",
             bv(self.inner),
             bv(self.stored),
             bv(self.inner) - bv(self.stored),
@@ -140,6 +149,7 @@ impl Tally {
             ns(self.enc_s),
             ns(self.dec_inner_s),
             ns(self.dec_v5_s),
+            bv(self.store_payload),
         );
     }
 }
@@ -180,7 +190,53 @@ fn run(
             t.wrapped += u64::from(stored.len() < inner.len());
         }
     }
+    t.store_payload = through_store(geo, tier, tensors, width)?;
     Ok(t)
+}
+
+/// Put every tensor (`[len / width, width]`, f16 when the collection's Tier0 is f16, as
+/// a KV cache is) into an in-memory store created with the entropy flag; the tier's
+/// `payload_bytes`.
+fn through_store(
+    geo: &CollectionConfig,
+    tier: Tier,
+    tensors: &[(TensorKind, &[f32])],
+    width: u32,
+) -> Result<u64, Err> {
+    let geo = CollectionConfig {
+        entropy: true,
+        ..*geo
+    };
+    let cfg = StoreConfig {
+        collection: geo,
+        durability: Durability::Os,
+        ..StoreConfig::default()
+    };
+    let s = TensorStore::open(
+        "t",
+        "c",
+        Arc::new(ManualClock::new(1)),
+        BufferBlockIO::new(&geo),
+        MemMetaLog::new(geo),
+        Catalog::in_memory(),
+        cfg,
+    )?;
+    for (i, &(kind, x)) in tensors.iter().enumerate() {
+        let shape = [(x.len() / width as usize) as u32, width];
+        let (dtype, bytes): (DType, Vec<u8>) = if geo.tier0_elem_bytes == 2 {
+            (
+                DType::F16,
+                x.iter()
+                    .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+                    .collect(),
+            )
+        } else {
+            (DType::F32, x.iter().flat_map(|v| v.to_le_bytes()).collect())
+        };
+        let info = BlockInfo::new(dtype, &shape).with_kind(kind);
+        s.put_tensor_with(&format!("t{i}"), &info, &bytes, tier)?;
+    }
+    Ok(s.stats()?.payload_bytes[tier as usize])
 }
 
 fn main() -> Result<(), Err> {
@@ -190,8 +246,8 @@ fn main() -> Result<(), Err> {
     let dir = Path::new(&dir);
     let man: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json"))?)?;
-    println!("| set, codec, tier | inner b/v | v5 b/v | saved | fixed slot b/v | size-following slot b/v | blocks coded | encode ns/v | decode inner ns/v | decode v5 ns/v |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("| set, codec, tier | inner b/v | v5 b/v | saved | fixed slot b/v | size-following slot b/v | blocks coded | encode ns/v | decode inner ns/v | decode v5 ns/v | store payload_bytes b/v |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let tiers = [Tier::Tier1, Tier::Tier2, Tier::Tier3];
     if let Some(kv) = man["kv"].as_object() {
         let geo = CollectionConfig::kv_cache(64)?;
