@@ -18,6 +18,9 @@
 //! # Ok::<(), tensorvault_quant::QuantError>(())
 //! ```
 
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
 use crate::entropy_rans;
 use crate::error::corrupt;
 use crate::layout::{MAX_BITS, MIN_BITS, V5_MAX_FREQ_BYTES, V5_MAX_LANES_LOG2, V5_MAX_PROB_BITS};
@@ -194,36 +197,61 @@ pub fn quantize(counts: &[u64], prob_bits: u8) -> Option<FreqTable> {
         })
         .collect();
     let mut diff = target - f.iter().sum::<i64>();
-    // Fix the rounding: each step moves one unit where it costs the fewest bits
-    // (give to the largest count per unit, take from the smallest count per unit).
-    while diff != 0 {
-        // Ties go to the lowest symbol.
-        let mut pick: Option<usize> = None;
-        for s in 0..f.len() {
-            let eligible = if diff > 0 { counts[s] > 0 } else { f[s] > 1 };
-            if !eligible {
-                continue;
-            }
-            let better = pick.is_none_or(|p| {
-                let (r, rp) = (ratio(counts[s], f[s]), ratio(counts[p], f[p]));
-                if diff > 0 {
-                    r > rp
-                } else {
-                    r < rp
-                }
-            });
-            if better {
-                pick = Some(s);
-            }
+    // Fix the rounding: each step moves one unit where it costs the fewest bits (give to
+    // the largest count per unit, take from the smallest count per unit with f > 1; ties
+    // go to the lowest symbol). The sign of `diff` never changes, and a step changes only
+    // the picked symbol's ratio, so a heap gives the same picks as a scan per step.
+    let sign = diff.signum();
+    let key = |s: usize, f: &[i64]| {
+        let r = ratio(counts[s], f[s]);
+        Cand {
+            key: if sign > 0 { r } else { -r },
+            sym: s,
         }
-        let s = pick?; // unreachable for present <= target; `?` keeps it total
-        f[s] += diff.signum();
-        diff -= diff.signum();
+    };
+    let eligible = |s: usize, f: &[i64]| if sign > 0 { counts[s] > 0 } else { f[s] > 1 };
+    let mut heap: BinaryHeap<Cand> = (0..f.len())
+        .filter(|&s| eligible(s, &f))
+        .map(|s| key(s, &f))
+        .collect();
+    while diff != 0 {
+        let s = heap.pop()?.sym; // never empty for present <= target; `?` keeps it total
+        f[s] += sign;
+        diff -= sign;
+        if eligible(s, &f) {
+            heap.push(key(s, &f));
+        }
     }
     Some(FreqTable {
         prob_bits,
         freqs: f.iter().map(|&v| v as u16).collect(),
     })
+}
+
+/// A heap entry: the largest key first, the lowest symbol among equal keys.
+struct Cand {
+    key: f64,
+    sym: usize,
+}
+
+impl PartialEq for Cand {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+
+impl Eq for Cand {}
+
+impl PartialOrd for Cand {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Cand {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.key.total_cmp(&o.key).then(o.sym.cmp(&self.sym))
+    }
 }
 
 fn ratio(count: u64, f: i64) -> f64 {

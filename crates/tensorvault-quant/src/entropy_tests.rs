@@ -309,3 +309,61 @@ proptest! {
         prop_assert_eq!(back, codes);
     }
 }
+
+/// The table rule of docs/formats/quant.md §11.3 as written: a full scan per unit moved.
+fn quantize_by_scan(counts: &[u64], prob_bits: u8) -> Option<Vec<u16>> {
+    let total: u64 = counts.iter().sum();
+    let target = 1i64 << prob_bits;
+    if total == 0 || counts.iter().filter(|&&c| c > 0).count() as i64 > target {
+        return None;
+    }
+    let mut f: Vec<i64> = counts
+        .iter()
+        .map(|&c| {
+            if c == 0 {
+                0
+            } else {
+                let share = (u128::from(c) * target as u128 * 2 + u128::from(total))
+                    / (2 * u128::from(total));
+                (share as i64).max(1)
+            }
+        })
+        .collect();
+    let mut diff = target - f.iter().sum::<i64>();
+    while diff != 0 {
+        let mut pick: Option<usize> = None;
+        for s in 0..f.len() {
+            let ok = if diff > 0 { counts[s] > 0 } else { f[s] > 1 };
+            if !ok {
+                continue;
+            }
+            let r = counts[s] as f64 / f[s] as f64;
+            let better = pick.is_none_or(|p| {
+                let rp = counts[p] as f64 / f[p] as f64;
+                if diff > 0 {
+                    r > rp
+                } else {
+                    r < rp
+                }
+            });
+            if better {
+                pick = Some(s);
+            }
+        }
+        let s = pick?;
+        f[s] += diff.signum();
+        diff -= diff.signum();
+    }
+    Some(f.iter().map(|&v| v as u16).collect())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    #[test]
+    fn the_heap_picks_what_the_scan_picks(
+        counts in proptest::collection::vec(prop_oneof![Just(0u64), 1u64..5, 1u64..100_000], 4..=256),
+        pb in 1u8..=12,
+    ) {
+        prop_assert_eq!(quantize(&counts, pb).map(|t| t.freqs), quantize_by_scan(&counts, pb));
+    }
+}
