@@ -17,6 +17,9 @@
 //!   seeded randomized Hadamard transform ([`rotation`]), coded against fixed levels
 //!   fitted to N(0, 1) ([`levels`]: Lloyd-Max or optimal-step uniform) with one log-coded
 //!   scale byte per block.
+//! * [`entropy`]: lossless rANS coding of k-bit codes (static per-run frequency table,
+//!   interleaved lanes); [`segment_v5`] wraps a v2 or v3 segment's codes in it (version 5),
+//!   kept only when it is shorter.
 //! * [`affine`]: per-tensor and per-channel affine int8 / uint8 / int16 for model weights.
 //! * [`kind`]: what a tensor holds ([`TensorKind`]) and the codec v2 layout that follows
 //!   from it, shared by the store's tiers and `tensorvault quant eval`.
@@ -46,6 +49,8 @@ pub mod affine;
 pub mod affine_u8;
 pub mod asym;
 pub mod bitpack;
+pub mod entropy;
+mod entropy_rans;
 pub mod float;
 pub mod groupwise;
 pub mod kind;
@@ -59,6 +64,7 @@ pub mod row_int4;
 pub mod segment;
 pub mod segment_rot;
 pub mod segment_v2;
+pub mod segment_v5;
 
 pub use error::QuantError;
 pub use kind::TensorKind;

@@ -3,7 +3,8 @@
 //! a single-frame version 1 segment in codec v1 collections, a version 2 segment laid
 //! out by the tensor's kind in codec v2 collections ([`v2_layout`]); in codec v3
 //! collections a version 3 (rotated) segment where [`v3_layout`] picks one, else the v2
-//! layout.
+//! layout. Collections with the entropy flag keep each such segment wrapped in a TQTC
+//! version 5 envelope (lossless rANS over its codes) when that is shorter.
 
 use tensorvault_quant::groupwise::QuantParams;
 use tensorvault_quant::kind;
@@ -11,6 +12,7 @@ use tensorvault_quant::layout as q;
 use tensorvault_quant::segment::{self, Segment};
 use tensorvault_quant::segment_rot::{self, SegmentV3, V3Params};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
+use tensorvault_quant::segment_v5::{self, SegmentV5};
 use tensorvault_quant::QuantError;
 
 use crate::config::{CollectionConfig, CODEC_V1, CODEC_V3};
@@ -116,7 +118,9 @@ pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
 
 /// Quantize f32 values for a quantized `tier` of `geo`: a version 1 segment in a codec
 /// v1 collection, a version 3 segment where [`v3_layout`] picks one (codec v3), a version
-/// 2 segment laid out by [`v2_layout`] otherwise.
+/// 2 segment laid out by [`v2_layout`] otherwise; in a collection with the entropy flag,
+/// the v2/v3 segment wrapped in a version 5 envelope when that is shorter (the scale
+/// reported is the inner segment's).
 ///
 /// # Errors
 /// [`StoreErr::Quant`] (non-finite values, scale overflow); [`StoreErr::InvalidArgument`]
@@ -136,27 +140,32 @@ pub fn encode_for_tier(
         };
         return encode_quantized(&p, values);
     }
-    if let Some(p) = v3_layout(geo, tier, place) {
+    let mut enc = if let Some(p) = v3_layout(geo, tier, place) {
         let bytes = segment_rot::encode(&p, values)?;
         let scale = SegmentV3::parse(&bytes)
             .map(|s| s.max_scale())
             .unwrap_or(0.0);
-        return Ok(Encoded {
+        Encoded {
             bytes,
             bits: p.bits,
             scale,
-        });
+        }
+    } else {
+        let p = v2_layout(geo, tier, place);
+        let bytes = segment_v2::encode(&p, values)?;
+        let scale = SegmentV2::parse(&bytes)
+            .map(|s| s.max_scale())
+            .unwrap_or(0.0);
+        Encoded {
+            bytes,
+            bits: p.bits,
+            scale,
+        }
+    };
+    if geo.entropy {
+        enc.bytes = segment_v5::encode_smallest(enc.bytes)?;
     }
-    let p = v2_layout(geo, tier, place);
-    let bytes = segment_v2::encode(&p, values)?;
-    let scale = SegmentV2::parse(&bytes)
-        .map(|s| s.max_scale())
-        .unwrap_or(0.0);
-    Ok(Encoded {
-        bytes,
-        bits: p.bits,
-        scale,
-    })
+    Ok(enc)
 }
 
 /// Convert little-endian element bytes of `dtype` to f32.
@@ -276,7 +285,7 @@ fn max_scale(seg: &[u8], groups: usize) -> f32 {
 }
 
 /// Decode a quantized payload into f32 values (`dst` is resized to the segment's length).
-/// Any segment version (1, 2, 3) is accepted, whatever the collection's codec.
+/// Any segment version (1, 2, 3, 5) is accepted, whatever the collection's codec.
 ///
 /// # Errors
 /// The codec's error if the payload is not one valid single-frame segment or holds more
@@ -286,6 +295,12 @@ pub fn decode_quantized(
     max_elems: usize,
     dst: &mut Vec<f32>,
 ) -> Result<(), QuantError> {
+    if payload.get(q::VERSION_OFFSET) == Some(&q::V5_VERSION) {
+        // The envelope rebuilds a v2 or v3 segment (never another v5) of at most
+        // `max_elems` codes; it is then checked and decoded like any other payload.
+        let inner = SegmentV5::parse(payload)?.inner(max_elems)?;
+        return decode_quantized(&inner, max_elems, dst);
+    }
     if payload.get(q::VERSION_OFFSET) == Some(&q::V3_VERSION) {
         let seg = SegmentV3::parse(payload)?;
         let n = seg.values();

@@ -58,6 +58,10 @@ pub struct CollectionConfig {
     /// (the first token of a KV tensor, an attention sink); 0 keeps none. Sizes the
     /// quantized slots.
     pub sink_values: u16,
+    /// Codecs v2 and later: store each quantized payload entropy-coded (a TQTC version 5
+    /// envelope, `docs/formats/quant.md` section 11) when that makes it shorter. Lossless;
+    /// the slot size is unchanged. MetaLog header flags bit 0 (`docs/formats/store.md`).
+    pub entropy: bool,
 }
 
 impl Default for CollectionConfig {
@@ -78,6 +82,7 @@ impl CollectionConfig {
             slot_align: DEFAULT_SLOT_ALIGN,
             codec: CODEC_V2,
             sink_values: 0,
+            entropy: false,
         }
     }
 
@@ -257,6 +262,9 @@ impl CollectionConfig {
                 }
             }
             other => return bad("codec", format!("{other} is not 1, 2 or 3")),
+        }
+        if self.codec == CODEC_V1 && self.entropy {
+            return bad("entropy", "codec v1 collections cannot entropy-code".into());
         }
         if self.codec == CODEC_V1 && self.sink_values != 0
             || u32::from(self.sink_values) > self.block_elems
