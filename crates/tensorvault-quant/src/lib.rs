@@ -17,6 +17,9 @@
 //!   seeded randomized Hadamard transform ([`rotation`]), coded against fixed levels
 //!   fitted to N(0, 1) ([`levels`]: Lloyd-Max or optimal-step uniform) with one log-coded
 //!   scale byte per block.
+//! * [`segment_v4`]: the super-block segment (version 4): groups of 4-256 values inside
+//!   super-blocks with two f16 units each, every group's scale and min coded in 2-8 bits
+//!   against them (GGUF k-quant style side data), optionally rotated per super-block.
 //! * [`affine`]: per-tensor and per-channel affine int8 / uint8 / int16 for model weights.
 //! * [`kind`]: what a tensor holds ([`TensorKind`]) and the codec v2 layout that follows
 //!   from it, shared by the store's tiers and `tensorvault quant eval`.
@@ -59,6 +62,8 @@ pub mod row_int4;
 pub mod segment;
 pub mod segment_rot;
 pub mod segment_v2;
+pub mod segment_v4;
+mod superblock;
 
 pub use error::QuantError;
 pub use kind::TensorKind;
