@@ -3,7 +3,8 @@
 //! a single-frame version 1 segment in codec v1 collections, a version 2 segment laid
 //! out by the tensor's kind in codec v2 collections ([`v2_layout`]); in codec v3
 //! collections a version 3 (rotated) segment where [`v3_layout`] picks one, else the v2
-//! layout.
+//! layout. Codec v4 collections store `weight` and `embedding` tensors as version 4
+//! (super-block) segments sized to the tier's slot ([`crate::codec_weights`]).
 
 use tensorvault_quant::groupwise::QuantParams;
 use tensorvault_quant::kind;
@@ -11,6 +12,7 @@ use tensorvault_quant::layout as q;
 use tensorvault_quant::segment::{self, Segment};
 use tensorvault_quant::segment_rot::{self, SegmentV3, V3Params};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
+use tensorvault_quant::segment_v4::{self, SegmentV4};
 use tensorvault_quant::QuantError;
 
 use crate::config::{CollectionConfig, CODEC_V1, CODEC_V3};
@@ -135,6 +137,17 @@ pub fn encode_for_tier(
             });
         };
         return encode_quantized(&p, values);
+    }
+    if let Some(p) = crate::codec_weights::v4_layout(geo, tier, place.kind, place.len) {
+        let bytes = segment_v4::encode(&p, values)?;
+        let scale = SegmentV4::parse(&bytes)
+            .map(|s| s.max_scale())
+            .unwrap_or(0.0);
+        return Ok(Encoded {
+            bytes,
+            bits: p.bits,
+            scale,
+        });
     }
     if let Some(p) = v3_layout(geo, tier, place) {
         let bytes = segment_rot::encode(&p, values)?;
@@ -276,7 +289,7 @@ fn max_scale(seg: &[u8], groups: usize) -> f32 {
 }
 
 /// Decode a quantized payload into f32 values (`dst` is resized to the segment's length).
-/// Any segment version (1, 2, 3) is accepted, whatever the collection's codec.
+/// Any segment version (1, 2, 3, 4) is accepted, whatever the collection's codec.
 ///
 /// # Errors
 /// The codec's error if the payload is not one valid single-frame segment or holds more
@@ -286,6 +299,20 @@ pub fn decode_quantized(
     max_elems: usize,
     dst: &mut Vec<f32>,
 ) -> Result<(), QuantError> {
+    if payload.get(q::VERSION_OFFSET) == Some(&q::V4_VERSION) {
+        let seg = SegmentV4::parse(payload)?;
+        let n = seg.values();
+        if n > max_elems {
+            return Err(QuantError::LengthMismatch {
+                what: "block segment (must hold at most block_elems values)",
+                input: n,
+                output: max_elems,
+            });
+        }
+        dst.clear();
+        dst.resize(n, 0.0);
+        return seg.decode(dst);
+    }
     if payload.get(q::VERSION_OFFSET) == Some(&q::V3_VERSION) {
         let seg = SegmentV3::parse(payload)?;
         let n = seg.values();
