@@ -19,7 +19,8 @@ Sections:
 * `ref`: the rotated codec's choices, transcribed in numpy (not the product; same math as
   `segment_rot.rs`, docs/formats/quant.md section 10) on the values at 3 bits, keys through
   the store's tier 3: rotation on/off, Lloyd-Max vs uniform levels, RMS vs max scales.
-* `emb`: recall@10 raw / 4x re-scored (`emb_eval.py`) per tier, codec v2 vs codec v3, on
+* `emb`: recall@10 raw / 4x re-scored (`emb_eval.py`) per tier, codec v2 vs v3 vs v4
+  (v4: TQTC version 4 super-block segments, `crates/tensorvault-store/src/codec_weights.rs`), on
   SmolLM2's token table (rows of 576 rotated as nine blocks of 64) and on the
   all-MiniLM-L6-v2 sentence embeddings of the passages (rows of 384: three blocks of 128;
   this set was never used to choose anything).
@@ -184,14 +185,14 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
     return out
 
 
-def emb_section(tiers: List[int], sets: List[str]) -> Dict:
+def emb_section(tiers: List[int], sets: List[str], codecs=(2, 3, 4)) -> Dict:
     from emb_eval import N_QUERIES, recall, sentence_embeddings, token_embeddings
     out: Dict = {}
     for set_name in sets:
         e = token_embeddings() if set_name == "tokens" else sentence_embeddings(log=log)
         q, db = e[:N_QUERIES], np.ascontiguousarray(e[N_QUERIES:])
         exact = q @ db.T
-        for codec in (2, 3):
+        for codec in codecs:
             set_store_opts(codec=codec)
             for tier in tiers:
                 t0 = time.time()
@@ -214,6 +215,8 @@ def main() -> int:
     ap.add_argument("--sections", default="kv,ref,emb")
     ap.add_argument("--emb-sets", default="tokens,sentences",
                     help="embedding sets: tokens (SmolLM2's table), sentences (all-MiniLM-L6-v2 on the passages)")
+    ap.add_argument("--emb-codecs", default="2,3,4",
+                    help="store codecs the emb section compares (4: TQTC v4 super-block segments)")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
@@ -239,7 +242,8 @@ def main() -> int:
                                         rotated_np(v, 3, r, u, s)))
         res["kv"] = kv_section(m, texts, a.tokens, configs)
     if "emb" in sections:
-        res["emb"] = emb_section([1, 2, 3], a.emb_sets.split(","))
+        res["emb"] = emb_section([1, 2, 3], a.emb_sets.split(","),
+                                 [int(c) for c in a.emb_codecs.split(",")])
     res["seconds"] = time.time() - t0
     if a.json:
         with open(a.json, "w") as f:

@@ -50,6 +50,8 @@ pub mod affine_u8;
 pub mod asym;
 pub mod bitpack;
 pub mod float;
+#[cfg(target_arch = "x86_64")]
+mod fwht_avx2;
 pub mod groupwise;
 pub mod kind;
 pub mod layout;
