@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent transcription of docs/formats/quant.md section 11 (TQTC version 5, the
+"""Independent transcription of docs/formats/quant.md section 12 (TQTC version 5, the
 entropy-coded envelope): builds the envelope of a version 2 segment and decodes it back,
 using only the spec. Prints the envelope as hex; `segment_v5_tests.rs`
 (`golden_envelope_bytes`) asserts the Rust encoder writes the same bytes.
@@ -44,7 +44,7 @@ def pack(codes, bits):
 
 
 def quantize(counts, pb):
-    """§11.4 step 2: nearest share (at least 1), then unit moves by count per unit."""
+    """§12.4 step 2: nearest share (at least 1), then unit moves by count per unit."""
     total, target = sum(counts), 1 << pb
     present = sum(1 for c in counts if c)
     if total == 0 or present > target:

@@ -19,7 +19,8 @@ Sections:
 * `ref`: the rotated codec's choices, transcribed in numpy (not the product; same math as
   `segment_rot.rs`, docs/formats/quant.md section 10) on the values at 3 bits, keys through
   the store's tier 3: rotation on/off, Lloyd-Max vs uniform levels, RMS vs max scales.
-* `emb`: recall@10 raw / 4x re-scored (`emb_eval.py`) per tier, codec v2 vs codec v3, on
+* `emb`: recall@10 raw / 4x re-scored (`emb_eval.py`) per tier, codec v2 vs v3 vs v4
+  (v4: TQTC version 4 super-block segments, `crates/tensorvault-store/src/codec_weights.rs`), on
   SmolLM2's token table (rows of 576 rotated as nine blocks of 64) and on the
   all-MiniLM-L6-v2 sentence embeddings of the passages (rows of 384: three blocks of 128;
   this set was never used to choose anything).
@@ -186,14 +187,15 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
     return out
 
 
-def emb_section(tiers: List[int], sets: List[str], entropy: bool = False) -> Dict:
+def emb_section(tiers: List[int], sets: List[str], codecs=(2, 3, 4), entropy: bool = False) -> Dict:
     from emb_eval import N_QUERIES, recall, sentence_embeddings, token_embeddings
     out: Dict = {}
     for set_name in sets:
         e = token_embeddings() if set_name == "tokens" else sentence_embeddings(log=log)
         q, db = e[:N_QUERIES], np.ascontiguousarray(e[N_QUERIES:])
         exact = q @ db.T
-        for codec, ent in [(2, False), (3, False)] + ([(2, True), (3, True)] if entropy else []):
+        runs = [(c, False) for c in codecs] + ([(c, True) for c in codecs if c in (2, 3)] if entropy else [])
+        for codec, ent in runs:
             set_store_opts(codec=codec, **({"entropy": True} if ent else {}))
             label = f"codec v{codec}" + (" + entropy" if ent else "")
             for tier in tiers:
@@ -220,6 +222,8 @@ def main() -> int:
     ap.add_argument("--entropy", action="store_true",
                     help="also measure collections with the entropy flag (TQTC v5, lossless: "
                          "same values, fewer payload bytes)")
+    ap.add_argument("--emb-codecs", default="2,3,4",
+                    help="store codecs the emb section compares (4: TQTC v4 super-block segments)")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
@@ -247,7 +251,8 @@ def main() -> int:
                                         rotated_np(v, 3, r, u, s)))
         res["kv"] = kv_section(m, texts, a.tokens, configs)
     if "emb" in sections:
-        res["emb"] = emb_section([1, 2, 3], a.emb_sets.split(","), a.entropy)
+        res["emb"] = emb_section([1, 2, 3], a.emb_sets.split(","),
+                                 [int(c) for c in a.emb_codecs.split(",")], a.entropy)
     res["seconds"] = time.time() - t0
     if a.json:
         with open(a.json, "w") as f:

@@ -372,6 +372,7 @@ impl Store {
         match codec {
             None | Some(2) => {}
             Some(3) => cfg.collection.codec = tensorvault_store::CODEC_V3,
+            Some(4) => cfg.collection.codec = tensorvault_store::CODEC_V4,
             Some(1) => {
                 let g = cfg.collection;
                 cfg.collection = CollectionConfig {
@@ -379,7 +380,7 @@ impl Store {
                     ..CollectionConfig::codec_v1(g.block_elems)
                 };
             }
-            Some(c) => return Err(arg_err(format!("codec {c} is not 1, 2 or 3"))),
+            Some(c) => return Err(arg_err(format!("codec {c} is not 1, 2, 3 or 4"))),
         }
         // Entropy-code quantized payloads (TQTC v5) where shorter; a new collection only
         // (an existing one keeps the flag in its header).

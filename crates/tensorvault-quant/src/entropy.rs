@@ -1,5 +1,5 @@
 //! Lossless entropy coding of k-bit codes: a static frequency table per run of codes and
-//! interleaved rANS streams ([`crate::entropy_rans`]). The format is section 11 of
+//! interleaved rANS streams ([`crate::entropy_rans`]). The format is section 12 of
 //! `docs/formats/quant.md`; the segment envelope that uses it is [`crate::segment_v5`].
 //!
 //! A table holds one frequency per symbol of the `2^k`-symbol alphabet, quantized so they

@@ -1,4 +1,4 @@
-//! Interleaved rANS over a static table (`docs/formats/quant.md` §11.2).
+//! Interleaved rANS over a static table (`docs/formats/quant.md` §12.2).
 //!
 //! Each lane is a 32-bit state in `[RANS_L, 2^32)` with `RANS_L = 2^16`, renormalized
 //! 16 bits at a time. Symbol `i` belongs to lane `i % N`. The encoder runs backwards and

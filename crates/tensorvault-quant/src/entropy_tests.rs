@@ -310,7 +310,7 @@ proptest! {
     }
 }
 
-/// The table rule of docs/formats/quant.md §11.3 as written: a full scan per unit moved.
+/// The table rule of docs/formats/quant.md §12.3 as written: a full scan per unit moved.
 fn quantize_by_scan(counts: &[u64], prob_bits: u8) -> Option<Vec<u16>> {
     let total: u64 = counts.iter().sum();
     let target = 1i64 << prob_bits;

@@ -152,7 +152,7 @@ pub const V3_MAX_BLOCK_LOG2: u8 = 10;
 /// The seed the store's codec v3 writes (any seed decodes: it is in the header).
 pub const V3_DEFAULT_SEED: u32 = 0x5456_5133; // "TVQ3"
 
-// ---- version 5: entropy-coded envelope over a v2/v3 segment (docs/formats/quant.md §11) ----
+// ---- version 5: entropy-coded envelope over a v2/v3 segment (docs/formats/quant.md §12) ----
 
 /// Version byte of an entropy-coded (v5) envelope.
 pub const V5_VERSION: u8 = 5;
@@ -190,6 +190,49 @@ pub const RANS_WORD_BYTES: usize = size_of::<u16>();
 pub const RANS_STATE_BYTES: usize = size_of::<u32>();
 /// Largest encoding of one frequency in the table (LEB128: 7 bits per byte).
 pub const V5_MAX_FREQ_BYTES: usize = 2;
+
+// ---- version 4: groups inside super-blocks, k-quant style side data (docs/formats/quant.md §11) ----
+
+/// Version byte of a super-block (v4) segment.
+pub const V4_VERSION: u8 = 4;
+/// u8 log2 of the group size (one scale code and one min code per group).
+pub const V4_GROUP_LOG2_OFFSET: usize = BITS_OFFSET + size_of::<u8>();
+/// u8 log2 of the super-block size (one f16 scale unit and one f16 min unit per
+/// super-block; also the rotation block).
+pub const V4_SUPER_LOG2_OFFSET: usize = V4_GROUP_LOG2_OFFSET + size_of::<u8>();
+/// u32 number of values `n`.
+pub const V4_VALUES_OFFSET: usize = V4_SUPER_LOG2_OFFSET + size_of::<u8>();
+/// u8 bits of each group's scale code.
+pub const V4_SCALE_BITS_OFFSET: usize = V4_VALUES_OFFSET + size_of::<u32>();
+/// u8 bits of each group's min code.
+pub const V4_MIN_BITS_OFFSET: usize = V4_SCALE_BITS_OFFSET + size_of::<u8>();
+/// u8 flags ([`V4_FLAG_ROTATED`]).
+pub const V4_FLAGS_OFFSET: usize = V4_MIN_BITS_OFFSET + size_of::<u8>();
+/// One reserved byte, zero.
+pub const V4_RESERVED_OFFSET: usize = V4_FLAGS_OFFSET + size_of::<u8>();
+/// u32 seed of the rotation's sign pattern (any value when not rotated).
+pub const V4_SEED_OFFSET: usize = V4_RESERVED_OFFSET + size_of::<u8>();
+/// Header length of a v4 segment; the super-block parameters follow it.
+pub const V4_HEADER_LEN: usize = V4_SEED_OFFSET + size_of::<u32>();
+/// Bytes of one super-block's parameters: f16 scale unit `d`, f16 min unit `m`.
+pub const V4_SUPER_BYTES: usize = 2 * size_of::<u16>();
+/// Flag bit 0: every whole super-block is rotated (randomized Hadamard of the super-block
+/// size, [`crate::rotation`]); a trailing partial super-block never is.
+pub const V4_FLAG_ROTATED: u8 = 1 << 0;
+/// Every flag bit version 4 defines.
+pub const V4_KNOWN_FLAGS: u8 = V4_FLAG_ROTATED;
+/// Smallest group size exponent of a v4 segment (groups of 4).
+pub const V4_MIN_GROUP_LOG2: u8 = 2;
+/// Largest group size exponent of a v4 segment (groups of 256).
+pub const V4_MAX_GROUP_LOG2: u8 = 8;
+/// Largest super-block size exponent (super-blocks of 1024; the smallest is the group).
+pub const V4_MAX_SUPER_LOG2: u8 = 10;
+/// Smallest width of a group's scale or min code.
+pub const V4_MIN_SIDE_BITS: u8 = 2;
+/// Largest width of a group's scale or min code.
+pub const V4_MAX_SIDE_BITS: u8 = 8;
+/// The seed the store writes into rotated v4 segments (any seed decodes).
+pub const V4_DEFAULT_SEED: u32 = 0x5456_5134; // "TVQ4"
 
 #[cfg(test)]
 mod tests {
@@ -242,5 +285,18 @@ mod tests {
         assert_eq!(V5_SIDE_LEN_OFFSET, 17);
         assert_eq!(V5_HEADER_LEN, 21);
         assert_eq!(V5_INNER_SKIP, 10);
+    }
+
+    #[test]
+    fn v4_header_is_24_bytes_and_fields_are_contiguous() {
+        assert_eq!(V4_GROUP_LOG2_OFFSET, 10);
+        assert_eq!(V4_SUPER_LOG2_OFFSET, 11);
+        assert_eq!(V4_VALUES_OFFSET, 12);
+        assert_eq!(V4_SCALE_BITS_OFFSET, 16);
+        assert_eq!(V4_MIN_BITS_OFFSET, 17);
+        assert_eq!(V4_FLAGS_OFFSET, 18);
+        assert_eq!(V4_RESERVED_OFFSET, 19);
+        assert_eq!(V4_SEED_OFFSET, 20);
+        assert_eq!(V4_HEADER_LEN, 24);
     }
 }

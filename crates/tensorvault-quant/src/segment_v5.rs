@@ -1,7 +1,7 @@
 //! The entropy-coded segment (TQTC version 5): an envelope over a version 2 or 3 segment
 //! whose packed codes are replaced by a rANS-coded stream ([`crate::entropy`]); every
 //! other byte of the inner segment (header fields, raw rows, group parameters or block
-//! scales) is kept verbatim. Byte layout: `docs/formats/quant.md` §11.
+//! scales) is kept verbatim. Byte layout: `docs/formats/quant.md` §12.
 //!
 //! [`wrap`] returns the envelope only when it is shorter than the inner segment, so a
 //! writer stores whichever is smaller ([`encode_smallest`]). Decoding rebuilds the inner

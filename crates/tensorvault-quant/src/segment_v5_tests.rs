@@ -237,7 +237,7 @@ fn every_truncation_and_trailing_byte_is_a_typed_error() {
 
 /// The byte layout is a format: this envelope must rebuild this v2 segment forever. The
 /// bytes were computed independently by `scripts/rans_v5_golden.py`, a Python
-/// transcription of docs/formats/quant.md §11 (table quantization, rANS, layout).
+/// transcription of docs/formats/quant.md §12 (table quantization, rANS, layout).
 #[test]
 fn golden_envelope_bytes() {
     // 512 values, mostly 0.1 with a 1.0 every 8th and a -1.0 every 16th (offset 4):

@@ -3,7 +3,9 @@
 //! a single-frame version 1 segment in codec v1 collections, a version 2 segment laid
 //! out by the tensor's kind in codec v2 collections ([`v2_layout`]); in codec v3
 //! collections a version 3 (rotated) segment where [`v3_layout`] picks one, else the v2
-//! layout. Collections with the entropy flag keep each such segment wrapped in a TQTC
+//! layout. Codec v4 collections store `weight` and `embedding` tensors as version 4
+//! (super-block) segments sized to the tier's slot ([`crate::codec_weights`]).
+//! Collections with the entropy flag keep each such segment wrapped in a TQTC
 //! version 5 envelope (lossless rANS over its codes) when that is shorter.
 
 use tensorvault_quant::groupwise::QuantParams;
@@ -12,6 +14,7 @@ use tensorvault_quant::layout as q;
 use tensorvault_quant::segment::{self, Segment};
 use tensorvault_quant::segment_rot::{self, SegmentV3, V3Params};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
+use tensorvault_quant::segment_v4::{self, SegmentV4};
 use tensorvault_quant::segment_v5::{self, SegmentV5};
 use tensorvault_quant::QuantError;
 
@@ -117,7 +120,9 @@ pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
 }
 
 /// Quantize f32 values for a quantized `tier` of `geo`: a version 1 segment in a codec
-/// v1 collection, a version 3 segment where [`v3_layout`] picks one (codec v3), a version
+/// v1 collection, a version 4 segment for weight and embedding tensors in a codec v4
+/// collection ([`crate::codec_weights::v4_layout`]; never wrapped), a version 3 segment
+/// where [`v3_layout`] picks one (codec v3), a version
 /// 2 segment laid out by [`v2_layout`] otherwise; in a collection with the entropy flag,
 /// the v2/v3 segment wrapped in a version 5 envelope when that is shorter (the scale
 /// reported is the inner segment's).
@@ -139,6 +144,17 @@ pub fn encode_for_tier(
             });
         };
         return encode_quantized(&p, values);
+    }
+    if let Some(p) = crate::codec_weights::v4_layout(geo, tier, place.kind, place.len) {
+        let bytes = segment_v4::encode(&p, values)?;
+        let scale = SegmentV4::parse(&bytes)
+            .map(|s| s.max_scale())
+            .unwrap_or(0.0);
+        return Ok(Encoded {
+            bytes,
+            bits: p.bits,
+            scale,
+        });
     }
     let mut enc = if let Some(p) = v3_layout(geo, tier, place) {
         let bytes = segment_rot::encode(&p, values)?;
@@ -285,7 +301,7 @@ fn max_scale(seg: &[u8], groups: usize) -> f32 {
 }
 
 /// Decode a quantized payload into f32 values (`dst` is resized to the segment's length).
-/// Any segment version (1, 2, 3, 5) is accepted, whatever the collection's codec.
+/// Any segment version (1, 2, 3, 4, 5) is accepted, whatever the collection's codec.
 ///
 /// # Errors
 /// The codec's error if the payload is not one valid single-frame segment or holds more
@@ -300,6 +316,20 @@ pub fn decode_quantized(
         // `max_elems` codes; it is then checked and decoded like any other payload.
         let inner = SegmentV5::parse(payload)?.inner(max_elems)?;
         return decode_quantized(&inner, max_elems, dst);
+    }
+    if payload.get(q::VERSION_OFFSET) == Some(&q::V4_VERSION) {
+        let seg = SegmentV4::parse(payload)?;
+        let n = seg.values();
+        if n > max_elems {
+            return Err(QuantError::LengthMismatch {
+                what: "block segment (must hold at most block_elems values)",
+                input: n,
+                output: max_elems,
+            });
+        }
+        dst.clear();
+        dst.resize(n, 0.0);
+        return seg.decode(dst);
     }
     if payload.get(q::VERSION_OFFSET) == Some(&q::V3_VERSION) {
         let seg = SegmentV3::parse(payload)?;

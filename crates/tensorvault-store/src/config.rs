@@ -28,6 +28,10 @@ pub const CODEC_V2: u8 = 2;
 /// sub-blocks of each row (TQTC segment version 3: randomized Hadamard, Lloyd-Max
 /// levels); `tensorvault_quant::kind::v3_layout` decides. Same geometry rules as v2.
 pub const CODEC_V3: u8 = 3;
+/// Codec v4: codec v3's layouts, except that `weight` and `embedding` tensors are TQTC
+/// version 4 segments (groups inside super-blocks, k-quant style side data) sized to the
+/// tier's slot (`crate::codec_weights`). Same geometry rules as v2.
+pub const CODEC_V4: u8 = 4;
 /// Codec v2 group sizes of tiers 1, 2, 3: with 16 bits of side data per group and a
 /// 32-byte segment header, a 4096-value block fits 8.25 / 5.25 / 3.375 bits per value
 /// after 64-byte slot rounding (issue 14's bit budgets).
@@ -59,7 +63,7 @@ pub struct CollectionConfig {
     /// quantized slots.
     pub sink_values: u16,
     /// Codecs v2 and later: store each quantized payload entropy-coded (a TQTC version 5
-    /// envelope, `docs/formats/quant.md` section 11) when that makes it shorter. Lossless;
+    /// envelope, `docs/formats/quant.md` section 12) when that makes it shorter. Lossless;
     /// the slot size is unchanged. MetaLog header flags bit 0 (`docs/formats/store.md`).
     pub entropy: bool,
 }
@@ -242,7 +246,7 @@ impl CollectionConfig {
                     })?;
                 }
             }
-            CODEC_V2 | CODEC_V3 => {
+            CODEC_V2 | CODEC_V3 | CODEC_V4 => {
                 for i in 0..3 {
                     let (k, g) = (self.tier_bits[i], self.group_size[i]);
                     let groups = (1u32 << q::V2_MIN_GROUP_LOG2)..=(1u32 << q::V2_MAX_GROUP_LOG2);
@@ -261,7 +265,7 @@ impl CollectionConfig {
                     }
                 }
             }
-            other => return bad("codec", format!("{other} is not 1, 2 or 3")),
+            other => return bad("codec", format!("{other} is not 1, 2, 3 or 4")),
         }
         if self.codec == CODEC_V1 && self.entropy {
             return bad("entropy", "codec v1 collections cannot entropy-code".into());
