@@ -3,7 +3,8 @@
 //! a single-frame version 1 segment in codec v1 collections, a version 2 segment laid
 //! out by the tensor's kind in codec v2 collections ([`v2_layout`]); in codec v3
 //! collections a version 3 (rotated) segment where [`v3_layout`] picks one, else the v2
-//! layout.
+//! layout. Codec v4 collections use codec v3's layouts with KV keys at their own bit
+//! widths and group sizes ([`CollectionConfig::bits_for`]).
 
 use tensorvault_quant::groupwise::QuantParams;
 use tensorvault_quant::kind;
@@ -13,7 +14,7 @@ use tensorvault_quant::segment_rot::{self, SegmentV3, V3Params};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
 use tensorvault_quant::QuantError;
 
-use crate::config::{CollectionConfig, CODEC_V1, CODEC_V3};
+use crate::config::{CollectionConfig, CODEC_V1, CODEC_V3, CODEC_V4};
 use crate::error::{Result, StoreErr};
 use crate::types::{DType, TensorKind, Tier};
 
@@ -41,8 +42,8 @@ pub struct BlockPlace<'a> {
 /// back to flat groups without raw rows, which always fits.
 #[must_use]
 pub fn v2_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> V2Params {
-    let bits = geo.bits(tier).unwrap_or(8);
-    let g = geo.group_size(tier).unwrap_or(64).max(1);
+    let bits = geo.bits_for(tier, place.kind).unwrap_or(8);
+    let g = geo.group_size_for(tier, place.kind).unwrap_or(64).max(1);
     let layout = |width: Option<u32>, sink: bool| {
         kind::v2_layout(place.kind, bits, g, width, sink).unwrap_or(V2Params {
             // The collection's geometry was validated on open (bits 2..=8, v2 group
@@ -91,10 +92,10 @@ pub fn v2_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
 /// tier.
 #[must_use]
 pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> Option<V3Params> {
-    if geo.codec != CODEC_V3 {
+    if !matches!(geo.codec, CODEC_V3 | CODEC_V4) {
         return None;
     }
-    let bits = geo.bits(tier)?;
+    let bits = geo.bits_for(tier, place.kind)?;
     let width = place.shape.last().copied().filter(|&w| w > 0)?;
     let b = 1u64 << kind::v3_block(width)?;
     let start = u64::from(place.block_index) * u64::from(geo.block_elems);
