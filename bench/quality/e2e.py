@@ -52,6 +52,9 @@ class StoreCache:
 
     def __init__(self, root: str, n_kv: int, head_dim: int, policy: Dict) -> None:
         self.n_kv = n_kv
+        # With a RoPE spec the model hands the cache keys before RoPE (smollm.py) and
+        # the cache returns them after it.
+        self.pre_rope = policy.get("rope") is not None
         self.kv = tv.KvCache(root, "q", "kv", head_dim=head_dim, durability="os", **policy)
         self.maintained = 0
 
@@ -119,6 +122,8 @@ def evaluate(m, ids: np.ndarray, log=print) -> Dict:
     root = tempfile.mkdtemp(prefix="tvq-e2e-")
     try:
         t0 = time.time()
+        # e.g. TVQ_E2E_POLICY='{"block_tokens": 128, "age_tiers": (0, 0, 256),
+        # "rope": (100000.0, 64, "interleaved"), "codec": 4}'
         policy = os.environ.get("TVQ_E2E_POLICY")
         policies = [eval(policy)] if policy else POLICIES  # noqa: S307 (harness knob)
         for p in policies:

@@ -349,6 +349,20 @@ fn codec_v4_keys_and_values_use_their_own_widths() {
     }
     // 4-bit per-channel keys beat 3-bit per-token values on the same data.
     assert!(err[0] < err[1] * 0.6, "{err:?}");
+    // Values at tier 3 are rotated per token (TQTC version 3: one scale byte per token,
+    // 2 bytes of min/scale per 64 values in v2): header + sink row + 255 scale bytes +
+    // 255 x 64 x 3 / 8 code bytes.
+    let v = s
+        .meta(&tensorvault_store::BlockKey::new(s.tensor_id_of("v"), 0))
+        .unwrap()
+        .unwrap();
+    let k = s
+        .meta(&tensorvault_store::BlockKey::new(s.tensor_id_of("k"), 0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(k.data_len, 32 + 128 + 2 * 2 * 64 + 255 * 64 / 2);
+    let v2_len = 32 + 128 + 255 * 2 + 255 * 64 * 3 / 8;
+    assert!(v.data_len < v2_len, "{} vs v2 {v2_len}", v.data_len);
     // Key widths outside codec v4 are refused.
     let bad = CollectionConfig {
         key_bits: [8, 5, 4],
