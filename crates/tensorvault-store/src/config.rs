@@ -74,9 +74,9 @@ pub struct CollectionConfig {
     pub key_bits: [u8; 3],
     /// Codec v4: group sizes of KV keys in tiers 1, 2, 3 (zero in codecs 1..=3).
     pub key_group_size: [u32; 3],
-    /// The RoPE of a KV cache that stores keys before RoPE (`crate::kv::rope`); `None`
+    /// The RoPE of a KV cache that stores keys before RoPE ([`crate::kv::RopeSpec`]); `None`
     /// for caches of post-RoPE keys and for every other collection.
-    pub rope: Option<crate::kv::RopeSpec>,
+    pub rope: Option<crate::rope::RopeSpec>,
 }
 
 impl Default for CollectionConfig {
@@ -362,7 +362,9 @@ impl CollectionConfig {
             if self.codec == CODEC_V1 {
                 return bad("rope", "codec v1 collections carry no RoPE spec".into());
             }
-            r.validate(None)?;
+            if let Some((field, reason)) = r.problem(None) {
+                return bad(field, reason);
+            }
         }
         if self.codec == CODEC_V1 && self.sink_values != 0
             || u32::from(self.sink_values) > self.block_elems

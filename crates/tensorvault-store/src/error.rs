@@ -174,9 +174,9 @@ pub enum StoreErr {
     )]
     RopeMismatch {
         /// The persisted spec (`None`: post-RoPE keys).
-        stored: Option<crate::kv::RopeSpec>,
+        stored: Option<crate::rope::RopeSpec>,
         /// The spec the open asked for.
-        requested: Option<crate::kv::RopeSpec>,
+        requested: Option<crate::rope::RopeSpec>,
     },
     /// Rebuilding a corrupt block would need more corrupt `Delta` ancestors rebuilt
     /// first than `LineageConfig::max_chain_depth` allows.
@@ -275,7 +275,7 @@ pub enum StoreErr {
     Quant(#[from] tensorvault_quant::QuantError),
 }
 
-fn fmt_rope(r: &Option<crate::kv::RopeSpec>) -> String {
+fn fmt_rope(r: &Option<crate::rope::RopeSpec>) -> String {
     match r {
         Some(r) => format!("pre-RoPE keys ({r})"),
         None => "post-RoPE keys (no RoPE spec)".to_owned(),

@@ -1,105 +1,8 @@
-//! Rotary position embedding (RoPE) of KV-cache keys, applied at read: a cache created
-//! with a [`RopeSpec`] stores keys *before* RoPE (where per-channel quantization groups
-//! see each channel's own distribution instead of one smeared by the position-dependent
-//! rotation: KVQuant's largest single gain), and [`crate::KvCache::read`] returns them
-//! after RoPE, rotated for their token positions, exactly as a cache of post-RoPE keys
-//! would hold them.
-//!
-//! The spec is persisted in the collection's MetaLog header (`docs/formats/store.md`,
-//! "RoPE spec"), so a reopen applies the same rotation; opening with a different spec is
-//! [`crate::StoreErr::RopeMismatch`].
-//!
-//! For pair `i` of `rotary_dims / 2` pairs, the angle at token position `p` is
-//! `p * theta^(-2i / rotary_dims)` (computed in f64, cos/sin rounded to f32, the rotation
-//! in f32). Channels at and beyond `rotary_dims` (partial rotary) are not rotated.
-//!
-//! ```
-//! use tensorvault_store::kv::{RopePairing, RopeSpec};
-//! // SmolLM2 as GGUF stores it (llama.cpp's permuted Q/K weights): base 1e5, all 64
-//! // channels, adjacent pairs; Hugging Face's checkpoint of the same model pairs halves.
-//! let spec = RopeSpec::new(100_000.0, 64, RopePairing::Interleaved)?;
-//! let mut keys = vec![1.0f32; 2 * 64]; // two tokens
-//! spec.apply(&mut keys, 64, 0)?; // tokens 0 and 1
-//! assert_eq!(keys[..64], [1.0; 64]); // position 0 is not rotated
-//! assert!((keys[64] - (1f32.cos() - 1f32.sin())).abs() < 1e-6);
-//! # Ok::<(), tensorvault_store::StoreErr>(())
-//! ```
+//! The checked API of [`RopeSpec`] (`crate::rope`): construction, validation against a
+//! head dimension and the rotation of token rows, with the store's error type.
 
 use crate::error::{Result, StoreErr};
-
-/// Which channels form the rotated pairs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum RopePairing {
-    /// GPT-NeoX / Hugging Face Llama: channel `i` pairs with `i + rotary_dims / 2`.
-    Neox = 1,
-    /// GPT-J / Meta's original Llama / llama.cpp on GGUF's permuted weights: channels
-    /// `2i` and `2i + 1`.
-    Interleaved = 2,
-}
-
-impl RopePairing {
-    /// From the header byte; `None` for 0 (no RoPE) and unknown values.
-    #[must_use]
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        match v {
-            1 => Some(RopePairing::Neox),
-            2 => Some(RopePairing::Interleaved),
-            _ => None,
-        }
-    }
-
-    /// The name used by Python and the CLI: `neox` or `interleaved`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            RopePairing::Neox => "neox",
-            RopePairing::Interleaved => "interleaved",
-        }
-    }
-
-    /// The pairing named `name` (`neox`, `interleaved`); `None` otherwise.
-    #[must_use]
-    pub fn from_name(name: &str) -> Option<Self> {
-        [RopePairing::Neox, RopePairing::Interleaved]
-            .into_iter()
-            .find(|p| p.name() == name)
-    }
-}
-
-/// A RoPE spec: base, rotated channels and pairing (the head dimension is the cache's).
-#[derive(Clone, Copy, Debug)]
-pub struct RopeSpec {
-    /// The base `theta` (10000 for Llama 2, 500000 for Llama 3, 100000 for SmolLM2).
-    pub theta: f64,
-    /// Channels rotated, from channel 0: even, >= 2 (the head dimension for full RoPE).
-    pub rotary_dims: u16,
-    /// Pair layout.
-    pub pairing: RopePairing,
-}
-
-impl PartialEq for RopeSpec {
-    fn eq(&self, other: &Self) -> bool {
-        // Bitwise on theta: the persisted spec must match the requested one exactly.
-        self.theta.to_bits() == other.theta.to_bits()
-            && self.rotary_dims == other.rotary_dims
-            && self.pairing == other.pairing
-    }
-}
-
-impl Eq for RopeSpec {}
-
-impl std::fmt::Display for RopeSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "theta {}, {} rotary dims, {}",
-            self.theta,
-            self.rotary_dims,
-            self.pairing.name()
-        )
-    }
-}
+pub use crate::rope::{RopePairing, RopeSpec};
 
 impl RopeSpec {
     /// A checked spec.
@@ -122,55 +25,14 @@ impl RopeSpec {
     /// # Errors
     /// [`StoreErr::InvalidArgument`] naming the field.
     pub fn validate(&self, head_dim: Option<u32>) -> Result<()> {
-        if !self.theta.is_finite() || self.theta <= 1.0 {
-            return Err(StoreErr::InvalidArgument {
-                field: "rope.theta",
-                reason: format!("{} must be a finite number > 1", self.theta),
-            });
-        }
-        let too_wide = head_dim.is_some_and(|h| u32::from(self.rotary_dims) > h);
-        if self.rotary_dims == 0 || self.rotary_dims % 2 != 0 || too_wide {
-            return Err(StoreErr::InvalidArgument {
-                field: "rope.rotary_dims",
-                reason: format!(
-                    "{} must be even, >= 2{}",
-                    self.rotary_dims,
-                    head_dim
-                        .map(|h| format!(" and <= head_dim {h}"))
-                        .unwrap_or_default()
-                ),
-            });
-        }
-        Ok(())
-    }
-
-    /// Inverse frequencies of the `rotary_dims / 2` pairs.
-    fn inv_freq(&self) -> Vec<f64> {
-        let d = f64::from(self.rotary_dims);
-        (0..self.rotary_dims / 2)
-            .map(|i| self.theta.powf(-2.0 * f64::from(i) / d))
-            .collect()
-    }
-
-    /// The two channels of pair `i`.
-    fn pair(&self, i: usize) -> (usize, usize) {
-        let half = usize::from(self.rotary_dims / 2);
-        match self.pairing {
-            RopePairing::Neox => (i, i + half),
-            RopePairing::Interleaved => (2 * i, 2 * i + 1),
+        match self.problem(head_dim) {
+            Some((field, reason)) => Err(StoreErr::InvalidArgument { field, reason }),
+            None => Ok(()),
         }
     }
 
-    /// Rotate `rows` (row-major, `head_dim` values per token) of the tokens at positions
-    /// `first_pos`, `first_pos + 1`, ... by RoPE (`inverse`: undo it).
-    fn rotate(
-        &self,
-        rows: &mut [f32],
-        head_dim: usize,
-        first_pos: u64,
-        inverse: bool,
-    ) -> Result<()> {
-        self.validate(u32::try_from(head_dim).ok())?;
+    fn checked(&self, rows: &[f32], head_dim: usize) -> Result<()> {
+        self.validate(Some(u32::try_from(head_dim).unwrap_or(u32::MAX)))?;
         if head_dim == 0 || rows.len() % head_dim != 0 {
             return Err(StoreErr::InvalidArgument {
                 field: "values",
@@ -179,21 +41,6 @@ impl RopeSpec {
                     rows.len()
                 ),
             });
-        }
-        let inv = self.inv_freq();
-        let sign = if inverse { -1.0f32 } else { 1.0 };
-        for (t, row) in rows.chunks_exact_mut(head_dim).enumerate() {
-            // Positions beyond 2^53 lose integer precision in f64: the cache's token count
-            // is a u32, far below.
-            let pos = (first_pos + t as u64) as f64;
-            for (i, f) in inv.iter().enumerate() {
-                let ang = pos * f;
-                let (c, s) = (ang.cos() as f32, sign * ang.sin() as f32);
-                let (a, b) = self.pair(i);
-                let (x, y) = (row[a], row[b]);
-                row[a] = x * c - y * s;
-                row[b] = x * s + y * c;
-            }
         }
         Ok(())
     }
@@ -204,7 +51,9 @@ impl RopeSpec {
     /// [`StoreErr::InvalidArgument`] if `rows` is not whole tokens of `head_dim` or the
     /// spec does not fit `head_dim`.
     pub fn apply(&self, rows: &mut [f32], head_dim: usize, first_pos: u64) -> Result<()> {
-        self.rotate(rows, head_dim, first_pos, false)
+        self.checked(rows, head_dim)?;
+        self.rotate_rows(rows, head_dim, first_pos, false);
+        Ok(())
     }
 
     /// Undo RoPE on `rows` of the tokens at positions `first_pos..` (post-RoPE keys back
@@ -213,7 +62,9 @@ impl RopeSpec {
     /// # Errors
     /// As [`RopeSpec::apply`].
     pub fn unapply(&self, rows: &mut [f32], head_dim: usize, first_pos: u64) -> Result<()> {
-        self.rotate(rows, head_dim, first_pos, true)
+        self.checked(rows, head_dim)?;
+        self.rotate_rows(rows, head_dim, first_pos, true);
+        Ok(())
     }
 }
 

@@ -240,7 +240,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
 
 /// The RoPE spec of a version 2 header: pairing 0 means none (dims and theta must be
 /// zero), 1 and 2 a spec whose fields [`CollectionConfig::validate`] checks.
-fn decode_rope(r: &Rec) -> Result<Option<crate::kv::RopeSpec>> {
+fn decode_rope(r: &Rec) -> Result<Option<crate::rope::RopeSpec>> {
     let dims = u16::from_le_bytes([r[H_ROPE_DIMS], r[H_ROPE_DIMS + 1]]);
     let theta = f64::from_le_bytes(get(r, H_ROPE_THETA));
     match r[H_ROPE_PAIRING] {
@@ -255,8 +255,8 @@ fn decode_rope(r: &Rec) -> Result<Option<crate::kv::RopeSpec>> {
             }
             Ok(None)
         }
-        p => match crate::kv::RopePairing::from_u8(p) {
-            Some(pairing) => Ok(Some(crate::kv::RopeSpec {
+        p => match crate::rope::RopePairing::from_u8(p) {
+            Some(pairing) => Ok(Some(crate::rope::RopeSpec {
                 theta,
                 rotary_dims: dims,
                 pairing,
