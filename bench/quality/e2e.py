@@ -52,6 +52,9 @@ class StoreCache:
 
     def __init__(self, root: str, n_kv: int, head_dim: int, policy: Dict) -> None:
         self.n_kv = n_kv
+        # With a RoPE spec the model hands the cache keys before RoPE (smollm.py) and
+        # the cache returns them after it.
+        self.pre_rope = policy.get("rope") is not None
         self.kv = tv.KvCache(root, "q", "kv", head_dim=head_dim, durability="os", **policy)
         self.maintained = 0
 
@@ -108,17 +111,25 @@ POLICIES = [
 ]
 
 
+_REF: Dict[bytes, float] = {}
+
+
 def evaluate(m, ids: np.ndarray, log=print) -> Dict:
     if not hasattr(tv, "KvCache"):
         msg = "tensorvault.KvCache is not bound in Python yet"
         log(f"    pending: {msg}")
         return {"pending": msg}
     t0 = time.time()
-    ref = run(m, ids, MemCache(m.n_layer))
+    key = ids.tobytes()
+    if key not in _REF:  # one reference run per token sequence
+        _REF[key] = run(m, ids, MemCache(m.n_layer))
+    ref = _REF[key]
     log(f"    f16 in-memory cache: perplexity {ref:.3f} ({time.time() - t0:.0f}s)")
     root = tempfile.mkdtemp(prefix="tvq-e2e-")
     try:
         t0 = time.time()
+        # e.g. TVQ_E2E_POLICY='{"block_tokens": 128, "age_tiers": (0, 0, 256),
+        # "rope": (100000.0, 64, "interleaved"), "codec": 4}'
         policy = os.environ.get("TVQ_E2E_POLICY")
         policies = [eval(policy)] if policy else POLICIES  # noqa: S307 (harness knob)
         for p in policies:
@@ -129,15 +140,18 @@ def evaluate(m, ids: np.ndarray, log=print) -> Dict:
                 continue
         ppl = run(m, ids, c)
         st = c.stats()
+        payload = int(sum(st["payload_bytes"])) if "payload_bytes" in st else None
         c.close()
         disk, apparent = _disk_bytes(root)
         f16 = len(ids) * m.hd * 2 * 2 * m.n_kv * m.n_layer
         tiers = list(st["blocks"]) if "blocks" in st else "-"
         r = {"tokens": int(len(ids)), "ppl_ref": ref, "ppl": ppl, "ppl_change_pct": (ppl / ref - 1) * 100,
              "disk_bytes": disk, "apparent_bytes": apparent, "f16_bytes": f16, "tier_blocks": tiers,
+             "payload_bytes": payload,
              "chunk": CHUNK, "policy": {k: list(v) if isinstance(v, tuple) else v for k, v in p.items()}}
         log(f"    store cache ({p}): perplexity {ppl:.3f} ({r['ppl_change_pct']:+.2f}%), {disk} bytes on disk "
-            f"= {disk / f16 * 100:.1f}% of the f16 cache (apparent {apparent / f16 * 100:.1f}%), "
+            f"= {disk / f16 * 100:.1f}% of the f16 cache (apparent {apparent / f16 * 100:.1f}%, "
+            f"payload {(payload or 0) / f16 * 100:.1f}%), "
             f"blocks per tier {tiers} ({time.time() - t0:.0f}s)")
         return r
     except (TypeError, AttributeError) as e:
@@ -146,3 +160,37 @@ def evaluate(m, ids: np.ndarray, log=print) -> Dict:
         return {"pending": msg}
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> int:
+    """`python bench/quality/e2e.py [--text gpl3] [--tokens 2048] [--policy DICT ...]`:
+    the end-to-end run alone, once per policy (KvCache keyword arguments as a Python
+    dict literal), each against the same f16 reference run."""
+    import argparse
+    import json
+    import sys
+
+    from common import text
+    from smollm import SmolLM
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--text", default="gpl3")
+    ap.add_argument("--tokens", type=int, default=2048)
+    ap.add_argument("--policy", action="append", default=[])
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    m = SmolLM()
+    ids = m.encode(text(a.text))[: a.tokens]
+    out = []
+    for p in a.policy or [repr(POLICIES[0])]:
+        os.environ["TVQ_E2E_POLICY"] = p
+        out.append(evaluate(m, ids, log=lambda s: print(s, file=sys.stderr, flush=True)))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

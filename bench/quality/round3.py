@@ -16,6 +16,11 @@ Sections:
   as v2, which `tests/codec_v3.rs` asserts); codec v3 with keys also rotated per token
   (keys put as `kv_value`: the "rotated per token" key layout, against KVQuant's per
   channel).
+* `kvcache` (issue 23 round 4): the same measurements with the cache in
+  `tensorvault.KvCache` (append per head, the cache's age policy demotes every full block
+  to the tier, read back): post-RoPE keys against keys stored before RoPE
+  (`rope=(1e5, 64, "interleaved")`, applied at read), codec 2 against codec 4 (4-bit keys
+  next to 3-bit values at tier 3). `disk_bits` counts the tier slots the blocks occupy.
 * `ref`: the rotated codec's choices, transcribed in numpy (not the product; same math as
   `segment_rot.rs`, docs/formats/quant.md section 10) on the values at 3 bits, keys through
   the store's tier 3: rotation on/off, Lloyd-Max vs uniform levels, RMS vs max scales.
@@ -143,6 +148,50 @@ class KvConfig:
         return kk, vv, stored, values
 
 
+#: `smollm.py` runs SmolLM2 from its GGUF file, whose Q/K weights llama.cpp permuted so
+#: that RoPE rotates adjacent channel pairs: base 1e5, all 64 channels, interleaved.
+SMOLLM2_GGUF_ROPE = (100000.0, 64, "interleaved")
+
+
+class KvCacheConfig:
+    """The whole cache through `tensorvault.KvCache` (the product's KV API): per layer,
+    each head's keys and values are appended (keys before RoPE when `rope` is given: the
+    cache applies RoPE at read), every full block is demoted to `tier` by the cache's own
+    age policy (`maintain`), and the whole range is read back. bits/value = the
+    collection's `stats()["payload_bytes"]` (quantized tiers plus any raw tail) * 8 /
+    values; `disk` also sums the tier slots the blocks occupy (`usage` slot lengths)."""
+
+    AGE = {1: (0, 1 << 40, 0), 2: (0, 0, 1 << 40), 3: (0, 0, 0)}
+
+    def __init__(self, label: str, tier: int, codec: int, rope=None) -> None:
+        self.label, self.tier, self.codec, self.rope = label, tier, codec, rope
+        self.pre_rope = rope is not None
+        self.slot_bytes = 0
+
+    def roundtrip_layer(self, m, layer: int, k: np.ndarray, v: np.ndarray):
+        import shutil
+        import tempfile
+        d = tempfile.mkdtemp(prefix="tvq-kv-")
+        try:
+            kw = {"codec": self.codec} if self.codec != 2 else {}
+            if self.rope is not None:
+                kw["rope"] = self.rope
+            c = tv.KvCache(d, "q", "kv", head_dim=m.hd, durability="os",
+                           age_tiers=self.AGE[self.tier], **kw)
+            for h in range(m.n_kv):
+                c.append_batch([(layer, h, "k", k[h]), (layer, h, "v", v[h])])
+            c.maintain()
+            kk = np.stack([c.read(layer, h, "k") for h in range(m.n_kv)])
+            vv = np.stack([c.read(layer, h, "v") for h in range(m.n_kv)])
+            st = c.stats()
+            c.close()
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        stored = int(sum(st["payload_bytes"]))
+        self.slot_bytes += sum(u["slot_len"] * n for u, n in zip(st["usage"], st["blocks"]))
+        return kk, vv, stored, k.size + v.size
+
+
 def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
     out: Dict = {}
     for name in texts:
@@ -165,8 +214,12 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
             t1 = time.time()
             ek = nk = ev = nv = 0.0
             stored = values = 0
+            pre = getattr(c, "pre_rope", False)
             for l in sorted(K):
-                kh, vh, s, n = c.roundtrip_layer(m, l, K[l], V[l])
+                kin = K[l]
+                if pre:  # the keys before RoPE, as the model computes them
+                    kin = unrope(m, K[l].astype(np.float32)).astype(np.float16)
+                kh, vh, s, n = c.roundtrip_layer(m, l, kin, V[l])
                 stored += s
                 values += n
                 k32, v32 = K[l].astype(np.float32), V[l].astype(np.float32)
@@ -177,13 +230,27 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
                 kh, vh, _, _ = c.roundtrip_layer(m, layer, k, v)
                 return kh.astype(np.float16), vh.astype(np.float16)
 
+            hook.pre_rope = pre
+
             ppl = nll_ppl(m.forward(ids, kv_hook=hook), ids)
             r = {"tier": c.tier, "bits": stored * 8.0 / values, "k_rrmse": (ek / nk) ** 0.5,
+                 "disk_bits": getattr(c, "slot_bytes", 0) * 8.0 / values or None,
                  "v_rrmse": (ev / nv) ** 0.5, "ppl": ppl, "ppl_change_pct": (ppl / ref - 1) * 100}
             rows["configs"][c.label] = r
             log(f"   {c.label:44s} b/v {r['bits']:.3f}  K {r['k_rrmse'] * 100:5.2f}%  "
                 f"V {r['v_rrmse'] * 100:5.2f}%  ppl {ppl:.3f} ({r['ppl_change_pct']:+.2f}%)  ({time.time() - t1:.0f}s)")
         out[name] = rows
+    return out
+
+
+def unrope(m, k: np.ndarray) -> np.ndarray:
+    """Post-RoPE keys [heads, T, hd] at positions 0.. back to before RoPE (the model's
+    adjacent-pair rotation undone), for the error and the K/V tables of pre-RoPE caches."""
+    cos, sin = m._rope_tables(0, k.shape[1])
+    a, b = k[..., 0::2], k[..., 1::2]
+    out = np.empty_like(k)
+    out[..., 0::2] = a * cos + b * sin
+    out[..., 1::2] = -a * sin + b * cos
     return out
 
 
@@ -232,7 +299,7 @@ def main() -> int:
                  "tensorvault": getattr(tv, "__version__", "?"),
                  "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "tokens": a.tokens}
     t0 = time.time()
-    if sections & {"kv", "ref"}:
+    if sections & {"kv", "ref", "kvcache"}:
         from smollm import SmolLM
         m = SmolLM()
         configs: List[KvConfig] = []
@@ -242,6 +309,18 @@ def main() -> int:
                         KvConfig("codec v3 tier 3, keys rotated per token", 3, 3, key_kind="kv_value")]
             if a.entropy:
                 configs += [KvConfig(f"codec v2 tier {t} + entropy", t, 2, entropy=True) for t in (1, 2, 3)]
+        if "kvcache" in sections:
+            r = SMOLLM2_GGUF_ROPE
+            configs += [KvCacheConfig("KvCache codec 2 tier 2, post-RoPE keys", 2, 2),
+                        KvCacheConfig("KvCache codec 2 tier 2, pre-RoPE keys", 2, 2, r),
+                        KvCacheConfig("KvCache codec 2 tier 3, post-RoPE keys", 3, 2),
+                        KvCacheConfig("KvCache codec 2 tier 3, pre-RoPE keys", 3, 2, r),
+                        KvCacheConfig("KvCache codec 4 tier 3, post-RoPE 4-bit keys", 3, 4),
+                        KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys", 3, 4, r),
+                        KvCacheConfig("KvCache codec 4 tier 1, pre-RoPE keys", 1, 4, r)]
+        only = os.environ.get("TVQ_ONLY")
+        if only:  # harness knob: a subset of the configurations by label substring
+            configs = [c for c in configs if any(o in c.label for o in only.split("|"))]
         if "ref" in sections:
             for label, rot, uni, rms in (("V numpy: no rotation, Lloyd-Max, RMS", False, False, True),
                                          ("V numpy: rotated, uniform, RMS", True, True, True),

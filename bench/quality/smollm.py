@@ -109,16 +109,17 @@ class SmolLM:
         out[..., 1::2] = a * sin + b * cos
         return out
 
-    def qkv(self, layer: int, x: np.ndarray, pos0: int = 0):
+    def qkv(self, layer: int, x: np.ndarray, pos0: int = 0, rope_k: bool = True):
         """Post-RoPE q [n_head, T, hd] and k, v [n_kv, T, hd] (f32) of `layer` for the
-        residual stream x [T, d] of the tokens at positions pos0..pos0+T."""
+        residual stream x [T, d] of the tokens at positions pos0..pos0+T (keys before
+        RoPE with `rope_k=False`)."""
         p = f"blk.{layer}."
         h = self.rms(x, self.w[p + "attn_norm.weight"])
         T = x.shape[0]
         q = (h @ self.w[p + "attn_q.weight"].T).reshape(T, self.n_head, self.hd).transpose(1, 0, 2)
         k = (h @ self.w[p + "attn_k.weight"].T).reshape(T, self.n_kv, self.hd).transpose(1, 0, 2)
         v = (h @ self.w[p + "attn_v.weight"].T).reshape(T, self.n_kv, self.hd).transpose(1, 0, 2)
-        return self.rope(q, pos0), self.rope(k, pos0), v
+        return self.rope(q, pos0), (self.rope(k, pos0) if rope_k else k), v
 
     def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Causal GQA attention: q [n_head, n, hd] of the last n positions, k/v [n_kv, T,
@@ -144,12 +145,14 @@ class SmolLM:
         q_hook: Optional[Callable[[int, np.ndarray], None]] = None,
     ) -> np.ndarray:
         """Logits [T, vocab] for `tokens`. The cache is f16 (as engines keep it): k and v
-        are rounded to f16, handed to kv_hook (which may replace them), then attended."""
+        are rounded to f16, handed to kv_hook (which may replace them), then attended.
+        A kv_hook with `pre_rope = True` gets keys before RoPE and returns them after."""
         x = self.emb[tokens].astype(np.float32)
         T = len(tokens)
         for layer in range(self.n_layer):
             p = f"blk.{layer}."
-            q, k, v = self.qkv(layer, x)
+            pre = getattr(kv_hook, "pre_rope", False)
+            q, k, v = self.qkv(layer, x, rope_k=not pre)
             k16, v16 = k.astype(np.float16), v.astype(np.float16)
             if kv_hook is not None:
                 k16, v16 = kv_hook(layer, k16, v16)
@@ -170,12 +173,13 @@ class SmolLM:
         """Logits [n, vocab] of `tokens` at positions pos0.. given a cache holding the
         positions before: per layer, `cache.append(layer, k16, v16)` stores the chunk's
         f16 keys/values ([n_kv, n, hd]) and `cache.read(layer, pos0 + n)` returns what
-        attention reads (f16 [n_kv, pos0 + n, hd] keys and values)."""
+        attention reads (f16 [n_kv, pos0 + n, hd] keys and values). A cache with
+        `pre_rope = True` is handed keys before RoPE and returns them after."""
         x = self.emb[tokens].astype(np.float32)
         n = len(tokens)
         for layer in range(self.n_layer):
             p = f"blk.{layer}."
-            q, k, v = self.qkv(layer, x, pos0)
+            q, k, v = self.qkv(layer, x, pos0, rope_k=not getattr(cache, "pre_rope", False))
             cache.append(layer, k.astype(np.float16), v.astype(np.float16))
             kk, vv = cache.read(layer, pos0 + n)
             a = self.attend(q, kk.astype(np.float32), vv.astype(np.float32))

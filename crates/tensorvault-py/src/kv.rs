@@ -15,9 +15,10 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tensorvault_store::finite::F16_MAX;
+use tensorvault_store::kv::{RopePairing, RopeSpec};
 use tensorvault_store::{
     CollectionConfig, DirStore, FileMetaLog, KvAgePolicy, KvCache as Cache, KvKind, KvSlot,
-    MmapBlockIO, StoreConfig, StoreErr, SystemClock,
+    MmapBlockIO, StoreConfig, StoreErr, SystemClock, CODEC_V2, CODEC_V4,
 };
 
 use crate::errors::arg_err;
@@ -118,6 +119,21 @@ fn to_f16(
     Ok(out)
 }
 
+/// The RoPE spec from `(theta, rotary_dims, pairing)`.
+fn rope_spec(rope: Option<(f64, u16, String)>) -> PyResult<Option<RopeSpec>> {
+    let Some((theta, dims, pairing)) = rope else {
+        return Ok(None);
+    };
+    let Some(p) = RopePairing::from_name(&pairing) else {
+        return Err(arg_err(format!(
+            "rope pairing must be 'neox' or 'interleaved', got {pairing:?}"
+        )));
+    };
+    RopeSpec::new(theta, dims, p)
+        .map(Some)
+        .map_err(|e| store_err(&e))
+}
+
 fn f16_bytes(values: &[f16]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
@@ -177,7 +193,7 @@ impl KvCache {
     /// Open (or, with `create`, create with the KV layout for `head_dim`) the collection
     /// `<root>/<tenant>/<collection>` as a KV cache.
     #[new]
-    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="os", max_blocks_per_tier=None, age_tiers=None, block_tokens=None))]
+    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="os", max_blocks_per_tier=None, age_tiers=None, block_tokens=None, rope=None, codec=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -190,14 +206,28 @@ impl KvCache {
         max_blocks_per_tier: Option<Vec<Option<usize>>>,
         age_tiers: Option<(u64, u64, u64)>,
         block_tokens: Option<u32>,
+        rope: Option<(f64, u16, String)>,
+        codec: Option<u8>,
     ) -> PyResult<Self> {
         let geometry = match block_tokens {
             None => CollectionConfig::kv_cache(head_dim),
             Some(t) => CollectionConfig::kv_cache_tokens(head_dim, t),
         };
+        let mut geometry = geometry.map_err(|e| store_err(&e))?;
+        match codec {
+            None | Some(CODEC_V2) => {}
+            Some(CODEC_V4) => geometry = geometry.with_codec_v4(),
+            Some(c) => {
+                return Err(arg_err(format!(
+                    "codec {c}: a KV cache is created with codec 2 (default) or 4 (4-bit keys at tier 3)"
+                )))
+            }
+        }
+        let rope = rope_spec(rope)?;
+        geometry.rope = rope;
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
-            collection: geometry.map_err(|e| store_err(&e))?,
+            collection: geometry,
             ..StoreConfig::default()
         };
         apply_tier_limits(&mut cfg, max_blocks_per_tier)?;
@@ -207,7 +237,7 @@ impl KvCache {
         let cache = py
             .detach(|| {
                 let store = DirStore::open_path(&root, &tenant, &collection, cfg, create)?;
-                Cache::new(store, head_dim)
+                Cache::open(store, head_dim, rope)
             })
             .map_err(|e| store_err(&e))?;
         let tokens_per_block = cache.tokens_per_block();
@@ -223,6 +253,14 @@ impl KvCache {
             head_dim,
             tokens_per_block,
         })
+    }
+
+    /// The RoPE spec keys are stored under, as `(theta, rotary_dims, pairing)`, or None
+    /// (keys are stored and returned as appended).
+    #[getter]
+    fn rope(&self, py: Python<'_>) -> PyResult<Option<(f64, u16, &'static str)>> {
+        let r = self.with(py, |c| Ok(c.rope()))?;
+        Ok(r.map(|r| (r.theta, r.rotary_dims, r.pairing.name())))
     }
 
     /// Values per token position.

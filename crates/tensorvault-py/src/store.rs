@@ -76,7 +76,8 @@ fn store_kind(e: &StoreErr) -> Kind {
         | StoreErr::InvalidArgument { .. }
         | StoreErr::Quant(_)
         | StoreErr::NonFiniteKv { .. }
-        | StoreErr::NonFiniteBlock { .. } => Kind::InvalidArgument,
+        | StoreErr::NonFiniteBlock { .. }
+        | StoreErr::RopeMismatch { .. } => Kind::InvalidArgument,
         _ => Kind::Storage,
     }
 }

@@ -4,7 +4,9 @@
 //! out by the tensor's kind in codec v2 collections ([`v2_layout`]); in codec v3
 //! collections a version 3 (rotated) segment where [`v3_layout`] picks one, else the v2
 //! layout. Codec v4 collections store `weight` and `embedding` tensors as version 4
-//! (super-block) segments sized to the tier's slot ([`crate::codec_weights`]).
+//! (super-block) segments sized to the tier's slot ([`crate::codec_weights`]) and use
+//! codec v3's layouts for other kinds, with KV keys at their own bit widths and group
+//! sizes ([`CollectionConfig::bits_for`]).
 //! Collections with the entropy flag keep each such segment wrapped in a TQTC
 //! version 5 envelope (lossless rANS over its codes) when that is shorter.
 
@@ -18,7 +20,7 @@ use tensorvault_quant::segment_v4::{self, SegmentV4};
 use tensorvault_quant::segment_v5::{self, SegmentV5};
 use tensorvault_quant::QuantError;
 
-use crate::config::{CollectionConfig, CODEC_V1, CODEC_V3};
+use crate::config::{CollectionConfig, CODEC_V1, CODEC_V3, CODEC_V4};
 use crate::error::{Result, StoreErr};
 use crate::types::{DType, TensorKind, Tier};
 
@@ -46,8 +48,8 @@ pub struct BlockPlace<'a> {
 /// back to flat groups without raw rows, which always fits.
 #[must_use]
 pub fn v2_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> V2Params {
-    let bits = geo.bits(tier).unwrap_or(8);
-    let g = geo.group_size(tier).unwrap_or(64).max(1);
+    let bits = geo.bits_for(tier, place.kind).unwrap_or(8);
+    let g = geo.group_size_for(tier, place.kind).unwrap_or(64).max(1);
     let layout = |width: Option<u32>, sink: bool| {
         kind::v2_layout(place.kind, bits, g, width, sink).unwrap_or(V2Params {
             // The collection's geometry was validated on open (bits 2..=8, v2 group
@@ -96,10 +98,10 @@ pub fn v2_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
 /// tier.
 #[must_use]
 pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> Option<V3Params> {
-    if geo.codec != CODEC_V3 {
+    if !matches!(geo.codec, CODEC_V3 | CODEC_V4) {
         return None;
     }
-    let bits = geo.bits(tier)?;
+    let bits = geo.bits_for(tier, place.kind)?;
     let width = place.shape.last().copied().filter(|&w| w > 0)?;
     let b = 1u64 << kind::v3_block(width)?;
     let start = u64::from(place.block_index) * u64::from(geo.block_elems);
@@ -108,7 +110,10 @@ pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
     }
     let whole_rows = start % u64::from(width) == 0 && place.len % width as usize == 0;
     let sink = place.block_index == 0 && u32::from(geo.sink_values) >= width;
-    let p = kind::v3_layout(place.kind, bits, Some(width), whole_rows, sink)?;
+    let p = match v4_kv_values(geo, place.kind, bits, width, whole_rows, sink) {
+        Some(p) => p,
+        None => kind::v3_layout(place.kind, bits, Some(width), whole_rows, sink)?,
+    };
     let fits = |p: &V3Params| {
         p.encoded_len(place.len)
             .is_ok_and(|len| len as u64 <= geo.max_payload_len(tier))
@@ -117,6 +122,40 @@ pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
     // bytes per 64 values): norm-matched scales coded on the byte grid (4.4% steps) cost
     // more than the rotation gains (recall 0.965 -> 0.879 at 8 bits on the token table).
     fits(&p).then_some(p)
+}
+
+/// Codec v4's layout of KV values at 3 bits and fewer: each token's head (a power-of-two
+/// `width` of 16..=1024 values) rotated by the seeded randomized Hadamard transform and
+/// coded with Lloyd-Max levels and one byte-coded RMS scale per token, the sink row
+/// kept as f16 (TQTC version 3, `docs/formats/quant.md` §10). Measured on SmolLM2-135M
+/// with keys stored before RoPE at 4 bits (bench/RESULTS.md, "Quality per bit, round
+/// 4"): where values became the larger error, rotated values took the perplexity change
+/// from +6.1% (v2 groups of 64 per token) to +4.5% (numpy, compound). `None` for other
+/// kinds, codecs, widths and bit widths (the v2 / v3 choices apply).
+fn v4_kv_values(
+    geo: &CollectionConfig,
+    kind: TensorKind,
+    bits: u8,
+    width: u32,
+    whole_rows: bool,
+    sink: bool,
+) -> Option<V3Params> {
+    if geo.codec != CODEC_V4 || kind != TensorKind::KvValue || bits > 3 || !whole_rows {
+        return None;
+    }
+    let block_log2 = kind::v3_block(width).filter(|&b| 1u32 << b == width)?;
+    let w16 = u16::try_from(width).ok()?;
+    Some(V3Params {
+        bits,
+        levels: tensorvault_quant::levels::LevelSet::LloydMax,
+        block_log2,
+        rotate: true,
+        seed: q::V3_DEFAULT_SEED,
+        width: if sink { w16 } else { 1 },
+        raw_rows: u16::from(sink),
+        scale: segment_rot::ScaleRule::Rms,
+        wide_scales: false,
+    })
 }
 
 /// Quantize f32 values for a quantized `tier` of `geo`: a version 1 segment in a codec

@@ -30,8 +30,18 @@ pub const CODEC_V2: u8 = 2;
 pub const CODEC_V3: u8 = 3;
 /// Codec v4: codec v3's layouts, except that `weight` and `embedding` tensors are TQTC
 /// version 4 segments (groups inside super-blocks, k-quant style side data) sized to the
-/// tier's slot (`crate::codec_weights`). Same geometry rules as v2.
+/// tier's slot (`crate::codec_weights`), and KV keys have their own bit widths and group
+/// sizes per tier ([`CollectionConfig::key_bits`], [`CollectionConfig::key_group_size`];
+/// e.g. 4-bit keys next to 3-bit values at tier 3), so each tier's slot fits the larger
+/// of the two kinds' segments. Collections of codecs 1..=3 never carry the key fields.
+/// Same geometry rules as v2.
 pub const CODEC_V4: u8 = 4;
+/// Codec v4 defaults of the KV-cache layout ([`CollectionConfig::kv_cache_v4`]): key bit
+/// widths of tiers 1, 2, 3.
+pub const V4_KV_KEY_BITS: [u8; 3] = [8, 5, 4];
+/// Codec v4 defaults of the KV-cache layout: key group sizes (tokens per channel group)
+/// of tiers 1, 2, 3.
+pub const V4_KV_KEY_GROUP: [u32; 3] = [128, 128, 128];
 /// Codec v2 group sizes of tiers 1, 2, 3: with 16 bits of side data per group and a
 /// 32-byte segment header, a 4096-value block fits 8.25 / 5.25 / 3.375 bits per value
 /// after 64-byte slot rounding (issue 14's bit budgets).
@@ -66,6 +76,14 @@ pub struct CollectionConfig {
     /// envelope, `docs/formats/quant.md` section 12) when that makes it shorter. Lossless;
     /// the slot size is unchanged. MetaLog header flags bit 0 (`docs/formats/store.md`).
     pub entropy: bool,
+    /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
+    /// other kind uses [`CollectionConfig::tier_bits`]. Zero (unused) in codecs 1..=3.
+    pub key_bits: [u8; 3],
+    /// Codec v4: group sizes of KV keys in tiers 1, 2, 3 (zero in codecs 1..=3).
+    pub key_group_size: [u32; 3],
+    /// The RoPE of a KV cache that stores keys before RoPE ([`crate::kv::RopeSpec`]); `None`
+    /// for caches of post-RoPE keys and for every other collection.
+    pub rope: Option<crate::rope::RopeSpec>,
 }
 
 impl Default for CollectionConfig {
@@ -87,6 +105,9 @@ impl CollectionConfig {
             codec: CODEC_V2,
             sink_values: 0,
             entropy: false,
+            key_bits: [0; 3],
+            key_group_size: [0; 3],
+            rope: None,
         }
     }
 
@@ -147,6 +168,16 @@ impl CollectionConfig {
         Ok(c)
     }
 
+    /// This layout turned into codec v4 with the default key widths ([`V4_KV_KEY_BITS`],
+    /// [`V4_KV_KEY_GROUP`]): tier 3 keeps keys at 4 bits next to 3-bit values.
+    #[must_use]
+    pub fn with_codec_v4(mut self) -> Self {
+        self.codec = CODEC_V4;
+        self.key_bits = V4_KV_KEY_BITS;
+        self.key_group_size = V4_KV_KEY_GROUP;
+        self
+    }
+
     /// Bit width of a quantized tier (`None` for Tier0).
     #[must_use]
     pub fn bits(&self, tier: Tier) -> Option<u8> {
@@ -157,6 +188,39 @@ impl CollectionConfig {
     #[must_use]
     pub fn group_size(&self, tier: Tier) -> Option<u32> {
         tier.index().checked_sub(1).map(|i| self.group_size[i])
+    }
+
+    /// Bit width of values of `kind` in a quantized tier (`None` for Tier0): the key
+    /// widths for KV keys in codec v4, [`CollectionConfig::bits`] otherwise.
+    #[must_use]
+    pub fn bits_for(&self, tier: Tier, kind: crate::types::TensorKind) -> Option<u8> {
+        let i = tier.index().checked_sub(1)?;
+        Some(
+            if self.per_kind_keys() && kind == crate::types::TensorKind::KvKey {
+                self.key_bits[i]
+            } else {
+                self.tier_bits[i]
+            },
+        )
+    }
+
+    /// Group size of values of `kind` in a quantized tier (`None` for Tier0), as
+    /// [`CollectionConfig::bits_for`].
+    #[must_use]
+    pub fn group_size_for(&self, tier: Tier, kind: crate::types::TensorKind) -> Option<u32> {
+        let i = tier.index().checked_sub(1)?;
+        Some(
+            if self.per_kind_keys() && kind == crate::types::TensorKind::KvKey {
+                self.key_group_size[i]
+            } else {
+                self.group_size[i]
+            },
+        )
+    }
+
+    /// Whether KV keys have their own widths (codec v4).
+    fn per_kind_keys(&self) -> bool {
+        self.codec == CODEC_V4
     }
 
     /// Codec v1 quantization parameters of a quantized tier (`None` for Tier0).
@@ -184,17 +248,26 @@ impl CollectionConfig {
         match tier.index().checked_sub(1) {
             None => n * u64::from(self.tier0_elem_bytes),
             Some(i) => {
-                let k = u64::from(self.tier_bits[i]);
-                let g = u64::from(self.group_size[i].max(1));
-                let groups = n.div_ceil(g);
-                let codes = (n * k).div_ceil(8);
-                if self.codec == CODEC_V1 {
-                    q::HEADER_LEN as u64 + 1 + groups * q::SCALE_BYTES as u64 + codes
+                let len = |k: u8, g: u32| {
+                    let k = u64::from(k);
+                    let g = u64::from(g.max(1));
+                    let groups = n.div_ceil(g);
+                    let codes = (n * k).div_ceil(8);
+                    if self.codec == CODEC_V1 {
+                        q::HEADER_LEN as u64 + 1 + groups * q::SCALE_BYTES as u64 + codes
+                    } else {
+                        q::V2_HEADER_LEN as u64
+                            + u64::from(self.sink_values) * q::V2_RAW_BYTES as u64
+                            + groups * q::V2_GROUP_BYTES as u64
+                            + codes
+                    }
+                };
+                let all = len(self.tier_bits[i], self.group_size[i]);
+                if self.per_kind_keys() {
+                    // One slot per tier holds either kind: the larger segment.
+                    all.max(len(self.key_bits[i], self.key_group_size[i]))
                 } else {
-                    q::V2_HEADER_LEN as u64
-                        + u64::from(self.sink_values) * q::V2_RAW_BYTES as u64
-                        + groups * q::V2_GROUP_BYTES as u64
-                        + codes
+                    all
                 }
             }
         }
@@ -247,15 +320,32 @@ impl CollectionConfig {
                 }
             }
             CODEC_V2 | CODEC_V3 | CODEC_V4 => {
-                for i in 0..3 {
-                    let (k, g) = (self.tier_bits[i], self.group_size[i]);
+                let keys = self.per_kind_keys();
+                let pairs = (0..3)
+                    .map(|i| {
+                        (
+                            i,
+                            self.tier_bits[i],
+                            self.group_size[i],
+                            "tier_bits/group_size",
+                        )
+                    })
+                    .chain((0..3).filter(|_| keys).map(|i| {
+                        (
+                            i,
+                            self.key_bits[i],
+                            self.key_group_size[i],
+                            "key_bits/key_group_size",
+                        )
+                    }));
+                for (i, k, g, field) in pairs {
                     let groups = (1u32 << q::V2_MIN_GROUP_LOG2)..=(1u32 << q::V2_MAX_GROUP_LOG2);
                     if !(q::MIN_BITS..=q::MAX_BITS).contains(&k)
                         || !g.is_power_of_two()
                         || !groups.contains(&g)
                     {
                         return bad(
-                            "tier_bits/group_size",
+                            field,
                             format!(
                                 "tier{}: {k} bits / group {g} (codec v2 takes 2..=8 bits, \
                                  groups a power of two in 4..=1024)",
@@ -269,6 +359,23 @@ impl CollectionConfig {
         }
         if self.codec == CODEC_V1 && self.entropy {
             return bad("entropy", "codec v1 collections cannot entropy-code".into());
+        }
+        if !self.per_kind_keys() && (self.key_bits != [0; 3] || self.key_group_size != [0; 3]) {
+            return bad(
+                "key_bits/key_group_size",
+                format!(
+                    "{:?} / {:?}: only codec v4 has per-kind key widths (codec {} takes zeros)",
+                    self.key_bits, self.key_group_size, self.codec
+                ),
+            );
+        }
+        if let Some(r) = self.rope {
+            if self.codec == CODEC_V1 {
+                return bad("rope", "codec v1 collections carry no RoPE spec".into());
+            }
+            if let Some((field, reason)) = r.problem(None) {
+                return bad(field, reason);
+            }
         }
         if self.codec == CODEC_V1 && self.sink_values != 0
             || u32::from(self.sink_values) > self.block_elems

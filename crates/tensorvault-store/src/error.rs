@@ -164,6 +164,20 @@ pub enum StoreErr {
         /// Why.
         reason: String,
     },
+    /// A KV cache was opened with a RoPE spec other than the one its collection was
+    /// created with (keys stored before RoPE need the same rotation at every read; a
+    /// cache of post-RoPE keys has none).
+    #[error(
+        "KV cache RoPE mismatch: the collection stores {}, the open asked for {}",
+        fmt_rope(stored),
+        fmt_rope(requested)
+    )]
+    RopeMismatch {
+        /// The persisted spec (`None`: post-RoPE keys).
+        stored: Option<crate::rope::RopeSpec>,
+        /// The spec the open asked for.
+        requested: Option<crate::rope::RopeSpec>,
+    },
     /// Rebuilding a corrupt block would need more corrupt `Delta` ancestors rebuilt
     /// first than `LineageConfig::max_chain_depth` allows.
     #[error("block {key}: lineage chain deeper than {limit} corrupt ancestors")]
@@ -259,6 +273,13 @@ pub enum StoreErr {
     /// The codec refused to encode.
     #[error("quantization: {0}")]
     Quant(#[from] tensorvault_quant::QuantError),
+}
+
+fn fmt_rope(r: &Option<crate::rope::RopeSpec>) -> String {
+    match r {
+        Some(r) => format!("pre-RoPE keys ({r})"),
+        None => "post-RoPE keys (no RoPE spec)".to_owned(),
+    }
 }
 
 /// The `field` of a [`StoreErr::BadHeader`] whose header checksum fails.

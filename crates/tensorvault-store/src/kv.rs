@@ -47,8 +47,10 @@ use crate::meta_log::MetaLog;
 use crate::store::{BlockInfo, Prepared, TensorStore};
 use crate::types::{BlockKey, DType, TensorKind, Tier};
 
+mod rope;
 mod slot;
 
+pub use rope::{RopePairing, RopeSpec};
 pub use slot::{KvKind, KvSlot};
 
 /// The in-memory state of one tensor: its id, token count and the values of its partial
@@ -66,6 +68,8 @@ pub struct KvCache<C: Clock, B: BlockIO, M: MetaLog> {
     store: TensorStore<C, B, M>,
     head_dim: u32,
     tokens_per_block: u32,
+    /// Keys are stored before RoPE and rotated at read (the collection's persisted spec).
+    rope: Option<RopeSpec>,
     tails: Mutex<HashMap<KvSlot, Tail>>,
 }
 
@@ -92,11 +96,41 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
     /// token count comes from its last block's shape, its partial tail is loaded into
     /// memory and pinned.
     ///
+    /// Keys follow the collection's persisted RoPE spec
+    /// ([`crate::CollectionConfig::rope`]): with one, appends take keys before RoPE and
+    /// reads return them after it; [`KvCache::open`] also checks the spec.
+    ///
     /// # Errors
-    /// [`StoreErr::InvalidArgument`] if the geometry does not fit `head_dim`, or a stored
-    /// KV tensor is not f16 of shape `[tokens, head_dim]`; read errors of the tail blocks.
+    /// [`StoreErr::InvalidArgument`] if the geometry does not fit `head_dim` (or its RoPE
+    /// spec rotates more channels than `head_dim`), or a stored KV tensor is not f16 of
+    /// shape `[tokens, head_dim]`; read errors of the tail blocks.
     pub fn new(store: TensorStore<C, B, M>, head_dim: u32) -> Result<Self> {
+        let rope = store.geometry().rope;
+        Self::open(store, head_dim, rope)
+    }
+
+    /// [`KvCache::new`], checking that the collection was created with RoPE spec `rope`
+    /// (`None`: a cache of post-RoPE keys). A store opened for a new collection with
+    /// `StoreConfig::collection.rope = rope` passes; an existing collection keeps the
+    /// spec it was created with.
+    ///
+    /// # Errors
+    /// [`StoreErr::RopeMismatch`] if the persisted spec differs; as [`KvCache::new`].
+    pub fn open(
+        store: TensorStore<C, B, M>,
+        head_dim: u32,
+        rope: Option<RopeSpec>,
+    ) -> Result<Self> {
         let geo = *store.geometry();
+        if geo.rope != rope {
+            return Err(StoreErr::RopeMismatch {
+                stored: geo.rope,
+                requested: rope,
+            });
+        }
+        if let Some(r) = rope {
+            r.validate(Some(head_dim))?;
+        }
         if head_dim == 0 || geo.block_elems % head_dim != 0 || geo.tier0_elem_bytes < 2 {
             return Err(StoreErr::InvalidArgument {
                 field: "head_dim",
@@ -110,6 +144,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
         let cache = Self {
             tokens_per_block: geo.block_elems / head_dim,
             head_dim,
+            rope,
             tails: Mutex::new(HashMap::new()),
             store,
         };
@@ -198,6 +233,12 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
     #[must_use]
     pub fn into_store(self) -> TensorStore<C, B, M> {
         self.store
+    }
+
+    /// The RoPE spec keys are stored under (`None`: keys are stored as given).
+    #[must_use]
+    pub fn rope(&self) -> Option<RopeSpec> {
+        self.rope
     }
 
     /// Values per token position.
@@ -450,7 +491,8 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
     /// Read token positions `range` of `slot` into `out` (replaced), `head_dim` values
     /// per position. Only the blocks covering the range are read, each dequantized from
     /// whatever tier it is in (exact in Tier0); every block read counts as an access for
-    /// tiering.
+    /// tiering. Keys of a cache with a RoPE spec are returned after RoPE for their token
+    /// positions (rounded to f16 once, after the rotation).
     ///
     /// # Errors
     /// [`StoreErr::InvalidArgument`] if the range is not within `0..tokens(slot)`; the
@@ -492,11 +534,18 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
             };
             push_f16(rows, out);
         }
+        if let (Some(r), KvKind::Key) = (self.rope, slot.kind) {
+            let mut x: Vec<f32> = out.iter().map(|v| v.to_f32()).collect();
+            r.apply(&mut x, hd, range.start)?;
+            out.clear();
+            out.extend(x.into_iter().map(f16::from_f32));
+        }
         Ok(())
     }
 
-    /// Block `block_index` of `slot` as stored (dequantized from its tier) into `out`
-    /// (replaced), with its metadata, *without* counting an access: for checks and tools
+    /// Block `block_index` of `slot` as stored (dequantized from its tier; keys of a
+    /// cache with a RoPE spec before RoPE) into `out` (replaced), with its metadata,
+    /// *without* counting an access: for checks and tools
     /// that must not disturb tiering. A corrupt block is reported, not healed.
     ///
     /// # Errors

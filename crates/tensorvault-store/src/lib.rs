@@ -42,6 +42,7 @@ pub mod meta_log;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod prefix;
+mod rope;
 mod store;
 mod tensor;
 pub mod tiering;

@@ -41,6 +41,21 @@ def _kind(kind: Any) -> str:
     return kind
 
 
+def _rope(rope: Any) -> Optional[Tuple[float, int, str]]:
+    if rope is None:
+        return None
+    if isinstance(rope, (str, bytes)) or not hasattr(rope, "__len__") or len(rope) != 3:
+        raise InvalidArgumentError(
+            f"rope must be (theta, rotary_dims, pairing), got {rope!r}"
+        )
+    theta, dims, pairing = rope
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)):
+        raise InvalidArgumentError(f"rope theta must be a number, got {theta!r}")
+    if pairing not in ("neox", "interleaved"):
+        raise InvalidArgumentError(f"rope pairing must be 'neox' or 'interleaved', got {pairing!r}")
+    return float(theta), _index(dims, "rope rotary_dims"), pairing
+
+
 class KvCache:
     """A KV cache in the store collection ``<root>/<tenant>/<collection>``.
 
@@ -71,6 +86,19 @@ class KvCache:
         block_tokens: Token positions per block when the collection is created (default:
             32 KiB of f16, 256 tokens at head_dim 64). Smaller blocks keep a shorter
             recent window raw; per-channel key groups want at least 128.
+        rope: Store keys *before* RoPE and apply it at read: ``(theta, rotary_dims,
+            pairing)`` with pairing ``"neox"`` (channel ``i`` with ``i + rotary_dims/2``:
+            Hugging Face Llama, Qwen, SmolLM2's HF checkpoint) or ``"interleaved"``
+            (channels ``2i``, ``2i+1``: GGUF's permuted Q/K weights as llama.cpp runs
+            them, GPT-J), e.g. ``(100000.0, 64, "interleaved")`` for SmolLM2 run from its
+            GGUF file. Appends then take pre-RoPE keys and :meth:`read` returns them
+            after RoPE for their positions, as a post-RoPE cache would: quantized
+            per-channel groups see each channel's own range (KVQuant's pre-RoPE keys).
+            Persisted with the collection; reopening with another spec (or none) raises
+            :class:`tensorvault.InvalidArgumentError`. ``None`` (default): keys are
+            stored and returned as appended.
+        codec: Codec of a new collection: 2 (default) or 4 (keys at their own bit
+            widths: 8 / 5 / 4 bits at tiers 1 / 2 / 3, values 8 / 5 / 3).
 
     Use it as a context manager or call :meth:`close`.
     """
@@ -87,6 +115,8 @@ class KvCache:
         max_blocks_per_tier: Optional[Sequence[Optional[int]]] = None,
         age_tiers: Optional[Sequence[int]] = None,
         block_tokens: Optional[int] = None,
+        rope: Optional[Tuple[float, int, str]] = None,
+        codec: Optional[int] = None,
     ) -> None:
         self._head_dim = _index(head_dim, "head_dim")
         age = None
@@ -106,7 +136,15 @@ class KvCache:
             None if max_blocks_per_tier is None else list(max_blocks_per_tier),
             age,
             None if block_tokens is None else _index(block_tokens, "block_tokens"),
+            _rope(rope),
+            None if codec is None else _index(codec, "codec"),
         )
+
+    @property
+    def rope(self) -> Optional[Tuple[float, int, str]]:
+        """The RoPE spec keys are stored under, ``(theta, rotary_dims, pairing)``, or
+        None."""
+        return self._c.rope
 
     @property
     def head_dim(self) -> int:

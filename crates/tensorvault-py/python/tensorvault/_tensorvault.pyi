@@ -142,6 +142,8 @@ class KvCache:
         max_blocks_per_tier: Optional[List[Optional[int]]] = None,
         age_tiers: Optional[Tuple[int, int, int]] = None,
         block_tokens: Optional[int] = None,
+        rope: Optional[Tuple[float, int, str]] = None,
+        codec: Optional[int] = None,
     ) -> None: ...
     @property
     def age_tiers(self) -> Optional[Tuple[int, int, int]]:
@@ -192,6 +194,11 @@ class KvCache:
     ) -> npt.NDArray[np.uint8]:
         """Tokens `start..end` of (layer, head, kind) as f16 bytes (decoding only the blocks
         that cover the range, each from its current tier; counts as an access).
+        """
+    @property
+    def rope(self) -> Optional[Tuple[float, int, str]]:
+        """The RoPE spec keys are stored under, as `(theta, rotary_dims, pairing)`, or None
+        (keys are stored and returned as appended).
         """
     def stats(self) -> Dict[str, Any]:
         """The store's statistics (blocks, payload and file bytes per tier, ...)."""

@@ -49,11 +49,21 @@ pub const H_SINK_VALUES: usize = H_FLAGS + size_of::<u8>();
 pub const HEADER_FLAG_ENTROPY: u8 = 1 << 0;
 /// Every header flag bit this build knows.
 pub const HEADER_KNOWN_FLAGS: u8 = HEADER_FLAG_ENTROPY;
+/// 3 x u8 bit widths of KV keys in tiers 1..=3 (codec v4; zero otherwise).
+pub const H_KEY_BITS: usize = H_SINK_VALUES + size_of::<u16>();
+/// u8 RoPE pairing of a KV cache storing pre-RoPE keys: 0 none, 1 neox, 2 interleaved.
+pub const H_ROPE_PAIRING: usize = H_KEY_BITS + 3;
+/// u16 RoPE rotary dimensions (zero without RoPE).
+pub const H_ROPE_DIMS: usize = H_ROPE_PAIRING + size_of::<u8>();
+/// 3 x u32 group sizes of KV keys in tiers 1..=3 (codec v4; zero otherwise).
+pub const H_KEY_GROUP_SIZE: usize = H_ROPE_DIMS + size_of::<u16>();
+/// f64 RoPE base theta (zero without RoPE).
+pub const H_ROPE_THETA: usize = H_KEY_GROUP_SIZE + 3 * size_of::<u32>();
 /// First reserved (zero) header byte of a version 1 header; reserved up to [`CRC_OFFSET`].
 pub const H_RESERVED_V1: usize = H_CODEC;
 /// First reserved (zero) header byte of a version 2 header; reserved up to
 /// [`CRC_OFFSET`].
-pub const H_RESERVED: usize = H_SINK_VALUES + size_of::<u16>();
+pub const H_RESERVED: usize = H_ROPE_THETA + size_of::<f64>();
 
 // ---- common record prefix ----
 

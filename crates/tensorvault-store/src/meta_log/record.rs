@@ -11,10 +11,11 @@ use super::layout::{
     C_CHECKSUM, C_CREATED_AT, C_DATA_LEN, C_DATA_OFFSET, C_DTYPE, C_KIND, C_LINEAGE, C_NDIM,
     C_RECONSTRUCT, C_RESERVED, C_SCALE, C_SHAPE, C_TIER, C_TIER_SINCE, C_ZERO_POINT, D_RESERVED,
     HEADER_FLAG_ENTROPY, HEADER_KNOWN_FLAGS, H_BLOCK_ELEMS, H_CODEC, H_FLAGS, H_GENERATION,
-    H_GROUP_SIZE, H_MAGIC, H_RECORD_LEN, H_RESERVED, H_RESERVED_V1, H_SINK_VALUES, H_SLOT_ALIGN,
-    H_TIER0_ELEM_BYTES, H_TIER_BITS, H_VERSION, MAGIC, M_AT, M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN,
-    M_NEW_OFFSET, M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER, M_RESERVED, PAD_OFFSET, RECORD_LEN,
-    R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE, VERSION, VERSION_V1,
+    H_GROUP_SIZE, H_KEY_BITS, H_KEY_GROUP_SIZE, H_MAGIC, H_RECORD_LEN, H_RESERVED, H_RESERVED_V1,
+    H_ROPE_DIMS, H_ROPE_PAIRING, H_ROPE_THETA, H_SINK_VALUES, H_SLOT_ALIGN, H_TIER0_ELEM_BYTES,
+    H_TIER_BITS, H_VERSION, MAGIC, M_AT, M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET,
+    M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER, M_RESERVED, PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX,
+    R_TENSOR_ID, R_TYPE, VERSION, VERSION_V1,
 };
 use super::MetaRecord;
 use crate::config::{CollectionConfig, CODEC_V1};
@@ -99,6 +100,15 @@ pub fn encode_header(c: &CollectionConfig, generation: u64) -> [u8; RECORD_LEN] 
         b[H_CODEC] = c.codec;
         b[H_FLAGS] = if c.entropy { HEADER_FLAG_ENTROPY } else { 0 };
         put(&mut b, H_SINK_VALUES, &c.sink_values.to_le_bytes());
+        put(&mut b, H_KEY_BITS, &c.key_bits);
+        for (i, g) in c.key_group_size.iter().enumerate() {
+            put(&mut b, H_KEY_GROUP_SIZE + 4 * i, &g.to_le_bytes());
+        }
+        if let Some(r) = c.rope {
+            b[H_ROPE_PAIRING] = r.pairing as u8;
+            put(&mut b, H_ROPE_DIMS, &r.rotary_dims.to_le_bytes());
+            put(&mut b, H_ROPE_THETA, &r.theta.to_le_bytes());
+        }
     }
     seal(&mut b);
     b
@@ -195,7 +205,19 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
             u16::from_le_bytes([r[H_SINK_VALUES], r[H_SINK_VALUES + 1]]),
         )
     };
+    let (key_bits, key_group_size, rope) = if v1 {
+        ([0; 3], [0; 3], None)
+    } else {
+        (
+            get(&r, H_KEY_BITS),
+            [0, 1, 2].map(|i| u32_at(&r, H_KEY_GROUP_SIZE + 4 * i)),
+            decode_rope(&r)?,
+        )
+    };
     let c = CollectionConfig {
+        key_bits,
+        key_group_size,
+        rope,
         block_elems: u32_at(&r, H_BLOCK_ELEMS),
         tier0_elem_bytes: r[H_TIER0_ELEM_BYTES],
         tier_bits: get(&r, H_TIER_BITS),
@@ -214,6 +236,9 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
                 "codec" => H_CODEC,
                 "sink_values" => H_SINK_VALUES,
                 "entropy" => H_FLAGS,
+                "key_bits/key_group_size" => H_KEY_BITS,
+                "rope" | "rope.theta" => H_ROPE_THETA,
+                "rope.rotary_dims" => H_ROPE_DIMS,
                 _ => H_TIER_BITS,
             };
             bad_header(field, offset, reason)
@@ -221,6 +246,38 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         other => bad_header("geometry", H_BLOCK_ELEMS, other.to_string()),
     })?;
     Ok((c, u64_at(&r, H_GENERATION)))
+}
+
+/// The RoPE spec of a version 2 header: pairing 0 means none (dims and theta must be
+/// zero), 1 and 2 a spec whose fields [`CollectionConfig::validate`] checks.
+fn decode_rope(r: &Rec) -> Result<Option<crate::rope::RopeSpec>> {
+    let dims = u16::from_le_bytes([r[H_ROPE_DIMS], r[H_ROPE_DIMS + 1]]);
+    let theta = f64::from_le_bytes(get(r, H_ROPE_THETA));
+    match r[H_ROPE_PAIRING] {
+        0 => {
+            if dims != 0 || theta.to_bits() != 0 {
+                let at = if dims != 0 { H_ROPE_DIMS } else { H_ROPE_THETA };
+                return Err(bad_header(
+                    "rope",
+                    at,
+                    "RoPE dims / theta set without a pairing (byte 0: no RoPE)".into(),
+                ));
+            }
+            Ok(None)
+        }
+        p => match crate::rope::RopePairing::from_u8(p) {
+            Some(pairing) => Ok(Some(crate::rope::RopeSpec {
+                theta,
+                rotary_dims: dims,
+                pairing,
+            })),
+            None => Err(bad_header(
+                "rope_pairing",
+                H_ROPE_PAIRING,
+                format!("{p} is not 0 (none), 1 (neox) or 2 (interleaved)"),
+            )),
+        },
+    }
 }
 
 fn put_prefix(b: &mut Rec, t: RecordType, key: BlockKey) {
