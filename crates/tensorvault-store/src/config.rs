@@ -77,7 +77,8 @@ pub struct CollectionConfig {
     /// the slot size is unchanged. MetaLog header flags bit 0 (`docs/formats/store.md`).
     pub entropy: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
-    /// other kind uses [`CollectionConfig::tier_bits`]. Zero (unused) in codecs 1..=3.
+    /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
+    /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
     pub key_bits: [u8; 3],
     /// Codec v4: group sizes of KV keys in tiers 1, 2, 3 (zero in codecs 1..=3).
     pub key_group_size: [u32; 3],
@@ -218,9 +219,10 @@ impl CollectionConfig {
         )
     }
 
-    /// Whether KV keys have their own widths (codec v4).
+    /// Whether KV keys have their own widths: codec v4 with key fields set (all zero
+    /// means keys use the tier's widths, as in a codec v4 collection of weights).
     fn per_kind_keys(&self) -> bool {
-        self.codec == CODEC_V4
+        self.codec == CODEC_V4 && (self.key_bits != [0; 3] || self.key_group_size != [0; 3])
     }
 
     /// Codec v1 quantization parameters of a quantized tier (`None` for Tier0).
