@@ -251,7 +251,10 @@ fn identity_empty_and_bad_parameters() {
         ],
     )
     .unwrap_err();
-    assert!(matches!(e, RuntimeError::Param { key: "scales", .. }), "{e}");
+    assert!(
+        matches!(e, RuntimeError::Param { key: "scales", .. }),
+        "{e}"
+    );
     // Extreme coordinates (a scale near the smallest float, an infinite roi) clamp to
     // the edges.
     let (_, y) = resize(
