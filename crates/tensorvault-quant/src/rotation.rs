@@ -116,9 +116,13 @@ impl Rotation {
                 reason: "must be a power of two in 4..=1024",
             });
         }
+        // One generator output per 64 positions (not one call per position).
+        let words: Vec<u64> = (0..block.div_ceil(64))
+            .map(|w| splitmix64(seed, w as u64))
+            .collect();
         let masks = (0..block)
             .map(|i| {
-                let word = splitmix64(seed, (i / 64) as u64);
+                let word = words[i / 64];
                 if (word >> (i % 64)) & 1 == 1 {
                     0x8000_0000
                 } else {
