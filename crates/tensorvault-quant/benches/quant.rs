@@ -168,14 +168,16 @@ fn bench_v3(c: &mut Criterion) {
 
 /// The super-block segment on one 4096-value block (the store's default block) with the
 /// layouts codec v4 picks for weights at tiers 1/2/3 (groups of 64, 64, 32; rotated; the
-/// clip search on, as the store encodes weights).
+/// clip search on, as the store encodes weights), rotated (as the store writes) and not
+/// (what the rotation costs).
 fn bench_v4(c: &mut Criterion) {
     let n = 4096;
     let x = data(n);
     let mut g = c.benchmark_group("segment_v4");
     g.throughput(Throughput::Bytes((n * 4) as u64));
-    for (bits, group_log2, scale_bits, min_bits) in
-        [(8u8, 6u8, 6u8, 5u8), (5, 6, 6, 5), (3, 5, 5, 4)]
+    let layouts = [(8u8, 6u8, 6u8, 5u8), (5, 6, 6, 5), (3, 5, 5, 4)];
+    for ((bits, group_log2, scale_bits, min_bits), rotate) in
+        layouts.into_iter().flat_map(|l| [(l, true), (l, false)])
     {
         let p = V4Params {
             bits,
@@ -183,16 +185,18 @@ fn bench_v4(c: &mut Criterion) {
             super_log2: 10,
             scale_bits,
             min_bits,
-            rotate: true,
+            rotate,
             seed: 1,
             clip_search: true,
         };
         let seg = segment_v4::encode(&p, &x).unwrap();
         let mut y = vec![0f32; n];
-        g.bench_function(format!("encode_{bits}bit_g{}", p.group()), |b| {
+        let rot = if rotate { "rotated" } else { "unrotated" };
+        let name = format!("{bits}bit_g{}_{rot}", p.group());
+        g.bench_function(format!("encode_{name}"), |b| {
             b.iter(|| segment_v4::encode(&p, black_box(&x)).unwrap())
         });
-        g.bench_function(format!("parse_decode_{bits}bit_g{}", p.group()), |b| {
+        g.bench_function(format!("parse_decode_{name}"), |b| {
             b.iter(|| {
                 SegmentV4::parse(black_box(&seg))
                     .unwrap()

@@ -116,16 +116,14 @@ impl Rotation {
                 reason: "must be a power of two in 4..=1024",
             });
         }
-        let masks = (0..block)
-            .map(|i| {
-                let word = splitmix64(seed, (i / 64) as u64);
-                if (word >> (i % 64)) & 1 == 1 {
-                    0x8000_0000
-                } else {
-                    0
-                }
-            })
-            .collect();
+        // One generator output per 64 positions, its bits in order (bit b of word w is
+        // position 64w + b), as sign-bit masks.
+        let mut masks = Vec::with_capacity(block);
+        for w in 0..block.div_ceil(64) {
+            let word = splitmix64(seed, w as u64);
+            let take = (block - w * 64).min(64);
+            masks.extend((0..take).map(|b| (((word >> b) & 1) as u32) << 31));
+        }
         Ok(Self {
             seed,
             masks,
