@@ -162,8 +162,9 @@ fn v4_kv_values(
 /// v1 collection, a version 4 segment for weight and embedding tensors in a codec v4
 /// collection ([`crate::codec_weights::v4_layout`]), a version 3 segment where
 /// [`v3_layout`] picks one (codec v3), a version 2 segment laid out by [`v2_layout`]
-/// otherwise; in a collection with the entropy flag, that v2/v3/v4 segment wrapped in a
-/// version 5 envelope when that is shorter (the scale reported is the inner segment's).
+/// otherwise; in a collection with the entropy flag, at tiers 2 and 3, that v2/v3/v4
+/// segment wrapped in a version 5 envelope when that is shorter (the scale reported is
+/// the inner segment's).
 ///
 /// # Errors
 /// [`StoreErr::Quant`] (non-finite values, scale overflow); [`StoreErr::InvalidArgument`]
@@ -216,7 +217,10 @@ pub fn encode_for_tier(
             scale,
         }
     };
-    if geo.entropy {
+    // Tier 1 stays unwrapped: its 8-bit codes save 0.1-0.2 bits/value (1-2.5%) while
+    // decoding the hottest blocks would cost ~5x the v2 decode (bench/RESULTS.md,
+    // "Entropy coding of the codes").
+    if geo.entropy && tier != Tier::Tier1 {
         enc.bytes = segment_v5::encode_smallest(enc.bytes)?;
     }
     Ok(enc)
