@@ -190,23 +190,21 @@ fn run(
             t.wrapped += u64::from(stored.len() < inner.len());
         }
     }
-    t.store_payload = through_store(geo, tier, tensors, width)?;
+    t.store_payload = through_store(geo, tier, tensors, width, true)?;
     Ok(t)
 }
 
 /// Put every tensor (`[len / width, width]`, f16 when the collection's Tier0 is f16, as
-/// a KV cache is) into an in-memory store created with the entropy flag; the tier's
-/// `payload_bytes`.
+/// a KV cache is) into an in-memory store created with (or without) the entropy flag;
+/// the tier's `payload_bytes`.
 fn through_store(
     geo: &CollectionConfig,
     tier: Tier,
     tensors: &[(TensorKind, &[f32])],
     width: u32,
+    entropy: bool,
 ) -> Result<u64, Err> {
-    let geo = CollectionConfig {
-        entropy: true,
-        ..*geo
-    };
+    let geo = CollectionConfig { entropy, ..*geo };
     let cfg = StoreConfig {
         collection: geo,
         durability: Durability::Os,
@@ -275,6 +273,63 @@ fn main() -> Result<(), Err> {
                 }
             }
         }
+    }
+    // kv-tier3's codec 4 KV layout (keys at their own widths, 4 bits at tier 3; values
+    // rotated at 3 bits), through the store only: payload bits/value without and with
+    // the entropy flag, keys and values together.
+    if let Some(kv) = man["kv"].as_object() {
+        let geo = CollectionConfig::kv_cache(64)?.with_codec_v4();
+        println!();
+        println!("| KV codec 4 (with_codec_v4), text, tier | K b/v | K entropy | V b/v | V entropy | K+V b/v | K+V entropy | fixed slot b/v |");
+        println!("|---|---|---|---|---|---|---|---|");
+        for (text, shape) in kv {
+            let shape: Vec<usize> = shape
+                .as_array()
+                .ok_or("shape")?
+                .iter()
+                .filter_map(|v| v.as_u64())
+                .map(|v| v as usize)
+                .collect();
+            let x = read_f32(&dir.join(format!("kv_{text}.f32")))?;
+            let per = shape[1] * shape[2];
+            let half = (x.len() / 2) as f64;
+            let ks: Vec<(TensorKind, &[f32])> = x
+                .chunks(per)
+                .step_by(2)
+                .map(|c| (TensorKind::KvKey, c))
+                .collect();
+            let vs: Vec<(TensorKind, &[f32])> = x
+                .chunks(per)
+                .skip(1)
+                .step_by(2)
+                .map(|c| (TensorKind::KvValue, c))
+                .collect();
+            for tier in tiers {
+                let bv = |b: u64, n: f64| b as f64 * 8.0 / n;
+                let (k0, k1) = (
+                    through_store(&geo, tier, &ks, 64, false)?,
+                    through_store(&geo, tier, &ks, 64, true)?,
+                );
+                let (v0, v1) = (
+                    through_store(&geo, tier, &vs, 64, false)?,
+                    through_store(&geo, tier, &vs, 64, true)?,
+                );
+                let blocks = (ks.len() + vs.len()) as u64
+                    * (per as u64).div_ceil(u64::from(geo.block_elems));
+                println!(
+                    "| {text}, tier {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                    tier as u8,
+                    bv(k0, half),
+                    bv(k1, half),
+                    bv(v0, half),
+                    bv(v1, half),
+                    bv(k0 + v0, 2.0 * half),
+                    bv(k1 + v1, 2.0 * half),
+                    bv(blocks * u64::from(geo.slot_len(tier)), 2.0 * half),
+                );
+            }
+        }
+        println!();
     }
     if let Some(shape) = man["tokens"].as_array() {
         let width = shape

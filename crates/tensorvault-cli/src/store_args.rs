@@ -88,6 +88,11 @@ pub struct PutArgs {
     /// this head dimension.
     #[arg(long, conflicts_with = "block_elems")]
     pub kv_head_dim: Option<u32>,
+    /// Create a NEW collection that keeps tier 2 and 3 blocks entropy-coded (TQTC v5,
+    /// lossless rANS over the codes: the same values in fewer bytes; reads decode it
+    /// ~5x slower than plain codes). An existing collection keeps its own setting.
+    #[arg(long)]
+    pub entropy: bool,
     /// Write durability.
     #[arg(long, value_enum, default_value_t = DurabilityArg::EveryWrite)]
     pub durability: DurabilityArg,

@@ -29,11 +29,12 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
             })
         })
         .collect::<Result<_, _>>()?;
-    let geometry = match (a.kv_head_dim, a.block_elems) {
+    let mut geometry = match (a.kv_head_dim, a.block_elems) {
         (Some(h), _) => CollectionConfig::kv_cache(h)?,
         (None, Some(n)) => CollectionConfig::with_block_elems(n),
         (None, None) => CollectionConfig::default(),
     };
+    geometry.entropy = a.entropy;
     let cfg = StoreConfig {
         collection: geometry,
         durability: a.durability.durability(),

@@ -336,7 +336,7 @@ impl Store {
     #[new]
     /// With `read_only`: a lock-free snapshot of an existing collection
     /// (`DirStore::open_path_snapshot`), never waiting for a writer and never writing.
-    /// With `entropy` (new collections, codec 2 or 3): quantized blocks are stored
+    /// With `entropy` (new collections, codec 2 and later): tier 2 and 3 blocks are stored
     /// entropy-coded (TQTC version 5, lossless) where that is shorter; reads are
     /// bit-identical and `stats()["payload_bytes"]` counts the coded bytes.
     #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false, entropy=false))]

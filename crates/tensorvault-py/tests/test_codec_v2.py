@@ -52,7 +52,7 @@ def test_codec_v1_collections_are_still_written_on_request(tmp_path):
     # Asymmetric groups with a clip search beat the symmetric f16-scaled v1 groups.
     assert errs[2] < 0.8 * errs[1], errs
     with pytest.raises(tv.InvalidArgumentError, match="codec"):
-        tv.Store(tmp_path / "c4", "t", "c", codec=4)
+        tv.Store(tmp_path / "c4", "t", "c", codec=9)
 
 
 def test_kv_cache_demotes_by_age_and_keeps_recent_tokens_exact(tmp_path):

@@ -156,7 +156,7 @@ pub const V3_DEFAULT_SEED: u32 = 0x5456_5133; // "TVQ3"
 
 /// Version byte of an entropy-coded (v5) envelope.
 pub const V5_VERSION: u8 = 5;
-/// u8 version of the wrapped (inner) segment: 2 or 3.
+/// u8 version of the wrapped (inner) segment: 2, 3 or 4.
 pub const V5_INNER_VERSION_OFFSET: usize = BITS_OFFSET + size_of::<u8>();
 /// u8 log2 of the number of interleaved rANS lanes (0..=[`V5_MAX_LANES_LOG2`]).
 pub const V5_LANES_LOG2_OFFSET: usize = V5_INNER_VERSION_OFFSET + size_of::<u8>();
@@ -173,7 +173,7 @@ pub const V5_HEADER_LEN: usize = V5_SIDE_LEN_OFFSET + size_of::<u32>();
 /// bytes are the inner segment's bytes from here up to its packed codes.
 pub const V5_INNER_SKIP: usize = BITS_OFFSET + size_of::<u8>();
 /// Inner segment versions an envelope may wrap (codes at the end of the segment).
-pub const V5_INNER_VERSIONS: [u8; 2] = [V2_VERSION, V3_VERSION];
+pub const V5_INNER_VERSIONS: [u8; 3] = [V2_VERSION, V3_VERSION, V4_VERSION];
 /// Largest lane count exponent (8 interleaved rANS states).
 pub const V5_MAX_LANES_LOG2: u8 = 3;
 /// Lane count exponent the encoder writes by default (4 lanes).

@@ -18,7 +18,7 @@
 //!   fitted to N(0, 1) ([`levels`]: Lloyd-Max or optimal-step uniform) with one log-coded
 //!   scale byte per block.
 //! * [`entropy`]: lossless rANS coding of k-bit codes (static per-run frequency table,
-//!   interleaved lanes); [`segment_v5`] wraps a v2 or v3 segment's codes in it (version 5),
+//!   interleaved lanes); [`segment_v5`] wraps a v2, v3 or v4 segment's codes in it (version 5),
 //!   kept only when it is shorter.
 //! * [`segment_v4`]: the super-block segment (version 4): groups of 4-256 values inside
 //!   super-blocks with two f16 units each, every group's scale and min coded in 2-8 bits

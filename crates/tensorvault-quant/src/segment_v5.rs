@@ -1,4 +1,4 @@
-//! The entropy-coded segment (TQTC version 5): an envelope over a version 2 or 3 segment
+//! The entropy-coded segment (TQTC version 5): an envelope over a version 2, 3 or 4 segment
 //! whose packed codes are replaced by a rANS-coded stream ([`crate::entropy`]); every
 //! other byte of the inner segment (header fields, raw rows, group parameters or block
 //! scales) is kept verbatim. Byte layout: `docs/formats/quant.md` §12.
@@ -26,13 +26,14 @@ use crate::bitpack::{pack_unchecked, packed_len, unpack_unchecked};
 use crate::entropy::{best_table, decode_codes, encode_with, histogram, FreqTable};
 use crate::error::{corrupt, segment_prefix};
 use crate::layout::{
-    MAGIC, V2_VERSION, V3_VERSION, V5_CODES_OFFSET, V5_DEFAULT_LANES_LOG2, V5_HEADER_LEN,
-    V5_INNER_SKIP, V5_INNER_VERSIONS, V5_INNER_VERSION_OFFSET, V5_LANES_LOG2_OFFSET,
+    MAGIC, V2_VERSION, V3_VERSION, V4_VERSION, V5_CODES_OFFSET, V5_DEFAULT_LANES_LOG2,
+    V5_HEADER_LEN, V5_INNER_SKIP, V5_INNER_VERSIONS, V5_INNER_VERSION_OFFSET, V5_LANES_LOG2_OFFSET,
     V5_MAX_LANES_LOG2, V5_MAX_PROB_BITS, V5_PROB_BITS_OFFSET, V5_SIDE_LEN_OFFSET, V5_VERSION,
     VERSION_OFFSET,
 };
 use crate::segment_rot::SegmentV3;
 use crate::segment_v2::SegmentV2;
+use crate::segment_v4::SegmentV4;
 use crate::QuantError;
 
 /// A v5 envelope whose header, side bytes and frequency table are validated (the stream
@@ -70,7 +71,7 @@ impl<'a> SegmentV5<'a> {
                 "inner_version",
                 V5_INNER_VERSION_OFFSET,
                 inner_version.into(),
-                "must be 2 or 3",
+                "must be 2, 3 or 4",
             ));
         }
         let lanes_log2 = h[V5_LANES_LOG2_OFFSET];
@@ -121,7 +122,7 @@ impl<'a> SegmentV5<'a> {
         self.codes
     }
 
-    /// Version of the wrapped segment (2 or 3).
+    /// Version of the wrapped segment (2, 3 or 4).
     #[must_use]
     pub fn inner_version(&self) -> u8 {
         self.inner_version
@@ -192,7 +193,7 @@ impl<'a> SegmentV5<'a> {
     }
 }
 
-/// Decode a v2, v3 or v5 segment into `dst` (resized to its value count, which must be
+/// Decode a v2, v3, v4 or v5 segment into `dst` (resized to its value count, which must be
 /// at most `max_values`).
 ///
 /// # Errors
@@ -217,6 +218,15 @@ fn decode_inner(bytes: &[u8], max_values: usize, dst: &mut Vec<f32>) -> Result<(
     match bytes.get(VERSION_OFFSET) {
         Some(&V3_VERSION) => {
             let seg = SegmentV3::parse(bytes)?;
+            if seg.values() > max_values {
+                return Err(too_many(seg.values()));
+            }
+            dst.clear();
+            dst.resize(seg.values(), 0.0);
+            seg.decode(dst)
+        }
+        Some(&V4_VERSION) => {
+            let seg = SegmentV4::parse(bytes)?;
             if seg.values() > max_values {
                 return Err(too_many(seg.values()));
             }
@@ -249,6 +259,8 @@ fn code_region(inner: &[u8]) -> Result<(usize, usize), QuantError> {
             let p = s.params();
             (s.values(), usize::from(p.raw_rows) * usize::from(p.width))
         }
+        // Version 4: every value is coded; the value codes end the segment.
+        Some(&V4_VERSION) => (SegmentV4::parse(inner)?.values(), 0),
         other => {
             return Err(QuantError::UnsupportedVersion {
                 version: other.copied().unwrap_or(0),
@@ -262,12 +274,12 @@ fn code_region(inner: &[u8]) -> Result<(usize, usize), QuantError> {
     Ok((inner.len() - packed_len(m, bits), m))
 }
 
-/// The v5 envelope of a valid v2 or v3 segment with `2^lanes_log2` rANS lanes, or
+/// The v5 envelope of a valid v2, v3 or v4 segment with `2^lanes_log2` rANS lanes, or
 /// `None` when it would not be shorter than `inner` (or there are no codes).
 ///
 /// # Errors
 /// The inner segment's parse errors; [`QuantError::UnsupportedVersion`] for a version
-/// other than 2 or 3; [`QuantError::InvalidParam`] for `lanes_log2 > 3`.
+/// other than 2, 3 or 4; [`QuantError::InvalidParam`] for `lanes_log2 > 3`.
 pub fn wrap(inner: &[u8], lanes_log2: u8) -> Result<Option<Vec<u8>>, QuantError> {
     if lanes_log2 > V5_MAX_LANES_LOG2 {
         return Err(QuantError::InvalidParam {

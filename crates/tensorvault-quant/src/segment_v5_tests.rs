@@ -49,6 +49,20 @@ fn v3(bits: u8, x: &[f32]) -> Vec<u8> {
     segment_rot::encode(&p, x).unwrap()
 }
 
+fn v4(bits: u8, rotate: bool, x: &[f32]) -> Vec<u8> {
+    let p = crate::segment_v4::V4Params {
+        bits,
+        group_log2: 5,
+        super_log2: 8,
+        scale_bits: 6,
+        min_bits: 6,
+        rotate,
+        seed: 3,
+        clip_search: false,
+    };
+    crate::segment_v4::encode(&p, x).unwrap()
+}
+
 fn decoded(bytes: &[u8], n: usize) -> Vec<u32> {
     let mut out = Vec::new();
     decode_any(bytes, n, &mut out).unwrap();
@@ -63,6 +77,8 @@ fn wrapping_is_lossless_and_smaller_for_v2_and_v3() {
             v2(bits, Axis::Flat, 0, &x),
             v2(bits, Axis::Columns, 1, &x),
             v3(bits, &x),
+            v4(bits, false, &x),
+            v4(bits, true, &x),
         ] {
             let env = wrap(&inner, V5_DEFAULT_LANES_LOG2)
                 .unwrap()
@@ -126,9 +142,10 @@ fn field_err(bytes: &[u8]) -> QuantError {
 #[test]
 fn each_header_field_is_checked_with_its_offset() {
     let (_, env) = sample();
-    let cases: [(usize, u8, &str); 4] = [
+    let cases: [(usize, u8, &str); 5] = [
         (9, 9, "bits"),
         (V5_INNER_VERSION_OFFSET, 1, "inner_version"),
+        (V5_INNER_VERSION_OFFSET, 5, "inner_version"),
         (V5_LANES_LOG2_OFFSET, 4, "lanes_log2"),
         (V5_PROB_BITS_OFFSET, 13, "prob_bits"),
     ];

@@ -160,11 +160,11 @@ fn v4_kv_values(
 
 /// Quantize f32 values for a quantized `tier` of `geo`: a version 1 segment in a codec
 /// v1 collection, a version 4 segment for weight and embedding tensors in a codec v4
-/// collection ([`crate::codec_weights::v4_layout`]; never wrapped), a version 3 segment
-/// where [`v3_layout`] picks one (codec v3), a version
-/// 2 segment laid out by [`v2_layout`] otherwise; in a collection with the entropy flag,
-/// the v2/v3 segment wrapped in a version 5 envelope when that is shorter (the scale
-/// reported is the inner segment's).
+/// collection ([`crate::codec_weights::v4_layout`]), a version 3 segment where
+/// [`v3_layout`] picks one (codec v3), a version 2 segment laid out by [`v2_layout`]
+/// otherwise; in a collection with the entropy flag, at tiers 2 and 3, that v2/v3/v4
+/// segment wrapped in a version 5 envelope when that is shorter (the scale reported is
+/// the inner segment's).
 ///
 /// # Errors
 /// [`StoreErr::Quant`] (non-finite values, scale overflow); [`StoreErr::InvalidArgument`]
@@ -184,18 +184,18 @@ pub fn encode_for_tier(
         };
         return encode_quantized(&p, values);
     }
-    if let Some(p) = crate::codec_weights::v4_layout(geo, tier, place.kind, place.len) {
+    let mut enc = if let Some(p) = crate::codec_weights::v4_layout(geo, tier, place.kind, place.len)
+    {
         let bytes = segment_v4::encode(&p, values)?;
         let scale = SegmentV4::parse(&bytes)
             .map(|s| s.max_scale())
             .unwrap_or(0.0);
-        return Ok(Encoded {
+        Encoded {
             bytes,
             bits: p.bits,
             scale,
-        });
-    }
-    let mut enc = if let Some(p) = v3_layout(geo, tier, place) {
+        }
+    } else if let Some(p) = v3_layout(geo, tier, place) {
         let bytes = segment_rot::encode(&p, values)?;
         let scale = SegmentV3::parse(&bytes)
             .map(|s| s.max_scale())
@@ -217,7 +217,10 @@ pub fn encode_for_tier(
             scale,
         }
     };
-    if geo.entropy {
+    // Tier 1 stays unwrapped: its 8-bit codes save 0.1-0.2 bits/value (1-2.5%) while
+    // decoding the hottest blocks would cost ~5x the v2 decode (bench/RESULTS.md,
+    // "Entropy coding of the codes").
+    if geo.entropy && tier != Tier::Tier1 {
         enc.bytes = segment_v5::encode_smallest(enc.bytes)?;
     }
     Ok(enc)
@@ -351,7 +354,7 @@ pub fn decode_quantized(
     dst: &mut Vec<f32>,
 ) -> Result<(), QuantError> {
     if payload.get(q::VERSION_OFFSET) == Some(&q::V5_VERSION) {
-        // The envelope rebuilds a v2 or v3 segment (never another v5) of at most
+        // The envelope rebuilds a v2, v3 or v4 segment (never another v5) of at most
         // `max_elems` codes; it is then checked and decoded like any other payload.
         let inner = SegmentV5::parse(payload)?.inner(max_elems)?;
         return decode_quantized(&inner, max_elems, dst);

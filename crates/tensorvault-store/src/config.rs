@@ -72,9 +72,10 @@ pub struct CollectionConfig {
     /// (the first token of a KV tensor, an attention sink); 0 keeps none. Sizes the
     /// quantized slots.
     pub sink_values: u16,
-    /// Codecs v2 and later: store each quantized payload entropy-coded (a TQTC version 5
-    /// envelope, `docs/formats/quant.md` section 12) when that makes it shorter. Lossless;
-    /// the slot size is unchanged. MetaLog header flags bit 0 (`docs/formats/store.md`).
+    /// Codecs v2 and later: store each tier 2 and tier 3 payload entropy-coded (a TQTC
+    /// version 5 envelope, `docs/formats/quant.md` section 12) when that makes it shorter.
+    /// Lossless; the slot size is unchanged. MetaLog header flags bit 0
+    /// (`docs/formats/store.md`).
     pub entropy: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a

@@ -1,5 +1,5 @@
-//! The entropy flag in the store: quantized payloads are kept as TQTC version 5
-//! envelopes where shorter, read back bit-identical to the same collection without the
+//! The entropy flag in the store: tier 2 and 3 payloads are kept as TQTC version 5
+//! envelopes where shorter (tier 1 never), read back bit-identical to the same collection without the
 //! flag, take fewer payload bytes, survive a reopen (MetaLog header flags byte), migrate
 //! between tiers, and a header with an unknown flag bit is refused.
 
@@ -83,6 +83,11 @@ fn entropy_coded_payloads_read_back_identically_and_take_fewer_bytes() {
                 plain.stats().unwrap().payload_bytes[t],
                 coded.stats().unwrap().payload_bytes[t],
             );
+            if tier == Tier::Tier1 {
+                // Tier 1 is never wrapped (writer policy): the same bytes.
+                assert_eq!(pb, pa, "{kind} {tier:?}");
+                continue;
+            }
             assert!(pb < pa, "{kind} {tier:?}: {pb} >= {pa}");
             if tier == Tier::Tier3 {
                 // 3-bit codes of bell-shaped data: at least 0.1 bit per value saved.
@@ -182,4 +187,44 @@ fn codec_v1_with_entropy_is_refused() {
         ..CollectionConfig::default()
     };
     v3.validate().unwrap();
+}
+
+#[test]
+fn codec_4_weights_are_entropy_coded_too() {
+    // Weights in a codec 4 collection are TQTC v4 super-block segments: the envelope
+    // wraps them as it wraps v2/v3 segments.
+    let rows = 64u32;
+    let width = 256u32;
+    let data: Vec<u8> = (0..u64::from(rows * width))
+        .flat_map(|i| (0.02 * bell(i)).to_le_bytes())
+        .collect();
+    let shape = [rows, width];
+    let info = BlockInfo::new(DType::F32, &shape).with_kind(TensorKind::Weight);
+    let geo = |entropy| CollectionConfig {
+        codec: tensorvault_store::CODEC_V4,
+        entropy,
+        ..CollectionConfig::default()
+    };
+    let (plain, coded) = (store(geo(false)), store(geo(true)));
+    for tier in [Tier::Tier1, Tier::Tier2, Tier::Tier3] {
+        for s in [&plain, &coded] {
+            s.put_tensor_with("w", &info, &data, tier).unwrap();
+        }
+        assert_eq!(
+            plain.get_tensor("w").unwrap().data,
+            coded.get_tensor("w").unwrap().data,
+            "{tier:?}"
+        );
+        let t = tier as usize;
+        let (pa, pb) = (
+            plain.stats().unwrap().payload_bytes[t],
+            coded.stats().unwrap().payload_bytes[t],
+        );
+        // Tier 1 is never wrapped (writer policy); 5 and 3 bits shrink.
+        if tier == Tier::Tier1 {
+            assert_eq!(pb, pa, "{tier:?}");
+        } else {
+            assert!(pb < pa, "{tier:?}: {pb} >= {pa}");
+        }
+    }
 }

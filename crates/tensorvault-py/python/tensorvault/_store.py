@@ -129,6 +129,11 @@ class Store:
             another) writes, and nothing is ever written (puts, deletes and
             :meth:`maintain` raise). It sees the collection as of the open; reopen to see
             later writes. ``create`` is ignored.
+        entropy: Create the collection with tier 2 and 3 blocks entropy-coded (TQTC
+            version 5: lossless rANS over the quantized codes, kept where shorter): the
+            same values in about 0.2-0.4 fewer bits per value of payload, read ~5x
+            slower than plain codes. Existing collections keep their setting
+            (``geometry["entropy"]``).
 
     Use it as a context manager (``with tv.Store(...) as s:``) or call :meth:`close`;
     a writable collection stays locked until then (a second writable ``Store`` on it, in
@@ -153,6 +158,7 @@ class Store:
         kv_head_dim: Optional[int] = None,
         codec: Optional[int] = None,
         read_only: bool = False,
+        entropy: bool = False,
     ) -> None:
         if isinstance(durability, int) and not isinstance(durability, bool):
             durability = f"every-{durability}"
@@ -161,7 +167,7 @@ class Store:
         limits = None if max_blocks_per_tier is None else list(max_blocks_per_tier)
         self._s = _native.Store(
             fspath(root), str(tenant), str(collection), bool(create), durability, limits,
-            block_elems, kv_head_dim, codec, bool(read_only),
+            block_elems, kv_head_dim, codec, bool(read_only), bool(entropy),
         )
 
     @property
