@@ -212,6 +212,8 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
             ek = nk = ev = nv = 0.0
             stored = values = 0
             pre = getattr(c, "pre_rope", False)
+            if hasattr(c, "slot_bytes"):
+                c.slot_bytes = 0  # count the measurement pass only, not the perplexity pass
             for l in sorted(K):
                 kin = K[l]
                 if pre:  # the keys before RoPE, as the model computes them
@@ -223,6 +225,8 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
                 ek += float(((kh.astype(np.float32) - k32) ** 2).sum()); nk += float((k32 ** 2).sum())
                 ev += float(((vh.astype(np.float32) - v32) ** 2).sum()); nv += float((v32 ** 2).sum())
 
+            slot_bytes = getattr(c, "slot_bytes", 0)
+
             def hook(layer, k, v, c=c):
                 kh, vh, _, _ = c.roundtrip_layer(m, layer, k, v)
                 return kh.astype(np.float16), vh.astype(np.float16)
@@ -231,7 +235,7 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
 
             ppl = nll_ppl(m.forward(ids, kv_hook=hook), ids)
             r = {"tier": c.tier, "bits": stored * 8.0 / values, "k_rrmse": (ek / nk) ** 0.5,
-                 "disk_bits": getattr(c, "slot_bytes", 0) * 8.0 / values or None,
+                 "disk_bits": slot_bytes * 8.0 / values or None,
                  "v_rrmse": (ev / nv) ** 0.5, "ppl": ppl, "ppl_change_pct": (ppl / ref - 1) * 100}
             rows["configs"][c.label] = r
             log(f"   {c.label:44s} b/v {r['bits']:.3f}  K {r['k_rrmse'] * 100:5.2f}%  "
