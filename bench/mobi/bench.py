@@ -14,7 +14,9 @@ Per model (LeNet-5, CIFAR-shaped CNN and MLP on digits; EfficientNet-Lite0):
 3. batch-1 and batch-64 latency, one thread each (onnxruntime intra/inter-op 1; MOBI's
    runtime is single-threaded): three interleaved rounds per runtime of N/3 runs each after
    2 untimed runs, the median over rounds of each round's median process CPU time (the
-   work, robust on a shared machine) and wall time.
+   work, robust on a shared machine) and wall time. With ``TV_BEFORE_EXT`` set to the
+   ``_tensorvault`` extension module of another build (e.g. main's, unpacked from its
+   wheel), that build runs in the same rounds: before/after columns from one run.
 Prints markdown tables with MOBI / onnxruntime ratios (< 1 means MOBI is smaller/faster).
 
     python bench.py [--reps N] [--loads N] [--models lenet5,cifar,mlp,efficientnet_lite0] [--latency-only] [--no-latency]
@@ -64,6 +66,24 @@ def mobi_load_objects(path: str):
 
 def mobi_run(session, name: str, x: np.ndarray):
     return session.run({name: x})
+
+
+def before_load(path: str):
+    """With ``TV_BEFORE_EXT`` (the ``_tensorvault`` extension module of another build,
+    e.g. main before a kernel change), a session of that build on the same file, so that
+    one latency run measures before, after and onnxruntime side by side; else None."""
+    ext = os.environ.get("TV_BEFORE_EXT")
+    if not ext:
+        return None
+    import importlib.machinery
+    import importlib.util
+
+    # Loaded under its own top-level name, next to the installed tensorvault package.
+    loader = importlib.machinery.ExtensionFileLoader("_tensorvault", ext)
+    spec = importlib.util.spec_from_file_location("_tensorvault", ext, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module.MobiSession.open(path)
 
 
 # ------------------------------------------------------------------ one load per process
@@ -156,15 +176,18 @@ def child_latency(onnx_path: str, mobi_path: str, input_name: str, x_path: str, 
     sess = ort_session(Path(onnx_path), threads=1)
     out = {}
     model = mobi_load(mobi_path)
+    before = before_load(mobi_path)
     for batch in (1, 64):
         xb = np.ascontiguousarray(np.resize(x, (batch, *x.shape[1:])))
         r = max(3, reps if batch == 1 else reps // 4)
-        # Interleaved rounds, so both runtimes see the same machine load.
-        rounds = {"ort": [], "mobi": []}
+        # Interleaved rounds, so every runtime sees the same machine load.
+        rounds = {"ort": [], "mobi": []} if before is None else {"ort": [], "mobi": [], "before": []}
         for i in range(3):
             warm = 2 if i == 0 else 0
             rounds["ort"].append(latency(lambda: sess.run(None, {input_name: xb}), max(1, r // 3), warm))
             rounds["mobi"].append(latency(lambda: mobi_run(model, input_name, xb), max(1, r // 3), warm))
+            if before is not None:
+                rounds["before"].append(latency(lambda: mobi_run(before, input_name, xb), max(1, r // 3), warm))
         for k, v in rounds.items():
             for m in ("wall", "cpu"):
                 out[f"{k}_{batch}_{m}"] = statistics.median(x[m] for x in v)
@@ -229,6 +252,12 @@ def latency_row(args, name: str, onnx_path: Path, mobi_file: Path, mode: str, in
                           str(x_path), str(args.reps)], capture_output=True, text=True, check=True,
                          env=_one_thread_env()).stdout
     r = json.loads(out.strip().splitlines()[-1])
+    if "before_1_cpu" in r:
+        return (f"| {name} | {mode} | {r['before_1_cpu']:.3f} | {r['mobi_1_cpu']:.3f} | {r['ort_1_cpu']:.3f} | "
+                f"{r['before_1_cpu'] / r['ort_1_cpu']:.2f}x | **{r['mobi_1_cpu'] / r['ort_1_cpu']:.2f}x** | "
+                f"{r['before_64_cpu']:.2f} | {r['mobi_64_cpu']:.2f} | {r['ort_64_cpu']:.2f} | "
+                f"{r['before_64_cpu'] / r['ort_64_cpu']:.2f}x | **{r['mobi_64_cpu'] / r['ort_64_cpu']:.2f}x** | "
+                f"{r['mobi_1_wall'] / r['ort_1_wall']:.2f}x | {r['mobi_64_wall'] / r['ort_64_wall']:.2f}x |")
     return (f"| {name} | {mode} | {r['mobi_1_cpu']:.3f} | {r['ort_1_cpu']:.3f} | {r['mobi_1_cpu'] / r['ort_1_cpu']:.2f}x | "
             f"{r['mobi_64_cpu']:.2f} | {r['ort_64_cpu']:.2f} | {r['mobi_64_cpu'] / r['ort_64_cpu']:.2f}x | "
             f"{r['mobi_1_wall'] / r['ort_1_wall']:.2f}x | {r['mobi_64_wall'] / r['ort_64_wall']:.2f}x |")
@@ -274,8 +303,14 @@ def main() -> None:
         print("\n".join(rows_load))
     print("\nLatency, one thread: median process CPU time (ms) over interleaved rounds, and the wall-time"
           "\nratios; int8 rows: MOBI int8 file vs onnxruntime on the f32 ONNX model\n")
-    print("| model | MOBI weights | MOBI b1 | ORT b1 | ratio | MOBI b64 | ORT b64 | ratio | wall ratio b1 | wall ratio b64 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    if os.environ.get("TV_BEFORE_EXT"):
+        print("before = the TV_BEFORE_EXT build, after = the installed wheel; ratios against onnxruntime\n")
+        print("| model | MOBI weights | before b1 | after b1 | ORT b1 | before ratio | after ratio | "
+              "before b64 | after b64 | ORT b64 | before ratio | after ratio | wall ratio b1 | wall ratio b64 |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    else:
+        print("| model | MOBI weights | MOBI b1 | ORT b1 | ratio | MOBI b64 | ORT b64 | ratio | wall ratio b1 | wall ratio b64 |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows_lat))
 
 

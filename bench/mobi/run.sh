@@ -6,6 +6,8 @@
 # Uses the venv of tests/mobi_models (onnxruntime, onnx, the EfficientNet-Lite0 weights),
 # the release CLI and the tensorvault wheel ($TV_WHEEL, else scripts/build_wheel.sh).
 # Header parse: the criterion bench `mobi/header_parse` (Header::parse of a file's bytes).
+# TV_BEFORE_EXT=path/to/_tensorvault.abi3.so (another build's extension module, e.g.
+# unpacked from main's wheel) adds "before" columns to the latency table, same rounds.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"

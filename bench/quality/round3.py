@@ -2,7 +2,7 @@
 through the product on held-out texts.
 
     target/venv/bin/python bench/quality/round3.py [--texts apache2,compound] [--tokens 1536]
-        [--sections kv,ref,emb] [--json out.json]
+        [--sections kv,ref,emb] [--entropy] [--json out.json]
 
 Sections:
 
@@ -24,7 +24,8 @@ Sections:
 * `ref`: the rotated codec's choices, transcribed in numpy (not the product; same math as
   `segment_rot.rs`, docs/formats/quant.md section 10) on the values at 3 bits, keys through
   the store's tier 3: rotation on/off, Lloyd-Max vs uniform levels, RMS vs max scales.
-* `emb`: recall@10 raw / 4x re-scored (`emb_eval.py`) per tier, codec v2 vs codec v3, on
+* `emb`: recall@10 raw / 4x re-scored (`emb_eval.py`) per tier, codec v2 vs v3 vs v4
+  (v4: TQTC version 4 super-block segments, `crates/tensorvault-store/src/codec_weights.rs`), on
   SmolLM2's token table (rows of 576 rotated as nine blocks of 64) and on the
   all-MiniLM-L6-v2 sentence embeddings of the passages (rows of 384: three blocks of 128;
   this set was never used to choose anything).
@@ -120,12 +121,14 @@ def rotated_np(x: np.ndarray, bits: int, rotate: bool, uniform: bool, rms: bool,
 
 class KvConfig:
     def __init__(self, label: str, tier: int, codec: int, key_kind: str = "kv_key",
-                 values_np: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> None:
+                 values_np: Optional[Callable[[np.ndarray], np.ndarray]] = None,
+                 entropy: bool = False) -> None:
         self.label, self.tier, self.codec, self.key_kind, self.values_np = label, tier, codec, key_kind, values_np
+        self.entropy = entropy
 
     def roundtrip_layer(self, m, layer: int, k: np.ndarray, v: np.ndarray):
         """(decoded k, decoded v, stored bytes, values) for one layer."""
-        set_store_opts(codec=self.codec)
+        set_store_opts(codec=self.codec, **({"entropy": True} if self.entropy else {}))
         arrays = []
         for name, a, kind in cache_arrays(m, layer, k, v):
             if kind == "kv_key":
@@ -255,15 +258,17 @@ def unrope(m, k: np.ndarray) -> np.ndarray:
     return out
 
 
-def emb_section(tiers: List[int], sets: List[str]) -> Dict:
+def emb_section(tiers: List[int], sets: List[str], codecs=(2, 3, 4), entropy: bool = False) -> Dict:
     from emb_eval import N_QUERIES, recall, sentence_embeddings, token_embeddings
     out: Dict = {}
     for set_name in sets:
         e = token_embeddings() if set_name == "tokens" else sentence_embeddings(log=log)
         q, db = e[:N_QUERIES], np.ascontiguousarray(e[N_QUERIES:])
         exact = q @ db.T
-        for codec in (2, 3):
-            set_store_opts(codec=codec)
+        runs = [(c, False) for c in codecs] + ([(c, True) for c in codecs if c in (2, 3)] if entropy else [])
+        for codec, ent in runs:
+            set_store_opts(codec=codec, **({"entropy": True} if ent else {}))
+            label = f"codec v{codec}" + (" + entropy" if ent else "")
             for tier in tiers:
                 t0 = time.time()
                 dec, stored, values = roundtrip([(set_name, db, "embedding")], tier)
@@ -271,8 +276,8 @@ def emb_section(tiers: List[int], sets: List[str]) -> Dict:
                 r0, r4 = recall(q, exact, d)
                 r = {"bits": stored * 8.0 / values, "recall": r0, "recall_rescored": r4,
                      "rrmse": float(np.linalg.norm(d - db) / np.linalg.norm(db))}
-                out[f"{set_name} codec v{codec} tier {tier}"] = r
-                log(f"   {set_name} codec v{codec} tier {tier}: b/v {r['bits']:.3f}  recall@10 {r0:.4f}  "
+                out[f"{set_name} {label} tier {tier}"] = r
+                log(f"   {set_name} {label} tier {tier}: b/v {r['bits']:.3f}  recall@10 {r0:.4f}  "
                     f"4x {r4:.4f}  rel RMSE {r['rrmse'] * 100:.2f}%  ({time.time() - t0:.0f}s)")
     set_store_opts()
     return out
@@ -285,6 +290,11 @@ def main() -> int:
     ap.add_argument("--sections", default="kv,ref,emb")
     ap.add_argument("--emb-sets", default="tokens,sentences",
                     help="embedding sets: tokens (SmolLM2's table), sentences (all-MiniLM-L6-v2 on the passages)")
+    ap.add_argument("--entropy", action="store_true",
+                    help="also measure collections with the entropy flag (TQTC v5, lossless: "
+                         "same values, fewer payload bytes)")
+    ap.add_argument("--emb-codecs", default="2,3,4",
+                    help="store codecs the emb section compares (4: TQTC v4 super-block segments)")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
@@ -301,6 +311,8 @@ def main() -> int:
             configs += [KvConfig(f"codec v2 tier {t}", t, 2) for t in (1, 2, 3)]
             configs += [KvConfig("codec v3 tier 3", 3, 3),
                         KvConfig("codec v3 tier 3, keys rotated per token", 3, 3, key_kind="kv_value")]
+            if a.entropy:
+                configs += [KvConfig(f"codec v2 tier {t} + entropy", t, 2, entropy=True) for t in (1, 2, 3)]
         if "kvcache" in sections:
             r = SMOLLM2_GGUF_ROPE
             configs += [KvCacheConfig("KvCache codec 2 tier 2, post-RoPE keys", 2, 2),
@@ -322,7 +334,8 @@ def main() -> int:
                                         rotated_np(v, 3, r, u, s)))
         res["kv"] = kv_section(m, texts, a.tokens, configs)
     if "emb" in sections:
-        res["emb"] = emb_section([1, 2, 3], a.emb_sets.split(","))
+        res["emb"] = emb_section([1, 2, 3], a.emb_sets.split(","),
+                                 [int(c) for c in a.emb_codecs.split(",")], a.entropy)
     res["seconds"] = time.time() - t0
     if a.json:
         with open(a.json, "w") as f:

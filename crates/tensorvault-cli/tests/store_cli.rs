@@ -4,7 +4,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{ok, s, tv, write_npy};
+use common::{ok, s, store_put, tv, write_npy};
 
 fn read_f32(path: &Path) -> (Vec<u64>, Vec<f32>) {
     let bytes = std::fs::read(path).unwrap();
@@ -20,17 +20,7 @@ fn store_with_x(n: u32) -> (tempfile::TempDir, std::path::PathBuf) {
     let input = dir.path().join("a.npy");
     let vals: Vec<f32> = (0..n).map(|i| i as f32).collect();
     write_npy(&input, &[u64::from(n)], &vals);
-    ok(&tv(&[
-        "store",
-        "put",
-        s(&root),
-        "t",
-        "c",
-        "x",
-        s(&input),
-        "--tier",
-        "1",
-    ]));
+    ok(&store_put(&root, ["t", "c", "x"], &input, "1", &[]));
     (dir, root)
 }
 
@@ -56,29 +46,9 @@ fn put_get_ls_migrate_verify_compact() {
     let input = dir.path().join("a.npy");
     let vals: Vec<f32> = (0..300 * 40).map(|i| ((i as f32) * 0.013).sin()).collect();
     write_npy(&input, &[300, 40], &vals);
-    let out = ok(&tv(&[
-        "store",
-        "put",
-        s(&root),
-        "acme",
-        "emb",
-        "w",
-        s(&input),
-        "--tier",
-        "0",
-    ]));
+    let out = ok(&store_put(&root, ["acme", "emb", "w"], &input, "0", &[]));
     assert!(out.contains("3 blocks in tier 0"), "{out}");
-    ok(&tv(&[
-        "store",
-        "put",
-        s(&root),
-        "acme",
-        "emb",
-        "w3",
-        s(&input),
-        "--tier",
-        "3",
-    ]));
+    ok(&store_put(&root, ["acme", "emb", "w3"], &input, "3", &[]));
     let back = dir.path().join("back.npy");
     ok(&tv(&[
         "store",
@@ -219,33 +189,9 @@ fn bad_input_is_one_line_and_exit_2() {
     );
     let nan = dir.path().join("n.npy");
     write_npy(&nan, &[2], &[1.0f32, f32::NAN]);
-    fails(
-        &tv(&[
-            "store",
-            "put",
-            s(&root),
-            "t",
-            "c",
-            "x",
-            s(&nan),
-            "--tier",
-            "2",
-        ]),
-        2,
-        "",
-    );
+    fails(&store_put(&root, ["t", "c", "x"], &nan, "2", &[]), 2, "");
     // The NaN was refused before anything was written; tier 0 keeps it bit-exact.
-    ok(&tv(&[
-        "store",
-        "put",
-        s(&root),
-        "t",
-        "c",
-        "x",
-        s(&nan),
-        "--tier",
-        "0",
-    ]));
+    ok(&store_put(&root, ["t", "c", "x"], &nan, "0", &[]));
 }
 
 /// Read-only commands never write (issue 16): a flipped bit in the last meta.log record

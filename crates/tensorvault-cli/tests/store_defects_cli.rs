@@ -10,7 +10,7 @@ use tensorvault_store::meta_log::{decode_record, encode_record};
 use tensorvault_store::{BlockKey, MetaRecord};
 
 mod common;
-use common::{ok, s, tv, write_npy};
+use common::{ok, s, store_put, tv, write_npy};
 
 /// `root/t/c` with tensor `x`: 3 blocks at tier 1 (4096 elements per block by default).
 fn store(dir: &Path) -> PathBuf {
@@ -18,17 +18,7 @@ fn store(dir: &Path) -> PathBuf {
     let input = dir.join("a.npy");
     let vals: Vec<f32> = (0..3 * 4096).map(|i| i as f32).collect();
     write_npy(&input, &[3 * 4096], &vals);
-    ok(&tv(&[
-        "store",
-        "put",
-        s(&root),
-        "t",
-        "c",
-        "x",
-        s(&input),
-        "--tier",
-        "1",
-    ]));
+    ok(&store_put(&root, ["t", "c", "x"], &input, "1", &[]));
     root
 }
 

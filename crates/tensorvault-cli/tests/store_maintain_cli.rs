@@ -7,24 +7,14 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use common::{ok, s, tv, write_npy};
+use common::{ok, s, store_put, tv, write_npy};
 
 /// Four blocks (4 x 4096 f32) as tensor `x` of `tenant/collection`, in tier 1.
 fn put4(root: &Path, tenant: &str, collection: &str) {
     let npy = root.with_extension(format!("{tenant}.{collection}.npy"));
     let vals: Vec<f32> = (0..4 * 4096).map(|i| (i as f32 * 0.01).sin()).collect();
     write_npy(&npy, &[vals.len() as u64], &vals);
-    ok(&tv(&[
-        "store",
-        "put",
-        s(root),
-        tenant,
-        collection,
-        "x",
-        s(&npy),
-        "--tier",
-        "1",
-    ]));
+    ok(&store_put(root, [tenant, collection, "x"], &npy, "1", &[]));
 }
 
 fn json(out: &str) -> serde_json::Value {

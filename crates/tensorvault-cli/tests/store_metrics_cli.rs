@@ -9,24 +9,14 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{ok, s, tv, write_npy};
+use common::{ok, s, store_put, tv, write_npy};
 
 /// Store `n` f32 values as tensor `name` of collection t/c, in `tier`.
 fn put(root: &Path, name: &str, n: usize, tier: &str) {
     let npy = root.with_extension(format!("{name}.npy"));
     let vals: Vec<f32> = (0..n).map(|i| (i as f32 * 0.01).sin()).collect();
     write_npy(&npy, &[vals.len() as u64], &vals);
-    ok(&tv(&[
-        "store",
-        "put",
-        s(root),
-        "t",
-        "c",
-        name,
-        s(&npy),
-        "--tier",
-        tier,
-    ]));
+    ok(&store_put(root, ["t", "c", name], &npy, tier, &[]));
 }
 
 /// The value of the sample `series` (name and labels, exactly) in an exposition.

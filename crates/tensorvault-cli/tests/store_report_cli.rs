@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{ok, s, tv, write_npy};
+use common::{ok, s, store_put, tv, write_npy};
 
 /// A store with 3 blocks in tier 0 and 5 in tier 3 (blocks of 64 elements).
 fn small_store(root: &Path) {
@@ -16,21 +16,13 @@ fn small_store(root: &Path) {
     write_npy(&b, &[5, 64], &vals);
     let store = root.join("store");
     for (name, file, tier) in [("hot", &a, "0"), ("cold", &b, "3")] {
-        ok(&tv(&[
-            "store",
-            "put",
-            s(&store),
-            "acme",
-            "kv",
-            name,
-            s(file),
-            "--tier",
+        ok(&store_put(
+            &store,
+            ["acme", "kv", name],
+            file,
             tier,
-            "--block-elems",
-            "64",
-            "--durability",
-            "os",
-        ]));
+            &["--block-elems", "64", "--durability", "os"],
+        ));
     }
 }
 

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{ok, s, tv};
+use common::{ok, s, store_put, tv};
 
 fn fixture() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/store-v1")
@@ -76,19 +76,13 @@ fn a_codec_v1_store_reads_migrates_and_grows() {
     let out = dir.path().join("m.npy");
     ok(&tv(&["store", "get", s(&root), "t", "c", "kv1", s(&out)]));
     assert_eq!(read_f32(&out).len(), 256 * 64);
-    ok(&tv(&[
-        "store",
-        "put",
-        s(&root),
-        "t",
-        "c",
-        "new",
-        s(&fixture().join("kv0.npy")),
-        "--tier",
+    ok(&store_put(
+        &root,
+        ["t", "c", "new"],
+        &fixture().join("kv0.npy"),
         "2",
-        "--kind",
-        "kv_key",
-    ]));
+        &["--kind", "kv_key"],
+    ));
     ok(&tv(&["store", "verify", s(&root), "t", "c"]));
     // The new block's Create record keeps byte 112 (kind) zero in a v1 collection, so a
     // pre-v2 build still reads every record of it.
@@ -143,17 +137,7 @@ fn store_maintain_moves_blocks_out_of_full_tiers() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("r");
     let input = fixture().join("kv0.npy"); // 256 x 64 f32: 4 blocks
-    ok(&tv(&[
-        "store",
-        "put",
-        s(&root),
-        "t",
-        "c",
-        "x",
-        s(&input),
-        "--tier",
-        "1",
-    ]));
+    ok(&store_put(&root, ["t", "c", "x"], &input, "1", &[]));
     let out = ok(&tv(&[
         "store",
         "maintain",

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{ok, s, tv, write_npy};
+use common::{ok, s, store_put, tv, write_npy};
 
 #[test]
 fn maintain_holds_and_reports_a_nan_block_and_moves_the_rest() {
@@ -18,17 +18,7 @@ fn maintain_holds_and_reports_a_nan_block_and_moves_the_rest() {
     vals[4000] = f32::INFINITY;
     write_npy(&npy, &[vals.len() as u64], &vals);
     // A quantized tier cannot hold them: one line naming the block, count and element.
-    let q = tv(&[
-        "store",
-        "put",
-        s(&root),
-        "t",
-        "c",
-        "q",
-        s(&npy),
-        "--tier",
-        "2",
-    ]);
+    let q = store_put(&root, ["t", "c", "q"], &npy, "2", &[]);
     let err = String::from_utf8_lossy(&q.stderr);
     assert_eq!(q.status.code(), Some(2), "{err}");
     assert!(

@@ -390,3 +390,150 @@ fn spec_document_matches_the_table() {
         assert!(have.contains(&format!("#### {} (code", op.name())));
     }
 }
+
+/// x[1,1,2,2] -> Resize(params) -> y, written (v2 keeps unknown keys as annotations, so
+/// a key one byte away from a real one survives the writer's validation).
+fn resize_file(params: Vec<(&str, ParamValue)>) -> Vec<u8> {
+    let mut b = ModelBuilder::new("resize").framework_version(1);
+    let x = b.input("x", DataType::F32, &[1, 1, 2, 2]);
+    let params = params.into_iter().map(|(k, v)| (k.into(), v)).collect();
+    let y = b.op(OperatorType::Resize, &[x], params);
+    b.output("y", DataType::F32, &[1, 1, 4, 4], y);
+    b.build().unwrap().to_bytes().unwrap()
+}
+
+/// Rename the parameter key `from` to `to` (same length) in a file and reseal it.
+fn rename_key(b: &mut [u8], from: &[u8], to: &[u8]) {
+    let at = b
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("key present");
+    b[at..at + to.len()].copy_from_slice(to);
+    reseal(b);
+}
+
+#[test]
+fn crafted_resize_parameters() {
+    let scales = || ("scales", ParamValue::Floats(vec![1.0, 1.0, 2.0, 2.0]));
+    let good = resize_file(vec![scales()]);
+    let o = first_op(&good) as u64;
+    assert_eq!(
+        Model::from_bytes(&good).unwrap().operators[0].op,
+        OperatorType::Resize
+    );
+    let conflict = |b: &[u8], want: &str| {
+        let e = Model::from_bytes(b).unwrap_err();
+        assert!(
+            matches!(&e, MobiError::ParamConflict { index: 0, op: "Resize", key, offset, .. } if *key == want && *offset == o),
+            "{e:?}"
+        );
+    };
+    // Neither scales nor sizes.
+    let mut b = good.clone();
+    rename_key(&mut b, b"scales", b"scalez");
+    conflict(&b, "scales");
+    // sizes of another length than scales.
+    let mut b = resize_file(vec![scales(), ("sizeZ", ParamValue::Ints(vec![4, 4, 4]))]);
+    rename_key(&mut b, b"sizeZ", b"sizes");
+    conflict(&b, "sizes");
+    // roi with 3 values for 4 axes.
+    let mut b = resize_file(vec![scales(), ("roZ", ParamValue::Floats(vec![0.0; 3]))]);
+    rename_key(&mut b, b"roZ", b"roi");
+    conflict(&b, "roi");
+    // Antialiasing in nearest mode.
+    let mut b = resize_file(vec![scales(), ("antialiaZ", ParamValue::Int(1))]);
+    rename_key(&mut b, b"antialiaZ", b"antialias");
+    conflict(&b, "antialias");
+    // A scale of 0.
+    let mut b = resize_file(vec![
+        ("sizes", ParamValue::Ints(vec![1, 1, 4, 4])),
+        ("scaleZ", ParamValue::Floats(vec![1.0, 0.0, 2.0, 2.0])),
+    ]);
+    rename_key(&mut b, b"scaleZ", b"scales");
+    let e = Model::from_bytes(&b).unwrap_err();
+    assert!(
+        matches!(&e, MobiError::ParamValue { index: 0, key: "scales", allowed: Allowed::PositiveFloats, offset, .. } if *offset == o),
+        "{e:?}"
+    );
+    // An unknown mode, and a mode of the wrong type.
+    let mut b = resize_file(vec![scales(), ("modZ", ParamValue::Str("area".into()))]);
+    rename_key(&mut b, b"modZ", b"mode");
+    let e = Model::from_bytes(&b).unwrap_err();
+    assert!(
+        matches!(&e, MobiError::ParamValue { index: 0, key: "mode", offset, .. } if *offset == o),
+        "{e:?}"
+    );
+    let mut b = resize_file(vec![scales(), ("modZ", ParamValue::Int(1))]);
+    rename_key(&mut b, b"modZ", b"mode");
+    let e = Model::from_bytes(&b).unwrap_err();
+    assert!(
+        matches!(&e, MobiError::ParamType { index: 0, key: "mode", expected: "string", found: "int", offset, .. } if *offset == o),
+        "{e:?}"
+    );
+}
+
+/// x[1,4,2,2] -> ConvTranspose2D(W, B) -> y, written and read back.
+fn conv_transpose_file(w_shape: &[u64], b_len: u64, group: i64) -> Result<Model, MobiError> {
+    let mut b = ModelBuilder::new("convt").framework_version(1);
+    let x = b.input("x", DataType::F32, &[1, 4, 2, 2]);
+    let n = w_shape.iter().product::<u64>() as usize;
+    let w = b.constant_f32(w_shape, &vec![0.5; n]).unwrap();
+    let bias = b
+        .constant_f32(&[b_len], &vec![0.0; b_len as usize])
+        .unwrap();
+    let y = b.op(
+        OperatorType::ConvTranspose2D,
+        &[x, w, bias],
+        vec![("group".into(), ParamValue::Int(group))],
+    );
+    b.output("y", DataType::F32, &[1, 6, 2, 2], y);
+    let m = b.build()?;
+    Model::from_bytes(&m.to_bytes()?)
+}
+
+#[test]
+fn conv_transpose_weight_checks() {
+    // W [C=4, M/group=3, 1, 1], group 2: M = 6.
+    assert!(conv_transpose_file(&[4, 3, 1, 1], 6, 2).is_ok());
+    let e = conv_transpose_file(&[4, 3, 1], 6, 2).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MobiError::ConstantRank {
+                index: 0,
+                op: "ConvTranspose2D",
+                input: "W",
+                rank: 3,
+                expected: 4,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let e = conv_transpose_file(&[4, 3, 1, 1], 3, 2).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MobiError::ConstantDim {
+                index: 0,
+                input: "B",
+                found: 3,
+                expected: 6,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let e = conv_transpose_file(&[4, 3, 1, 1], 9, 3).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MobiError::ParamConflict {
+                index: 0,
+                key: "group",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}

@@ -4,7 +4,8 @@
 //! them in the file's memory map: [`Session::mapped_bytes`]); quantized and fp16
 //! weights are dequantized once when the [`Session`] is prepared (through
 //! `ConstantTensor::to_f32`, the format's single dequantization path).
-//! FullyConnected and MatMul use `matrixmultiply`'s sgemm; Conv2D is im2col + sgemm (1x1
+//! FullyConnected, MatMul and Conv2D use the crate's own packed sgemm ([`gemm`]: AVX2 + FMA
+//! micro-kernel, weights packed once); Conv2D is im2col + sgemm (1x1
 //! convolutions a direct sgemm, small planes one sgemm for the whole batch), depthwise
 //! convolution a polyphase kernel of contiguous taps (AVX2 when the CPU has it). A Relu
 //! or Clip (ReLU6) right after a Conv2D, DepthwiseConv2D or FullyConnected that only it
@@ -33,5 +34,6 @@ mod session;
 mod tensor;
 
 pub use error::RuntimeError;
+pub use ops::gemm;
 pub use session::{takes_integers, ConstantMemory, Limits, Session};
 pub use tensor::{numel, Data, SharedF32, Tensor};

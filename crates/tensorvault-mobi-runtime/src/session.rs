@@ -37,6 +37,9 @@ pub struct ConstantMemory {
     /// Values converted into memory of the session's own: dequantized int8/uint8/int16
     /// and fp16 weights, f32 payloads that are not 4-byte aligned (v1 files), integers.
     pub converted_bytes: u64,
+    /// Conv2D and FullyConnected weights packed once into the gemm's panel layout (a
+    /// second copy, next to the bytes above, zero-padded to whole panels).
+    pub packed_bytes: u64,
 }
 
 /// A model ready to run.
@@ -50,6 +53,8 @@ pub struct Session {
     last_use: HashMap<u32, usize>,
     /// Per operator, an activation fused into it (the next operator, then skipped).
     fused: Vec<Option<ops::Act>>,
+    /// Per operator, its weights packed for the gemm (Conv2D, FullyConnected).
+    packed: Vec<Option<ops::Prepacked>>,
     /// Buffers of freed values and scratch, reused by the next runs.
     pool: ops::Pool,
     limits: Limits,
@@ -106,7 +111,9 @@ impl Session {
     /// that every value is defined before use, and make the constants f32: aligned f32
     /// payloads are used in place (sharing the model's memory, e.g. the file's map, for
     /// as long as the session lives), others are converted once (fp16, int8 / uint8 /
-    /// int16 dequantized, unaligned f32 copied, i32 widened to i64).
+    /// int16 dequantized, unaligned f32 copied, i32 widened to i64). Conv2D and
+    /// FullyConnected weights are then packed once into the gemm's panel layout
+    /// ([`ConstantMemory::packed_bytes`]), so a run packs only activations.
     ///
     /// # Errors
     /// [`RuntimeError::Model`] for an operator the table refuses or a constant that does
@@ -169,6 +176,12 @@ impl Session {
             last_use.insert(*id, usize::MAX);
         }
         let fused = ops::fusion_plan(&model.operators, &last_use);
+        let packed: Vec<Option<ops::Prepacked>> = model
+            .operators
+            .iter()
+            .map(|op| ops::prepack(op, &constants, limits.max_elements))
+            .collect();
+        memory.packed_bytes = packed.iter().flatten().map(|p| p.bytes() as u64).sum();
         Ok(Session {
             inputs: model
                 .inputs
@@ -180,6 +193,7 @@ impl Session {
             constants,
             last_use,
             fused,
+            packed,
             pool: ops::Pool::default(),
             limits,
             memory,
@@ -303,10 +317,37 @@ impl Session {
                 inputs: args,
                 limit: self.limits.max_elements,
                 buffers: &buffers,
+                packed: self.packed[index].as_ref(),
             };
             let act = self.fused[index];
-            let outs = ops::eval(&cx, act).map_err(|e| self.name_error(index, op, &cx, e))?;
-            drop(cx);
+            // A reshape of a value that no later operator reads moves it (no copy).
+            let moved = match (act, self.movable_input(index, op, &values)) {
+                (None, Some(id)) => match ops::reshape_target(&cx) {
+                    Some(shape) => {
+                        Some((id, shape.map_err(|e| self.name_error(index, op, &cx, e))?))
+                    }
+                    None => None,
+                },
+                _ => None,
+            };
+            let outs = match moved {
+                Some((id, shape)) => {
+                    drop(cx);
+                    let mut t = values.remove(&id).ok_or(RuntimeError::UndefinedValue {
+                        index: index as u32,
+                        op: op.op.name(),
+                        value: id,
+                    })?;
+                    t.shape = shape;
+                    vec![t]
+                }
+                None => {
+                    let outs =
+                        ops::eval(&cx, act).map_err(|e| self.name_error(index, op, &cx, e))?;
+                    drop(cx);
+                    outs
+                }
+            };
             // A fused pair stores the result under the activation's output.
             skip = act.is_some();
             let out_ids = match act {
@@ -337,6 +378,24 @@ impl Session {
             out.push((name.clone(), t));
         }
         Ok(out)
+    }
+
+    /// Input 0 of operator `index` when it is a value computed by this run that no later
+    /// operator reads (nor this one again) and the operator has one output: a reshape
+    /// may then take it over.
+    fn movable_input(
+        &self,
+        index: usize,
+        op: &Operator,
+        values: &HashMap<u32, Tensor>,
+    ) -> Option<u32> {
+        let id = *op.inputs.first()?;
+        let only = op.inputs.iter().filter(|&&i| i == id).count() == 1;
+        (only
+            && op.outputs.len() == 1
+            && self.last_use.get(&id) == Some(&index)
+            && values.contains_key(&id))
+        .then_some(id)
     }
 
     fn name_error(&self, index: usize, op: &Operator, cx: &Ctx<'_>, e: OpError) -> RuntimeError {

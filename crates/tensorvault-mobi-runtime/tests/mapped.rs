@@ -50,9 +50,15 @@ fn opened_f32_model_runs_from_the_map_and_equals_the_copied_path() {
         ConstantMemory {
             in_place_bytes: all,
             mapped_bytes: all,
-            converted_bytes: 0
+            converted_bytes: 0,
+            packed_bytes: s.constant_memory().packed_bytes,
         }
     );
+    // LeNet-5's 6 -> 16 5x5 convolution and its fully-connected layers are packed (its
+    // first convolution, one input channel, runs as a depthwise one): at least their
+    // weights (most of the model), at most twice (padding to whole panels).
+    let packed = s.constant_memory().packed_bytes;
+    assert!(packed >= all / 2 && packed <= 2 * all, "{packed} of {all}");
     assert_eq!(s.mapped_bytes(), all);
     // The copied path: bytes read into memory of their own, and the in-memory model.
     let copied = Model::from_bytes(&std::fs::read(&path).unwrap()).unwrap();

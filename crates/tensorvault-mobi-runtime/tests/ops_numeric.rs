@@ -786,6 +786,9 @@ fn every_operator_is_implemented() {
         if op == Op::Slice {
             params = vec![("starts", ints(&[0])), ("ends", ints(&[1]))];
         }
+        if op == Op::Resize {
+            params = vec![("sizes", ints(&[1, 1, 2, 2]))];
+        }
         if matches!(op, Op::FullyConnected) {
             args[1] = konst(&[1, 1], &[1.0]);
         }

@@ -7,19 +7,19 @@ use std::rc::Rc;
 
 use crate::ctx::{Ctx, Val};
 use crate::error::OnnxError;
-use crate::limits::dtype as dt;
 use crate::node::Node;
 use crate::ops_tensor::{
     axes_arg, flatten_shape, perm, reshape_spec, squeeze_shape, unsqueeze_shape,
 };
 use crate::shape::{axis, broadcast, product};
 use crate::slicing::{self, SlicePlan};
-use crate::tensor::{check_elements, is_float, is_int, Const, Data};
+use crate::tensor::{check_elements, Const, Data};
 
 /// Ops this module can evaluate.
 pub const FOLDABLE: &[&str] = &[
     "Identity",
     "Cast",
+    "CastLike",
     "Add",
     "Sub",
     "Mul",
@@ -130,21 +130,18 @@ fn elementwise(n: &Node, a: &Const, b: &Const) -> Result<Const, OnnxError> {
 
 fn cast(n: &Node, c: &Const) -> Result<Const, OnnxError> {
     let to = n.int("to")?.ok_or_else(|| n.missing("to"))?;
-    let code = i32::try_from(to).unwrap_or(0);
-    let data = if is_float(code) {
-        Data::F32(c.to_f32())
-    } else if code == dt::BOOL {
-        Data::I64(c.to_f32().iter().map(|&x| i64::from(x != 0.0)).collect())
-    } else if is_int(code) {
-        Data::I64(c.to_i64())
-    } else {
-        return Err(n.unsupported("to", to, "constants are numbers"));
-    };
-    Ok(Const {
-        shape: c.shape.clone(),
-        data,
-        dtype: code,
-    })
+    cast_const(n, c, to)
+}
+
+/// A constant cast to ONNX element type `to` ([`Const::cast`]).
+///
+/// # Errors
+/// [`OnnxError::UnsupportedAttribute`] for a non-numeric target.
+pub(crate) fn cast_const(n: &Node, c: &Const, to: i64) -> Result<Const, OnnxError> {
+    i32::try_from(to)
+        .ok()
+        .and_then(|code| c.cast(code))
+        .ok_or_else(|| n.unsupported("to", to, "constants are numbers"))
 }
 
 fn gather(n: &Node, data: &Const, idx: &Const) -> Result<Const, OnnxError> {
@@ -331,6 +328,7 @@ pub(crate) fn try_fold(ctx: &mut Ctx, n: &Node) -> Result<bool, OnnxError> {
     let out = match n.op() {
         "Identity" => (**x).clone(),
         "Cast" => cast(n, x)?,
+        "CastLike" if ins.len() == 2 => cast_const(n, x, i64::from(ins[1].dtype))?,
         "Add" | "Sub" | "Mul" | "Div" if ins.len() == 2 => elementwise(n, x, &ins[1])?,
         "Neg" | "Sqrt" | "Reciprocal" | "Relu" => unary(n, x),
         "Gather" if ins.len() == 2 => gather(n, x, &ins[1])?,

@@ -5,10 +5,13 @@
 use crate::ctx::Ctx;
 use crate::error::OnnxError;
 use crate::node::Node;
+use crate::ops_const as konst;
+use crate::ops_conv_transpose as convt;
 use crate::ops_ext as ext;
 use crate::ops_linear as lin;
 use crate::ops_logic as logic;
 use crate::ops_nn as nn;
+use crate::ops_resize as rs;
 use crate::ops_shape as sh;
 use crate::ops_tensor as t;
 
@@ -54,8 +57,11 @@ const TABLE: &[(&str, Lowering)] = &[
     ("Identity", t::identity),
     ("Dropout", t::dropout),
     ("Cast", t::cast),
+    ("CastLike", t::cast_like),
     ("Constant", t::constant),
     ("Shape", t::shape),
+    ("Size", konst::size),
+    ("ConstantOfShape", konst::constant_of_shape),
     ("ArgMax", logic::arg_extreme),
     ("ArgMin", logic::arg_extreme),
     ("Equal", logic::binary),
@@ -68,6 +74,9 @@ const TABLE: &[(&str, Lowering)] = &[
     ("Xor", logic::binary),
     ("Not", logic::not),
     ("Where", logic::where_),
+    ("Resize", rs::resize),
+    ("Upsample", rs::resize),
+    ("ConvTranspose", convt::conv_transpose),
 ];
 
 /// ONNX ops whose MOBI lowering runs on integer (and boolean) run-time values as well
@@ -90,7 +99,10 @@ const INTEGER_OK: &[&str] = &[
     "Identity",
     "Dropout",
     "Cast",
+    "CastLike",
     "Shape",
+    "Size",
+    "ConstantOfShape",
     "ArgMax",
     "ArgMin",
     "Equal",

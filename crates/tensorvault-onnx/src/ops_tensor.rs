@@ -11,7 +11,7 @@ use crate::ctx::{Ctx, Val};
 use crate::error::OnnxError;
 use crate::limits::dtype as dt;
 use crate::node::Node;
-use crate::params::{float, int, ints, keys};
+use crate::params::{float, int, ints, keys, reshape_to};
 use crate::shape::{axis, broadcast, product};
 use crate::tensor::{checked_shape, Const};
 
@@ -72,21 +72,10 @@ pub(crate) fn softmax(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
         return Ok(());
     }
     let flat = vec![product(&x.shape[..a]), product(&x.shape[a..])];
-    let r = ctx.emit_tmp(
-        Op::Reshape,
-        &[x.v],
-        vec![ints(keys::SHAPE, &flat)],
-        flat.clone(),
-    );
+    let r = ctx.emit_tmp(Op::Reshape, &[x.v], reshape_to(&flat), flat.clone());
     let s = ctx.emit_tmp(op, &[r.v], params(1), flat);
     ctx.stats.coerced_softmax += 1;
-    ctx.emit(
-        Op::Reshape,
-        &[s.v],
-        vec![ints(keys::SHAPE, &x.shape)],
-        out(n),
-        x.shape,
-    );
+    ctx.emit(Op::Reshape, &[s.v], reshape_to(&x.shape), out(n), x.shape);
     Ok(())
 }
 
@@ -186,13 +175,7 @@ pub(crate) fn reshape_spec(ctx: &Ctx, n: &Node, input: &[u64]) -> Result<Vec<u64
 
 fn emit_reshape(ctx: &mut Ctx, n: &Node, target: Vec<u64>) -> Result<(), OnnxError> {
     let x = ctx.dyn_in(n, 0)?;
-    ctx.emit(
-        Op::Reshape,
-        &[x.v],
-        vec![ints(keys::SHAPE, &target)],
-        out(n),
-        target,
-    );
+    ctx.emit(Op::Reshape, &[x.v], reshape_to(&target), out(n), target);
     Ok(())
 }
 
@@ -420,6 +403,53 @@ pub(crate) fn cast(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
         return alias(ctx, n);
     }
     crate::ops_logic::cast_to(ctx, n, x, to)
+}
+
+/// CastLike (opset 15+): Cast to the element type of the second input. A constant
+/// second input gives its ONNX type; a run-time one its carried type when that is
+/// unambiguous (f32 as FLOAT, i32 as INT32, bool as BOOL). A run-time i64 value may stand
+/// for any of the integer graph-input types (all fed as i64), so it is refused rather
+/// than guessed.
+pub(crate) fn cast_like(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
+    n.arity(2, 2, "2")?;
+    use tensorvault_formats::mobi::DataType as D;
+    let to = match n.input(1).and_then(|name| ctx.val(name)) {
+        Some(Val::Const(c)) => c.dtype,
+        Some(Val::Dyn(d)) => match d.dtype {
+            D::F32 => dt::FLOAT,
+            D::I32 => dt::INT32,
+            D::Bool => dt::BOOL,
+            other => return Err(n.unsupported(
+                "target_type",
+                other.name(),
+                "a run-time i64 value may carry any integer type; give the target as a constant",
+            )),
+        },
+        None => {
+            return Err(ctx
+                .dyn_in(n, 1)
+                .err()
+                .unwrap_or_else(|| n.missing("target_type")))
+        }
+    };
+    if let Some(c) = ctx.const_in(n, 0) {
+        let folded = c
+            .cast(to)
+            .ok_or_else(|| n.unsupported("target_type", to, "constants are numbers"))?;
+        ctx.set(out(n), Val::Const(Rc::new(folded)));
+        ctx.stats.folded_constant += 1;
+        return Ok(());
+    }
+    let x = ctx.dyn_in(n, 0)?;
+    let same = match x.dtype {
+        D::F32 => to == dt::FLOAT,
+        D::I64 => to == dt::INT64,
+        _ => false,
+    };
+    if same {
+        return alias(ctx, n);
+    }
+    crate::ops_logic::cast_to(ctx, n, x, i64::from(to))
 }
 
 /// Constant: its value becomes a constant (stored when an operator reads it).

@@ -60,3 +60,14 @@ pub(crate) fn float(key: &str, v: f64) -> (String, ParamValue) {
 pub(crate) fn string(key: &str, v: &str) -> (String, ParamValue) {
     (key.to_string(), ParamValue::Str(v.to_string()))
 }
+
+/// The parameters of a Reshape to a fully resolved `target`: `shape`, plus `allowzero =
+/// 1` when a dimension is 0 (MOBI's default reads a 0 as "copy the input dimension",
+/// ONNX's opset-14 `allowzero` semantics are needed for an empty target dimension).
+pub(crate) fn reshape_to(target: &[u64]) -> Vec<(String, ParamValue)> {
+    let mut p = vec![ints(keys::SHAPE, target)];
+    if target.contains(&0) {
+        p.push(int("allowzero", 1));
+    }
+    p
+}

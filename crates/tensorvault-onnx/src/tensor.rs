@@ -309,6 +309,45 @@ impl Const {
         }
     }
 
+    /// This constant cast to ONNX element type `code` (Cast's `to`, CastLike's second
+    /// input's type): floats stay f32 (FLOAT16 rounded to the nearest f16), BOOL is
+    /// x != 0, the integer types truncate toward zero and wrap to their width as the
+    /// run-time Cast does; `None` for a non-numeric type.
+    pub(crate) fn cast(&self, code: i32) -> Option<Const> {
+        let wrap = |v: i64| -> i64 {
+            match code {
+                dt::INT8 => i64::from(v as i8),
+                dt::UINT8 => i64::from(v as u8),
+                dt::INT16 => i64::from(v as i16),
+                dt::UINT16 => i64::from(v as u16),
+                dt::INT32 => i64::from(v as i32),
+                dt::UINT32 => i64::from(v as u32),
+                _ => v,
+            }
+        };
+        let data = if code == dt::FLOAT16 {
+            Data::F32(
+                self.to_f32()
+                    .iter()
+                    .map(|&x| half::f16::from_f32(x).to_f32())
+                    .collect(),
+            )
+        } else if is_float(code) {
+            Data::F32(self.to_f32())
+        } else if code == dt::BOOL {
+            Data::I64(self.to_f32().iter().map(|&x| i64::from(x != 0.0)).collect())
+        } else if is_int(code) {
+            Data::I64(self.to_i64().into_iter().map(wrap).collect())
+        } else {
+            return None;
+        };
+        Some(Const {
+            shape: self.shape.clone(),
+            data,
+            dtype: code,
+        })
+    }
+
     /// The values as i64 (floats truncated toward zero, as ONNX Cast does).
     pub(crate) fn to_i64(&self) -> Vec<i64> {
         match &self.data {

@@ -54,6 +54,8 @@ pub enum Role {
     ConvWeight,
     /// A FullyConnected weight (`[out, in]`: output channels on axis 0).
     FcWeight,
+    /// A ConvTranspose2D weight (`[C, M/group, kh, kw]`: output channels on axis 1).
+    ConvTransposeWeight,
     /// The constant right-hand side of a MatMul (`[K, N]`: output columns on axis 1).
     MatMulWeight,
     /// A bias, BatchNorm vector or any other operand.
@@ -77,7 +79,7 @@ impl Role {
     pub fn channel_axis(self) -> Option<u8> {
         match self {
             Role::ConvWeight | Role::FcWeight => Some(0),
-            Role::MatMulWeight => Some(1),
+            Role::MatMulWeight | Role::ConvTransposeWeight => Some(1),
             Role::Other => None,
         }
     }

@@ -293,3 +293,60 @@ fn constant_weights_computed_by_a_subgraph_are_folded() {
     assert_eq!(ops(&m), vec![Op::FullyConnected]);
     assert_eq!(const_input(&m, &m.operators[0], 1), wt);
 }
+
+#[test]
+fn size_and_constant_of_shape_become_constants() {
+    // y = x + ConstantOfShape(Shape(x), value 1.5) * Size(x): Shape, Size,
+    // ConstantOfShape, the Cast and the Mul of constants all fold; only the Add runs.
+    let value = tensorvault_onnx::proto::TensorProto {
+        name: Some("v".into()),
+        dims: vec![1],
+        data_type: Some(FLOAT),
+        float_data: vec![1.5],
+        ..Default::default()
+    };
+    let bytes = model(
+        13,
+        vec![
+            node("Shape", "s", &["x"], &["s"], vec![]),
+            node("Size", "n", &["x"], &["n"], vec![]),
+            node(
+                "Cast",
+                "nf",
+                &["n"],
+                &["nf"],
+                vec![attr_i("to", FLOAT.into())],
+            ),
+            node(
+                "ConstantOfShape",
+                "c",
+                &["s"],
+                &["c"],
+                vec![attr_t("value", value)],
+            ),
+            node("Mul", "m", &["c", "nf"], &["cm"], vec![]),
+            node("Add", "a", &["x", "cm"], &["y"], vec![]),
+        ],
+        vec![vi("x", FLOAT, &[2, 3])],
+        vec![vi("y", FLOAT, &[2, 3])],
+        vec![],
+    );
+    let (m, stats) = import_with_report(&bytes, &ImportOptions::default(), &mut |_, _| {}).unwrap();
+    assert_eq!(ops(&m), vec![Op::Add]);
+    assert!(stats.folded_shape >= 2, "{stats:?}");
+    // The Add's constant operand: 1.5 * 6 everywhere.
+    assert_eq!(const_input(&m, &m.operators[0], 1), vec![9.0; 6]);
+    // A run-time shape input is refused by name.
+    let bytes = model(
+        13,
+        vec![node("ConstantOfShape", "c", &["s"], &["y"], vec![])],
+        vec![vi("s", INT64, &[2])],
+        vec![vi("y", FLOAT, &[2, 2])],
+        vec![],
+    );
+    let e = import_with_report(&bytes, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
+    assert!(
+        matches!(e, tensorvault_onnx::OnnxError::NotConstant { index: 0, .. }),
+        "{e}"
+    );
+}

@@ -217,3 +217,55 @@ fn an_f32_op_refuses_integer_run_time_inputs_at_import() {
     ));
     assert_eq!(ops(&m), vec![OperatorType::Reshape]);
 }
+
+#[test]
+fn castlike_takes_the_type_of_its_second_input() {
+    let x = || Tensor::f32(vec![3], vec![-1.5, 2.7, 300.0]).unwrap();
+    // A constant UINT8 target: truncate, then wrap to 8 bits.
+    let like = tensorvault_onnx::proto::TensorProto {
+        name: Some("like".into()),
+        dims: vec![1],
+        data_type: Some(2), // UINT8
+        raw_data: Some(vec![0]),
+        ..Default::default()
+    };
+    let n = node("CastLike", "c", &["x", "like"], &["y"], vec![]);
+    let got = run_i64(15, n, (FLOAT, &[3], x()), ("y", 2, &[3]), vec![like]);
+    assert_eq!(got.1, vec![255, 2, 44]);
+    // A constant first input is folded to the run-time input's type (f32): no operator.
+    let m = imp(&model(
+        15,
+        vec![
+            node("CastLike", "c", &["k", "x"], &["kf"], vec![]),
+            node("Add", "a", &["x", "kf"], &["y"], vec![]),
+        ],
+        vec![vi("x", FLOAT, &[1])],
+        vec![vi("y", FLOAT, &[1])],
+        vec![ti64("k", &[1], &[2])],
+    ));
+    assert_eq!(ops(&m), vec![OperatorType::Add]);
+    let out = Session::new(&m)
+        .unwrap()
+        .run(&[("x", Tensor::f32(vec![1], vec![0.5]).unwrap())])
+        .unwrap();
+    assert_eq!(out[0].1.as_f32().unwrap(), &[2.5]);
+    // A run-time i64 target could stand for any integer type: refused, not guessed.
+    let bytes = model(
+        15,
+        vec![node("CastLike", "c", &["x", "t"], &["y"], vec![])],
+        vec![vi("x", FLOAT, &[3]), vi("t", INT64, &[1])],
+        vec![vi("y", INT64, &[3])],
+        vec![],
+    );
+    let e = import(&bytes, &ImportOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            OnnxError::UnsupportedAttribute {
+                attribute: "target_type",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}

@@ -218,3 +218,44 @@ fn a_rank_3_matmul_plus_bias_is_one_fully_connected() {
         .collect();
     close(got, &want);
 }
+
+#[test]
+fn clip_with_min_above_max_gives_max() {
+    // ONNX Clip is min(max(x, min), max): with min 2 > max 1 every value becomes 1, NaN
+    // stays NaN (conformance case clip_min_greater_than_max).
+    let y = run(
+        13,
+        "Clip",
+        &["lo", "hi"],
+        &[("y", &[4])],
+        vec![],
+        (&[4], vec![-2.0, 0.0, 6.0, f32::NAN]),
+        vec![tf32("lo", &[], &[2.0]), tf32("hi", &[], &[1.0])],
+    );
+    assert_eq!(&y[0][..3], &[1.0, 1.0, 1.0]);
+    assert!(y[0][3].is_nan());
+}
+
+#[test]
+fn reshape_to_an_empty_dimension_keeps_it_empty() {
+    // allowzero = 1: [0, 3, 4] -> [3, 4, 0] (conformance case reshape_allowzero_reordered);
+    // the resolved target's 0 must not read as "copy the input dimension".
+    let m = imp(&model(
+        14,
+        vec![node(
+            "Reshape",
+            "r",
+            &["x", "s"],
+            &["y"],
+            vec![attr_i("allowzero", 1)],
+        )],
+        vec![vi("x", FLOAT, &[0, 3, 4])],
+        vec![vi("y", FLOAT, &[3, 4, 0])],
+        vec![ti64("s", &[3], &[3, 4, 0])],
+    ));
+    let out = Session::new(&m)
+        .unwrap()
+        .run(&[("x", Tensor::f32(vec![0, 3, 4], vec![]).unwrap())])
+        .unwrap();
+    assert_eq!(out[0].1.shape, [3, 4, 0]);
+}

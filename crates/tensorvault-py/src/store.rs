@@ -336,7 +336,10 @@ impl Store {
     #[new]
     /// With `read_only`: a lock-free snapshot of an existing collection
     /// (`DirStore::open_path_snapshot`), never waiting for a writer and never writing.
-    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false))]
+    /// With `entropy` (new collections, codec 2 or 3): quantized blocks are stored
+    /// entropy-coded (TQTC version 5, lossless) where that is shorter; reads are
+    /// bit-identical and `stats()["payload_bytes"]` counts the coded bytes.
+    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false, entropy=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -350,6 +353,7 @@ impl Store {
         kv_head_dim: Option<u32>,
         codec: Option<u8>,
         read_only: bool,
+        entropy: bool,
     ) -> PyResult<Self> {
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
@@ -369,6 +373,7 @@ impl Store {
         match codec {
             None | Some(2) => {}
             Some(3) => cfg.collection.codec = tensorvault_store::CODEC_V3,
+            Some(4) => cfg.collection.codec = tensorvault_store::CODEC_V4,
             Some(1) => {
                 let g = cfg.collection;
                 cfg.collection = CollectionConfig {
@@ -376,8 +381,11 @@ impl Store {
                     ..CollectionConfig::codec_v1(g.block_elems)
                 };
             }
-            Some(c) => return Err(arg_err(format!("codec {c} is not 1, 2 or 3"))),
+            Some(c) => return Err(arg_err(format!("codec {c} is not 1, 2, 3 or 4"))),
         }
+        // Entropy-code quantized payloads (TQTC v5) where shorter; a new collection only
+        // (an existing one keeps the flag in its header).
+        cfg.collection.entropy = entropy;
         let store = py
             .detach(|| {
                 if read_only {
@@ -438,6 +446,7 @@ impl Store {
         d.set_item("slot_align", g.slot_align)?;
         d.set_item("codec", g.codec)?;
         d.set_item("sink_values", g.sink_values)?;
+        d.set_item("entropy", g.entropy)?;
         Ok(d)
     }
 

@@ -45,5 +45,5 @@ def test_codec_3_keeps_v2_bytes_elsewhere(tmp_path, kind, tier):
 
 
 def test_unknown_codec_is_refused(tmp_path):
-    with pytest.raises(tv.InvalidArgumentError, match="1, 2 or 3"):
-        tv.Store(tmp_path, "t", "c", codec=4)
+    with pytest.raises(tv.InvalidArgumentError, match="1, 2, 3 or 4"):
+        tv.Store(tmp_path, "t", "c", codec=9)

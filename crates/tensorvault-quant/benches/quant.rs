@@ -11,10 +11,11 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use tensorvault_quant::groupwise::{decode, encode, QuantParams};
 use tensorvault_quant::levels::LevelSet;
-use tensorvault_quant::rotation::Rotation;
+use tensorvault_quant::rotation::{fwht, fwht_scalar, Rotation};
 use tensorvault_quant::segment::{encode_tensor, Segment};
 use tensorvault_quant::segment_rot::{self, ScaleRule, SegmentV3, V3Params};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
+use tensorvault_quant::segment_v4::{self, SegmentV4, V4Params};
 
 fn data(n: usize) -> Vec<f32> {
     let mut s = 0x9e37_79b9_7f4a_7c15u64;
@@ -136,6 +137,23 @@ fn bench_v3(c: &mut Criterion) {
             });
         }
     }
+    // The transform alone over the 16384 values in blocks of 64: the runtime-selected
+    // path (AVX2 where the CPU has it) next to the scalar loop (the "before").
+    let mut y = x.clone();
+    g.bench_function("fwht_b64_dispatched", |b| {
+        b.iter(|| {
+            for blk in y.chunks_exact_mut(64) {
+                fwht(black_box(blk));
+            }
+        })
+    });
+    g.bench_function("fwht_b64_scalar", |b| {
+        b.iter(|| {
+            for blk in y.chunks_exact_mut(64) {
+                fwht_scalar(black_box(blk));
+            }
+        })
+    });
     let r = Rotation::new(1, 64).unwrap();
     let mut y = x.clone();
     g.bench_function("rotate_forward_b64", |b| {
@@ -148,5 +166,43 @@ fn bench_v3(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, bench_v2, bench_v3);
+/// The super-block segment on one 4096-value block (the store's default block) with the
+/// layouts codec v4 picks for weights at tiers 1/2/3 (groups of 64, 64, 32; rotated; the
+/// clip search on, as the store encodes weights).
+fn bench_v4(c: &mut Criterion) {
+    let n = 4096;
+    let x = data(n);
+    let mut g = c.benchmark_group("segment_v4");
+    g.throughput(Throughput::Bytes((n * 4) as u64));
+    for (bits, group_log2, scale_bits, min_bits) in
+        [(8u8, 6u8, 6u8, 5u8), (5, 6, 6, 5), (3, 5, 5, 4)]
+    {
+        let p = V4Params {
+            bits,
+            group_log2,
+            super_log2: 10,
+            scale_bits,
+            min_bits,
+            rotate: true,
+            seed: 1,
+            clip_search: true,
+        };
+        let seg = segment_v4::encode(&p, &x).unwrap();
+        let mut y = vec![0f32; n];
+        g.bench_function(format!("encode_{bits}bit_g{}", p.group()), |b| {
+            b.iter(|| segment_v4::encode(&p, black_box(&x)).unwrap())
+        });
+        g.bench_function(format!("parse_decode_{bits}bit_g{}", p.group()), |b| {
+            b.iter(|| {
+                SegmentV4::parse(black_box(&seg))
+                    .unwrap()
+                    .decode(&mut y)
+                    .unwrap()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_v2, bench_v3, bench_v4);
 criterion_main!(benches);

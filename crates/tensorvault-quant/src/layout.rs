@@ -152,6 +152,88 @@ pub const V3_MAX_BLOCK_LOG2: u8 = 10;
 /// The seed the store's codec v3 writes (any seed decodes: it is in the header).
 pub const V3_DEFAULT_SEED: u32 = 0x5456_5133; // "TVQ3"
 
+// ---- version 5: entropy-coded envelope over a v2/v3 segment (docs/formats/quant.md §12) ----
+
+/// Version byte of an entropy-coded (v5) envelope.
+pub const V5_VERSION: u8 = 5;
+/// u8 version of the wrapped (inner) segment: 2 or 3.
+pub const V5_INNER_VERSION_OFFSET: usize = BITS_OFFSET + size_of::<u8>();
+/// u8 log2 of the number of interleaved rANS lanes (0..=[`V5_MAX_LANES_LOG2`]).
+pub const V5_LANES_LOG2_OFFSET: usize = V5_INNER_VERSION_OFFSET + size_of::<u8>();
+/// u8 precision of the frequency table: the frequencies sum to `2^prob_bits`.
+pub const V5_PROB_BITS_OFFSET: usize = V5_LANES_LOG2_OFFSET + size_of::<u8>();
+/// u32 number of coded symbols `m` (the inner segment's quantized values).
+pub const V5_CODES_OFFSET: usize = V5_PROB_BITS_OFFSET + size_of::<u8>();
+/// u32 length `P` of the inner segment's side bytes kept verbatim.
+pub const V5_SIDE_LEN_OFFSET: usize = V5_CODES_OFFSET + size_of::<u32>();
+/// Header length of a v5 envelope; the inner side bytes follow it.
+pub const V5_HEADER_LEN: usize = V5_SIDE_LEN_OFFSET + size_of::<u32>();
+/// The inner segment's bytes the envelope does not store (magic, version, bits: the
+/// envelope's own magic and bits, and its inner version byte, give them back). Its side
+/// bytes are the inner segment's bytes from here up to its packed codes.
+pub const V5_INNER_SKIP: usize = BITS_OFFSET + size_of::<u8>();
+/// Inner segment versions an envelope may wrap (codes at the end of the segment).
+pub const V5_INNER_VERSIONS: [u8; 2] = [V2_VERSION, V3_VERSION];
+/// Largest lane count exponent (8 interleaved rANS states).
+pub const V5_MAX_LANES_LOG2: u8 = 3;
+/// Lane count exponent the encoder writes by default (4 lanes).
+pub const V5_DEFAULT_LANES_LOG2: u8 = 2;
+/// Largest frequency table precision (frequencies sum to 4096).
+pub const V5_MAX_PROB_BITS: u8 = 12;
+/// Lower bound of a normalized rANS state; states live in `[RANS_L, 2^32)`.
+pub const RANS_L: u32 = 1 << 16;
+/// Bits moved per renormalization (one little-endian u16 word).
+pub const RANS_WORD_BITS: u32 = 16;
+/// Bytes of one stream word.
+pub const RANS_WORD_BYTES: usize = size_of::<u16>();
+/// Bytes of one lane's flushed state (a u32 as two words, low word first).
+pub const RANS_STATE_BYTES: usize = size_of::<u32>();
+/// Largest encoding of one frequency in the table (LEB128: 7 bits per byte).
+pub const V5_MAX_FREQ_BYTES: usize = 2;
+
+// ---- version 4: groups inside super-blocks, k-quant style side data (docs/formats/quant.md §11) ----
+
+/// Version byte of a super-block (v4) segment.
+pub const V4_VERSION: u8 = 4;
+/// u8 log2 of the group size (one scale code and one min code per group).
+pub const V4_GROUP_LOG2_OFFSET: usize = BITS_OFFSET + size_of::<u8>();
+/// u8 log2 of the super-block size (one f16 scale unit and one f16 min unit per
+/// super-block; also the rotation block).
+pub const V4_SUPER_LOG2_OFFSET: usize = V4_GROUP_LOG2_OFFSET + size_of::<u8>();
+/// u32 number of values `n`.
+pub const V4_VALUES_OFFSET: usize = V4_SUPER_LOG2_OFFSET + size_of::<u8>();
+/// u8 bits of each group's scale code.
+pub const V4_SCALE_BITS_OFFSET: usize = V4_VALUES_OFFSET + size_of::<u32>();
+/// u8 bits of each group's min code.
+pub const V4_MIN_BITS_OFFSET: usize = V4_SCALE_BITS_OFFSET + size_of::<u8>();
+/// u8 flags ([`V4_FLAG_ROTATED`]).
+pub const V4_FLAGS_OFFSET: usize = V4_MIN_BITS_OFFSET + size_of::<u8>();
+/// One reserved byte, zero.
+pub const V4_RESERVED_OFFSET: usize = V4_FLAGS_OFFSET + size_of::<u8>();
+/// u32 seed of the rotation's sign pattern (any value when not rotated).
+pub const V4_SEED_OFFSET: usize = V4_RESERVED_OFFSET + size_of::<u8>();
+/// Header length of a v4 segment; the super-block parameters follow it.
+pub const V4_HEADER_LEN: usize = V4_SEED_OFFSET + size_of::<u32>();
+/// Bytes of one super-block's parameters: f16 scale unit `d`, f16 min unit `m`.
+pub const V4_SUPER_BYTES: usize = 2 * size_of::<u16>();
+/// Flag bit 0: every whole super-block is rotated (randomized Hadamard of the super-block
+/// size, [`crate::rotation`]); a trailing partial super-block never is.
+pub const V4_FLAG_ROTATED: u8 = 1 << 0;
+/// Every flag bit version 4 defines.
+pub const V4_KNOWN_FLAGS: u8 = V4_FLAG_ROTATED;
+/// Smallest group size exponent of a v4 segment (groups of 4).
+pub const V4_MIN_GROUP_LOG2: u8 = 2;
+/// Largest group size exponent of a v4 segment (groups of 256).
+pub const V4_MAX_GROUP_LOG2: u8 = 8;
+/// Largest super-block size exponent (super-blocks of 1024; the smallest is the group).
+pub const V4_MAX_SUPER_LOG2: u8 = 10;
+/// Smallest width of a group's scale or min code.
+pub const V4_MIN_SIDE_BITS: u8 = 2;
+/// Largest width of a group's scale or min code.
+pub const V4_MAX_SIDE_BITS: u8 = 8;
+/// The seed the store writes into rotated v4 segments (any seed decodes).
+pub const V4_DEFAULT_SEED: u32 = 0x5456_5134; // "TVQ4"
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +274,29 @@ mod tests {
         assert_eq!(V3_SCALE_BASE_OFFSET, 24);
         assert_eq!(V3_FLAGS_OFFSET, 28);
         assert_eq!(V3_HEADER_LEN, 32);
+    }
+
+    #[test]
+    fn v5_header_is_21_bytes_and_fields_are_contiguous() {
+        assert_eq!(V5_INNER_VERSION_OFFSET, 10);
+        assert_eq!(V5_LANES_LOG2_OFFSET, 11);
+        assert_eq!(V5_PROB_BITS_OFFSET, 12);
+        assert_eq!(V5_CODES_OFFSET, 13);
+        assert_eq!(V5_SIDE_LEN_OFFSET, 17);
+        assert_eq!(V5_HEADER_LEN, 21);
+        assert_eq!(V5_INNER_SKIP, 10);
+    }
+
+    #[test]
+    fn v4_header_is_24_bytes_and_fields_are_contiguous() {
+        assert_eq!(V4_GROUP_LOG2_OFFSET, 10);
+        assert_eq!(V4_SUPER_LOG2_OFFSET, 11);
+        assert_eq!(V4_VALUES_OFFSET, 12);
+        assert_eq!(V4_SCALE_BITS_OFFSET, 16);
+        assert_eq!(V4_MIN_BITS_OFFSET, 17);
+        assert_eq!(V4_FLAGS_OFFSET, 18);
+        assert_eq!(V4_RESERVED_OFFSET, 19);
+        assert_eq!(V4_SEED_OFFSET, 20);
+        assert_eq!(V4_HEADER_LEN, 24);
     }
 }

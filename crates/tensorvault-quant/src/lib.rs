@@ -17,6 +17,12 @@
 //!   seeded randomized Hadamard transform ([`rotation`]), coded against fixed levels
 //!   fitted to N(0, 1) ([`levels`]: Lloyd-Max or optimal-step uniform) with one log-coded
 //!   scale byte per block.
+//! * [`entropy`]: lossless rANS coding of k-bit codes (static per-run frequency table,
+//!   interleaved lanes); [`segment_v5`] wraps a v2 or v3 segment's codes in it (version 5),
+//!   kept only when it is shorter.
+//! * [`segment_v4`]: the super-block segment (version 4): groups of 4-256 values inside
+//!   super-blocks with two f16 units each, every group's scale and min coded in 2-8 bits
+//!   against them (GGUF k-quant style side data), optionally rotated per super-block.
 //! * [`affine`]: per-tensor and per-channel affine int8 / uint8 / int16 for model weights.
 //! * [`kind`]: what a tensor holds ([`TensorKind`]) and the codec v2 layout that follows
 //!   from it, shared by the store's tiers and `tensorvault quant eval`.
@@ -46,7 +52,11 @@ pub mod affine;
 pub mod affine_u8;
 pub mod asym;
 pub mod bitpack;
+pub mod entropy;
+mod entropy_rans;
 pub mod float;
+#[cfg(target_arch = "x86_64")]
+mod fwht_avx2;
 pub mod groupwise;
 pub mod kind;
 pub mod layout;
@@ -59,6 +69,9 @@ pub mod row_int4;
 pub mod segment;
 pub mod segment_rot;
 pub mod segment_v2;
+pub mod segment_v4;
+pub mod segment_v5;
+mod superblock;
 
 pub use error::QuantError;
 pub use kind::TensorKind;

@@ -34,7 +34,22 @@ pub fn splitmix64(seed: u32, i: u64) -> u64 {
 /// In-place fast Walsh-Hadamard transform (unnormalized) of a power-of-two block:
 /// stages `h = 1, 2, 4, ..`, each replacing the pairs `(x[j], x[j + h])` of every run of
 /// `2h` values by `(x[j] + x[j + h], x[j] - x[j + h])`.
+///
+/// On x86-64 CPUs with AVX2 (detected at run time) blocks of 8 values or more run the
+/// same butterflies 8 lanes at a time, with bit-identical results.
 pub fn fwht(x: &mut [f32]) {
+    let n = x.len();
+    #[cfg(target_arch = "x86_64")]
+    if n >= 8 && n.is_power_of_two() && crate::fwht_avx2::available() {
+        // SAFETY: AVX2 was detected and n is a power of two >= 8 (the function's contract).
+        unsafe { crate::fwht_avx2::fwht(x) };
+        return;
+    }
+    fwht_scalar(x);
+}
+
+/// [`fwht`] without SIMD (the reference the AVX2 path must match bit for bit).
+pub fn fwht_scalar(x: &mut [f32]) {
     let n = x.len();
     let mut h = 1;
     if n >= 8 && n % 8 == 0 {
@@ -219,6 +234,29 @@ mod tests {
             plain(&mut b);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&a), bits(&b), "{n}");
+        }
+    }
+
+    /// The runtime-selected transform (AVX2 where the CPU has it) gives the scalar
+    /// path's bits for every power-of-two length, including values whose sums round.
+    #[test]
+    fn dispatched_fwht_matches_the_scalar_path_bit_for_bit() {
+        for n in [4usize, 8, 16, 32, 64, 128, 256, 1024] {
+            for seed in 0..4u32 {
+                let x: Vec<f32> = (0..n)
+                    .map(|i| {
+                        let u = splitmix64(seed, i as u64);
+                        // Random sign and mantissa, exponents over 2^-31..2^0.
+                        let exp = 0x3000_0000 + ((u >> 40) as u32 & 0x0F80_0000);
+                        f32::from_bits((u as u32 & 0x807F_FFFF) | exp)
+                    })
+                    .collect();
+                let (mut a, mut b) = (x.clone(), x);
+                fwht(&mut a);
+                fwht_scalar(&mut b);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&a), bits(&b), "{n} {seed}");
+            }
         }
     }
 

@@ -3,8 +3,12 @@
 //! a single-frame version 1 segment in codec v1 collections, a version 2 segment laid
 //! out by the tensor's kind in codec v2 collections ([`v2_layout`]); in codec v3
 //! collections a version 3 (rotated) segment where [`v3_layout`] picks one, else the v2
-//! layout. Codec v4 collections use codec v3's layouts with KV keys at their own bit
-//! widths and group sizes ([`CollectionConfig::bits_for`]).
+//! layout. Codec v4 collections store `weight` and `embedding` tensors as version 4
+//! (super-block) segments sized to the tier's slot ([`crate::codec_weights`]), KV keys
+//! at their own bit widths and group sizes when the collection sets them
+//! ([`CollectionConfig::bits_for`]) and 3-bit KV values rotated per token.
+//! Collections with the entropy flag keep each such segment wrapped in a TQTC
+//! version 5 envelope (lossless rANS over its codes) when that is shorter.
 
 use tensorvault_quant::groupwise::QuantParams;
 use tensorvault_quant::kind;
@@ -12,6 +16,8 @@ use tensorvault_quant::layout as q;
 use tensorvault_quant::segment::{self, Segment};
 use tensorvault_quant::segment_rot::{self, SegmentV3, V3Params};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
+use tensorvault_quant::segment_v4::{self, SegmentV4};
+use tensorvault_quant::segment_v5::{self, SegmentV5};
 use tensorvault_quant::QuantError;
 
 use crate::config::{CollectionConfig, CODEC_V1, CODEC_V3, CODEC_V4};
@@ -125,7 +131,8 @@ pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
 /// with keys stored before RoPE at 4 bits (bench/RESULTS.md, "Quality per bit, round
 /// 4"): where values became the larger error, rotated values took the perplexity change
 /// from +6.1% (v2 groups of 64 per token) to +4.5% (numpy, compound). `None` for other
-/// kinds, codecs, widths and bit widths (the v2 / v3 choices apply).
+/// kinds, codecs, collections without key widths (a codec v4 collection of weights stores
+/// KV kinds as codec v3 does), widths and bit widths (the v2 / v3 choices apply).
 fn v4_kv_values(
     geo: &CollectionConfig,
     kind: TensorKind,
@@ -134,7 +141,7 @@ fn v4_kv_values(
     whole_rows: bool,
     sink: bool,
 ) -> Option<V3Params> {
-    if geo.codec != CODEC_V4 || kind != TensorKind::KvValue || bits > 3 || !whole_rows {
+    if !geo.per_kind_keys() || kind != TensorKind::KvValue || bits > 3 || !whole_rows {
         return None;
     }
     let block_log2 = kind::v3_block(width).filter(|&b| 1u32 << b == width)?;
@@ -153,8 +160,12 @@ fn v4_kv_values(
 }
 
 /// Quantize f32 values for a quantized `tier` of `geo`: a version 1 segment in a codec
-/// v1 collection, a version 3 segment where [`v3_layout`] picks one (codec v3), a version
-/// 2 segment laid out by [`v2_layout`] otherwise.
+/// v1 collection, a version 4 segment for weight and embedding tensors in a codec v4
+/// collection ([`crate::codec_weights::v4_layout`]; never wrapped), a version 3 segment
+/// where [`v3_layout`] picks one (codec v3), a version
+/// 2 segment laid out by [`v2_layout`] otherwise; in a collection with the entropy flag,
+/// the v2/v3 segment wrapped in a version 5 envelope when that is shorter (the scale
+/// reported is the inner segment's).
 ///
 /// # Errors
 /// [`StoreErr::Quant`] (non-finite values, scale overflow); [`StoreErr::InvalidArgument`]
@@ -174,9 +185,9 @@ pub fn encode_for_tier(
         };
         return encode_quantized(&p, values);
     }
-    if let Some(p) = v3_layout(geo, tier, place) {
-        let bytes = segment_rot::encode(&p, values)?;
-        let scale = SegmentV3::parse(&bytes)
+    if let Some(p) = crate::codec_weights::v4_layout(geo, tier, place.kind, place.len) {
+        let bytes = segment_v4::encode(&p, values)?;
+        let scale = SegmentV4::parse(&bytes)
             .map(|s| s.max_scale())
             .unwrap_or(0.0);
         return Ok(Encoded {
@@ -185,16 +196,32 @@ pub fn encode_for_tier(
             scale,
         });
     }
-    let p = v2_layout(geo, tier, place);
-    let bytes = segment_v2::encode(&p, values)?;
-    let scale = SegmentV2::parse(&bytes)
-        .map(|s| s.max_scale())
-        .unwrap_or(0.0);
-    Ok(Encoded {
-        bytes,
-        bits: p.bits,
-        scale,
-    })
+    let mut enc = if let Some(p) = v3_layout(geo, tier, place) {
+        let bytes = segment_rot::encode(&p, values)?;
+        let scale = SegmentV3::parse(&bytes)
+            .map(|s| s.max_scale())
+            .unwrap_or(0.0);
+        Encoded {
+            bytes,
+            bits: p.bits,
+            scale,
+        }
+    } else {
+        let p = v2_layout(geo, tier, place);
+        let bytes = segment_v2::encode(&p, values)?;
+        let scale = SegmentV2::parse(&bytes)
+            .map(|s| s.max_scale())
+            .unwrap_or(0.0);
+        Encoded {
+            bytes,
+            bits: p.bits,
+            scale,
+        }
+    };
+    if geo.entropy {
+        enc.bytes = segment_v5::encode_smallest(enc.bytes)?;
+    }
+    Ok(enc)
 }
 
 /// Convert little-endian element bytes of `dtype` to f32.
@@ -314,7 +341,7 @@ fn max_scale(seg: &[u8], groups: usize) -> f32 {
 }
 
 /// Decode a quantized payload into f32 values (`dst` is resized to the segment's length).
-/// Any segment version (1, 2, 3) is accepted, whatever the collection's codec.
+/// Any segment version (1, 2, 3, 4, 5) is accepted, whatever the collection's codec.
 ///
 /// # Errors
 /// The codec's error if the payload is not one valid single-frame segment or holds more
@@ -324,6 +351,26 @@ pub fn decode_quantized(
     max_elems: usize,
     dst: &mut Vec<f32>,
 ) -> Result<(), QuantError> {
+    if payload.get(q::VERSION_OFFSET) == Some(&q::V5_VERSION) {
+        // The envelope rebuilds a v2 or v3 segment (never another v5) of at most
+        // `max_elems` codes; it is then checked and decoded like any other payload.
+        let inner = SegmentV5::parse(payload)?.inner(max_elems)?;
+        return decode_quantized(&inner, max_elems, dst);
+    }
+    if payload.get(q::VERSION_OFFSET) == Some(&q::V4_VERSION) {
+        let seg = SegmentV4::parse(payload)?;
+        let n = seg.values();
+        if n > max_elems {
+            return Err(QuantError::LengthMismatch {
+                what: "block segment (must hold at most block_elems values)",
+                input: n,
+                output: max_elems,
+            });
+        }
+        dst.clear();
+        dst.resize(n, 0.0);
+        return seg.decode(dst);
+    }
     if payload.get(q::VERSION_OFFSET) == Some(&q::V3_VERSION) {
         let seg = SegmentV3::parse(payload)?;
         let n = seg.values();

@@ -28,13 +28,16 @@ pub const CODEC_V2: u8 = 2;
 /// sub-blocks of each row (TQTC segment version 3: randomized Hadamard, Lloyd-Max
 /// levels); `tensorvault_quant::kind::v3_layout` decides. Same geometry rules as v2.
 pub const CODEC_V3: u8 = 3;
-/// Codec v4: codec v3's layouts, with KV keys at their own bit widths and group sizes
-/// per tier ([`CollectionConfig::key_bits`], [`CollectionConfig::key_group_size`]; e.g.
-/// 4-bit keys next to 3-bit values at tier 3), so each tier's slot fits the larger of the
-/// two kinds' segments. Collections of codecs 1..=3 never carry these fields.
+/// Codec v4: codec v3's layouts, except that `weight` and `embedding` tensors are TQTC
+/// version 4 segments (groups inside super-blocks, k-quant style side data) sized to the
+/// tier's slot (`crate::codec_weights`), and that KV caches may give keys their own bit
+/// widths and group sizes per tier ([`CollectionConfig::key_bits`],
+/// [`CollectionConfig::key_group_size`]; e.g. 4-bit keys next to 3-bit values at tier 3,
+/// each tier's slot fitting the larger of the two kinds' segments) and store 3-bit KV
+/// values rotated per token (`crate::codec`). Same geometry rules as v2.
 pub const CODEC_V4: u8 = 4;
-/// Codec v4 defaults of the KV-cache layout ([`CollectionConfig::kv_cache_v4`]): key bit
-/// widths of tiers 1, 2, 3.
+/// Codec v4 defaults of the KV-cache layout ([`CollectionConfig::with_codec_v4`]): key
+/// bit widths of tiers 1, 2, 3.
 pub const V4_KV_KEY_BITS: [u8; 3] = [8, 5, 4];
 /// Codec v4 defaults of the KV-cache layout: key group sizes (tokens per channel group)
 /// of tiers 1, 2, 3.
@@ -77,6 +80,10 @@ pub struct CollectionConfig {
     /// The RoPE of a KV cache that stores keys before RoPE ([`crate::kv::RopeSpec`]); `None`
     /// for caches of post-RoPE keys and for every other collection.
     pub rope: Option<crate::rope::RopeSpec>,
+    /// Codecs v2 and later: store each quantized payload entropy-coded (a TQTC version 5
+    /// envelope, `docs/formats/quant.md` section 12) when that makes it shorter. Lossless;
+    /// the slot size is unchanged. MetaLog header flags bit 0 (`docs/formats/store.md`).
+    pub entropy: bool,
 }
 
 impl Default for CollectionConfig {
@@ -100,6 +107,7 @@ impl CollectionConfig {
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
+            entropy: false,
         }
     }
 
@@ -210,9 +218,12 @@ impl CollectionConfig {
         )
     }
 
-    /// Whether KV keys have their own widths (codec v4).
-    fn per_kind_keys(&self) -> bool {
-        self.codec == CODEC_V4
+    /// Whether this is a codec v4 KV layout: KV keys have their own widths (key widths
+    /// set) and 3-bit KV values are rotated per token. A codec v4 collection without key
+    /// widths (e.g. one of weights) quantizes KV kinds exactly as codec v3.
+    #[must_use]
+    pub fn per_kind_keys(&self) -> bool {
+        self.codec == CODEC_V4 && (self.key_bits != [0; 3] || self.key_group_size != [0; 3])
     }
 
     /// Codec v1 quantization parameters of a quantized tier (`None` for Tier0).
@@ -349,7 +360,7 @@ impl CollectionConfig {
             }
             other => return bad("codec", format!("{other} is not 1, 2, 3 or 4")),
         }
-        if !self.per_kind_keys() && (self.key_bits != [0; 3] || self.key_group_size != [0; 3]) {
+        if self.codec != CODEC_V4 && (self.key_bits != [0; 3] || self.key_group_size != [0; 3]) {
             return bad(
                 "key_bits/key_group_size",
                 format!(
@@ -365,6 +376,9 @@ impl CollectionConfig {
             if let Some((field, reason)) = r.problem(None) {
                 return bad(field, reason);
             }
+        }
+        if self.codec == CODEC_V1 && self.entropy {
+            return bad("entropy", "codec v1 collections cannot entropy-code".into());
         }
         if self.codec == CODEC_V1 && self.sink_values != 0
             || u32::from(self.sink_values) > self.block_elems

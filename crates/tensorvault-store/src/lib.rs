@@ -24,6 +24,7 @@ mod builder;
 pub mod catalog;
 pub mod clock;
 mod codec;
+mod codec_weights;
 pub mod config;
 #[cfg(feature = "mmap")]
 mod dir_lock;

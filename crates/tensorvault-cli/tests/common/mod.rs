@@ -46,3 +46,26 @@ pub fn ok(o: &Output) -> String {
     );
     String::from_utf8(o.stdout.clone()).unwrap()
 }
+
+/// Run `tensorvault -q store put ROOT TENANT COLLECTION NAME INPUT --tier TIER EXTRA...`.
+pub fn store_put(
+    root: &Path,
+    [tenant, collection, name]: [&str; 3],
+    input: &Path,
+    tier: &str,
+    extra: &[&str],
+) -> Output {
+    let mut args = vec![
+        "store",
+        "put",
+        s(root),
+        tenant,
+        collection,
+        name,
+        s(input),
+        "--tier",
+        tier,
+    ];
+    args.extend_from_slice(extra);
+    tv(&args)
+}

@@ -109,6 +109,8 @@ pub enum Allowed {
         /// Smallest element.
         min: i64,
     },
+    /// A float array whose every element is finite and > 0 (scale factors).
+    PositiveFloats,
 }
 
 impl fmt::Display for Allowed {
@@ -125,6 +127,7 @@ impl fmt::Display for Allowed {
             Allowed::Ints { len: Some(n), min } => write!(f, "{n} ints, each >= {min}"),
             Allowed::Ints { len: None, min } if *min == i64::MIN => write!(f, "any ints"),
             Allowed::Ints { len: None, min } => write!(f, "ints, each >= {min}"),
+            Allowed::PositiveFloats => write!(f, "floats, each finite and > 0"),
         }
     }
 }
@@ -141,6 +144,9 @@ impl Allowed {
             (Allowed::Strs(s), ParamValue::Str(x)) => s.contains(&x.as_str()),
             (Allowed::Ints { len, min }, ParamValue::Ints(x)) => {
                 len.is_none_or(|n| n == x.len()) && x.iter().all(|v| v >= min)
+            }
+            (Allowed::PositiveFloats, ParamValue::Floats(x)) => {
+                x.iter().all(|v| v.is_finite() && *v > 0.0)
             }
             _ => false,
         }
@@ -453,6 +459,15 @@ impl<'a> Params<'a> {
         match (self.op.param(key), self.default(key)) {
             (Some(ParamValue::Str(v)), _) => Some(v.as_str()),
             (None, ParamDefault::Str(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A float-array parameter (`None` when absent: no float-array key has a fixed
+    /// default).
+    pub fn floats(&self, key: &str) -> Option<&'a [f64]> {
+        match self.op.param(key) {
+            Some(ParamValue::Floats(v)) => Some(v.as_slice()),
             _ => None,
         }
     }

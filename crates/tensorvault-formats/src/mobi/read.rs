@@ -57,6 +57,48 @@ impl Report {
     }
 }
 
+/// Adds one parsed operator parameter; a key the operator already has is a
+/// `DuplicateParam` (pushed, the first value kept). `at` = (operator index, key offset).
+pub(crate) fn add_param(
+    params: &mut Vec<(String, ParamValue)>,
+    key: String,
+    value: ParamValue,
+    (index, offset): (u32, u64),
+    p: &mut Vec<MobiError>,
+) {
+    if params.iter().any(|(k, _)| *k == key) {
+        p.push(MobiError::DuplicateParam { index, key, offset });
+    } else {
+        params.push((key, value));
+    }
+}
+
+/// The operator of type `code` with its parsed parts, or `None` for a code this build
+/// does not know (an `UnknownOperator` pushed). `at` = (operator index, record offset).
+pub(crate) fn operator_of(
+    code: u16,
+    inputs: Vec<u32>,
+    outputs: Vec<u32>,
+    params: Vec<(String, ParamValue)>,
+    (index, offset): (u32, u64),
+    p: &mut Vec<MobiError>,
+) -> Option<Operator> {
+    let Some(op) = OperatorType::from_code(code) else {
+        p.push(MobiError::UnknownOperator {
+            index,
+            value: code,
+            offset,
+        });
+        return None;
+    };
+    Some(Operator {
+        op,
+        inputs,
+        outputs,
+        params,
+    })
+}
+
 /// Check per-tensor affine parameters for an affine `dtype` (`None` if usable).
 pub(crate) fn check_affine(
     id: u32,

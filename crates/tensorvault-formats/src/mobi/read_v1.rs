@@ -4,7 +4,7 @@ use super::cursor::Cur;
 use super::error::MobiError;
 use super::header::le_u32;
 use super::layout::*;
-use super::read::{check_affine, Budget, Stored};
+use super::read::{add_param, check_affine, operator_of, Budget, Stored};
 use super::types::*;
 
 fn data_type(
@@ -257,31 +257,10 @@ pub(crate) fn operator(
         let klen = c.u16("parameter key length")?;
         let key = c.string(u64::from(klen), "parameter key", p)?;
         let value = param_value(c, index)?;
-        if params.iter().any(|(k, _)| *k == key) {
-            p.push(MobiError::DuplicateParam {
-                index,
-                key,
-                offset: k_at,
-            });
-        } else {
-            params.push((key, value));
-        }
+        add_param(&mut params, key, value, (index, k_at), p);
     }
-    let Some(op) = OperatorType::from_code(code) else {
-        p.push(MobiError::UnknownOperator {
-            index,
-            value: code,
-            offset: at,
-        });
-        return Ok((at, None));
-    };
     Ok((
         at,
-        Some(Operator {
-            op,
-            inputs,
-            outputs,
-            params,
-        }),
+        operator_of(code, inputs, outputs, params, (index, at), p),
     ))
 }

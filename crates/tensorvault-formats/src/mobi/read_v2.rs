@@ -12,7 +12,7 @@ use tensorvault_quant::affine::AffineCode;
 use super::cursor::Cur;
 use super::error::MobiError;
 use super::layout::*;
-use super::read::{check_affine, Budget, Stored};
+use super::read::{add_param, check_affine, operator_of, Budget, Stored};
 use super::types::*;
 
 fn dtype(c: &mut Cur<'_>, field: &'static str) -> Result<DataType, MobiError> {
@@ -401,32 +401,11 @@ pub(crate) fn operator(
         let k_at = c.pos as u64;
         let key = c.name("parameter key length", "parameter key", p)?;
         let value = param_value(c, index)?;
-        if params.iter().any(|(k, _)| *k == key) {
-            p.push(MobiError::DuplicateParam {
-                index,
-                key,
-                offset: k_at,
-            });
-        } else {
-            params.push((key, value));
-        }
+        add_param(&mut params, key, value, (index, k_at), p);
     }
-    let Some(op) = OperatorType::from_code(code) else {
-        p.push(MobiError::UnknownOperator {
-            index,
-            value: code,
-            offset: at,
-        });
-        return Ok((at, None));
-    };
     Ok((
         at,
-        Some(Operator {
-            op,
-            inputs,
-            outputs,
-            params,
-        }),
+        operator_of(code, inputs, outputs, params, (index, at), p),
     ))
 }
 

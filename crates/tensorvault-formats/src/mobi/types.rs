@@ -144,6 +144,10 @@ operators! {
     // Index, comparison and logic operators (integer outputs: 0/1 for booleans).
     ArgMax = 83, ArgMin = 84, Equal = 85, Less = 86, Greater = 87, LessOrEqual = 88,
     GreaterOrEqual = 89, Not = 90, And = 91, Or = 92, Xor = 93, Where = 94, Cast = 95,
+    // Spatial resampling.
+    Resize = 96,
+    // Transposed convolution.
+    ConvTranspose2D = 97,
 }
 
 impl OperatorType {

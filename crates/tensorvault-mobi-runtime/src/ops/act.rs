@@ -10,11 +10,16 @@ use tensorvault_formats::mobi::{Operator, OperatorType as Op};
 /// An elementwise activation applied in place (same results as the standalone
 /// operator: NaN passes through, -0 stays -0).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Act {
+pub enum Act {
     /// `x < 0 ? 0 : x`.
     Relu,
     /// `x < lo ? lo : (x > hi ? hi : x)` (ReLU6 is lo 0, hi 6).
-    Clip { lo: f32, hi: f32 },
+    Clip {
+        /// The lower bound.
+        lo: f32,
+        /// The upper bound.
+        hi: f32,
+    },
 }
 
 impl Act {
@@ -62,12 +67,13 @@ pub(crate) fn relu(x: f32) -> f32 {
 
 #[inline(always)]
 pub(crate) fn clip(x: f32, lo: f32, hi: f32) -> f32 {
-    if x < lo {
-        lo
-    } else if x > hi {
+    // min(max(x, lo), hi) as the spec says: with lo > hi every number becomes hi (ONNX);
+    // NaN compares false both times and stays NaN.
+    let v = if x < lo { lo } else { x };
+    if v > hi {
         hi
     } else {
-        x
+        v
     }
 }
 
@@ -90,24 +96,6 @@ pub(crate) fn epilogue(out: &mut [f32], plane: usize, bias: Option<&[f32]>, act:
                 a.apply_bias(row, b);
             }
         }
-    }
-}
-
-/// [`epilogue`] on the columns `cols` of the rows of `out` (rows `pitch` apart, one
-/// channel each, `bias.len()` rows when a bias is given).
-pub(crate) fn epilogue_cols(
-    out: &mut [f32],
-    pitch: usize,
-    cols: std::ops::Range<usize>,
-    bias: Option<&[f32]>,
-    act: Option<Act>,
-) {
-    if bias.is_none() && act.is_none() {
-        return;
-    }
-    for (r, row) in out.chunks_mut(pitch.max(1)).enumerate() {
-        let b = bias.map(|b| &b[r..r + 1]);
-        epilogue(&mut row[cols.clone()], cols.len().max(1), b, act);
     }
 }
 

@@ -67,11 +67,14 @@ impl Buffers {
     /// the element limit by the caller.
     pub fn take(&self, n: usize) -> Vec<f32> {
         let mut idle = self.0.borrow_mut();
+        // Best fit by capacity, preferring a buffer already `n` long: a shorter one must
+        // be zero-filled up to `n` first (a memset that showed up at 6% of
+        // EfficientNet-Lite0's run).
         let best = idle
             .iter()
             .enumerate()
             .filter(|(_, v)| v.capacity() >= n)
-            .min_by_key(|(_, v)| v.capacity())
+            .min_by_key(|(_, v)| (v.len() < n, v.capacity()))
             .map(|(i, _)| i);
         let mut v = match best {
             Some(i) => idle.swap_remove(i),
@@ -126,5 +129,22 @@ mod tests {
             again.give(vec![0.0; 3]);
         }
         assert_eq!(again.0.borrow().len(), MAX_IDLE);
+    }
+
+    #[test]
+    fn a_buffer_long_enough_is_preferred_to_one_to_fill() {
+        let b = Buffers::default();
+        let mut short = Vec::with_capacity(64);
+        short.extend([3.0; 8]); // capacity 64, 8 long: taking 32 would zero-fill 24
+        b.give(short);
+        b.give(vec![5.0; 100]);
+        let v = b.take(32);
+        assert_eq!((v.len(), v[31]), (32, 5.0), "the 100-long buffer, no fill");
+        let w = b.take(32);
+        assert_eq!(
+            (w.len(), w[0], w[8]),
+            (32, 3.0, 0.0),
+            "then the short one, filled"
+        );
     }
 }

@@ -1,33 +1,31 @@
 //! 2-D convolution, NCHW: Conv2D (OIHW weights, `group`) and DepthwiseConv2D
-//! ([C*m, 1, kh, kw]). Three paths, chosen by shape:
+//! ([C*m, 1, kh, kw]). Paths, chosen by shape:
 //! - one input channel per group (depthwise, any multiplier): `depthwise::Depthwise`;
-//! - a 1x1 kernel at stride 1 without pads: one sgemm per image and group straight on
+//! - a 1x1 kernel at stride 1 without pads: one gemm per image and group straight on
 //!   the input (its `[C/group, H*W]` block already is the im2col matrix);
-//! - small planes (LeNet, the later CIFAR layers) at batch > 1 without groups: one
-//!   im2col and one sgemm for the whole batch, then a scatter to NCHW;
+//! - small planes at batch > 1 without groups whose size is not close to a multiple of
+//!   the gemm's 16-column panel (LeNet's 10x10, EfficientNet's 7x7): one im2col and one
+//!   gemm for the whole batch, then a scatter to NCHW;
 //! - otherwise im2col into one scratch buffer reused for every image and group, then
-//!   sgemm into the output.
+//!   gemm into the output.
 //!
-//! A per-channel bias and a fused activation ([`Act`]) are applied to each image's output
-//! block right after its sgemm, while it is in cache.
+//! The weights are the gemm's left operand, packed once by the session
+//! (`prepack::Prepacked::Conv`); the per-channel bias and a fused activation ([`Act`])
+//! are applied by the gemm as it stores each tile.
 
-use super::act::{epilogue, epilogue_cols, Act};
+use super::act::Act;
 use super::depthwise::Depthwise;
-use super::linalg::{sgemm, sgemm_rows};
+use super::gemm::{gemm, Bias, Epilogue, Kernel, Lhs, PackedA, Rhs, NR};
+use super::prepack::Prepacked;
 use super::window::{geometry, nchw, Axis};
 use super::{f32_tensor, to_usize, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;
 
-/// Output elements per sgemm column block (256 KiB of f32).
-const COLUMN_BLOCK_ELEMENTS: usize = 64 * 1024;
-
-/// Output planes smaller than this (32x32) are convolved for the whole batch at once...
+/// Output planes smaller than this (32x32) may be convolved for the whole batch at once...
 const BATCH_PLANE: usize = 1024;
 
-/// ...when the batch's im2col matrix has at most this many elements (64 MiB: the 1x1
-/// convolutions of EfficientNet's 14x14 stage at batch 64). One sgemm per image would
-/// pack the weights again for every image, which costs more than the copy for small
-/// planes with many channels.
+/// ...when the batch's im2col matrix has at most this many elements (64 MiB). One gemm
+/// per image would run on a few column panels, the last one mostly padding.
 const BATCH_COL_ELEMENTS: usize = 1 << 24;
 
 /// Conv2D (OIHW weights, `group`) and DepthwiseConv2D ([C*m, 1, kh, kw]), with the
@@ -101,7 +99,20 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
         && ay.pad_begin == 0
         && ax.pad_begin == 0
         && plane == h * w;
-    if group == 1 && n > 1 && plane < BATCH_PLANE {
+    let packed = packed_weights(cx, group, mg, kdim);
+    let lhs = |g: usize| match packed {
+        Some(v) => Lhs::Packed(&v[g]),
+        None => Lhs::Strided {
+            data: &wt[g * mg * kdim..][..mg * kdim],
+            rs: kdim,
+            cs: 1,
+        },
+    };
+    // With the weights packed once, one gemm per image costs no more than a batched one,
+    // unless the last column panel of one image is mostly padding (over 10% of the
+    // columns computed would be zeros): only then pay the batch's im2col and scatter.
+    let padding = plane.next_multiple_of(NR) - plane;
+    if group == 1 && n > 1 && plane < BATCH_PLANE && padding * 10 > plane {
         let wide = n.checked_mul(plane).and_then(|v| v.checked_mul(kdim));
         if wide.is_some_and(|v| v <= BATCH_COL_ELEMENTS) {
             let tmp = cx.scratch(m.checked_mul(n * plane))?;
@@ -111,7 +122,7 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
                 ay,
                 ax,
             };
-            kernel.run(cx, (x, wt, bias), act, &mut y, tmp);
+            kernel.run(cx, (x, lhs(0), bias), act, &mut y, tmp);
             return Ok(f32_tensor(out_shape, y));
         }
     }
@@ -130,35 +141,43 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
                 im2col(xg, cg, [kh, kw], ay, ax, &mut col, plane);
                 &col
             };
-            let a = &wt[g * mg * kdim..][..mg * kdim];
             let out = &mut y[(b * m + g * mg) * plane..][..mg * plane];
-            let bias = bias.map(|b| &b[g * mg..][..mg]);
-            // Column blocks of about 256 KiB of output: the bias and activation pass
-            // finds each block in cache right after its sgemm.
-            let nb = (COLUMN_BLOCK_ELEMENTS / mg.max(1))
-                .max(256)
-                .min(plane.max(1));
-            let mut n0 = 0;
-            while n0 < plane {
-                let cols = nb.min(plane - n0);
-                sgemm_rows(
-                    mg,
-                    kdim,
-                    cols,
-                    a,
-                    (kdim, 1),
-                    &src[n0..],
-                    (plane, 1),
-                    &mut out[n0..],
-                    plane,
-                );
-                epilogue_cols(out, plane, n0..n0 + cols, bias, act);
-                n0 += cols;
-            }
+            let epi = Epilogue {
+                bias: bias.map_or(Bias::None, |b| Bias::Rows(&b[g * mg..][..mg])),
+                act,
+            };
+            // Bias and activation are applied as each tile is stored.
+            let rhs = Rhs::Strided {
+                data: src,
+                rs: plane,
+                cs: 1,
+            };
+            gemm(
+                [mg, kdim, plane],
+                lhs(g),
+                rhs,
+                out,
+                plane,
+                epi,
+                Kernel::Auto,
+            );
         }
     }
     cx.give(col);
     Ok(f32_tensor(out_shape, y))
+}
+
+/// The weights the session packed for this operator, if they match the shapes the run
+/// found (one `[mg, kdim]` matrix per group).
+fn packed_weights<'a>(cx: &Ctx<'a>, group: usize, mg: usize, kdim: usize) -> Option<&'a [PackedA]> {
+    match cx.packed {
+        Some(Prepacked::Conv(v))
+            if v.len() == group && v.iter().all(|p| p.rows() == mg && p.depth() == kdim) =>
+        {
+            Some(v)
+        }
+        _ => None,
+    }
 }
 
 /// One im2col and one sgemm for the whole batch (small planes, where one sgemm per image
@@ -177,7 +196,7 @@ impl Batched {
     fn run(
         &self,
         cx: &Ctx<'_>,
-        (x, wt, bias): (&[f32], &[f32], Option<&[f32]>),
+        (x, wt, bias): (&[f32], Lhs<'_>, Option<&[f32]>),
         act: Option<Act>,
         y: &mut [f32],
         tmp_len: usize,
@@ -192,12 +211,20 @@ impl Batched {
             im2col(xb, c, [kh, kw], ay, ax, &mut col[b * plane..], wide);
         }
         let mut tmp = cx.buffer(tmp_len);
-        sgemm(m, kdim, wide, wt, (kdim, 1), &col, (wide, 1), &mut tmp);
+        let epi = Epilogue {
+            bias: bias.map_or(Bias::None, Bias::Rows),
+            act,
+        };
+        let rhs = Rhs::Strided {
+            data: &col,
+            rs: wide,
+            cs: 1,
+        };
+        gemm([m, kdim, wide], wt, rhs, &mut tmp, wide, epi, Kernel::Auto);
         for b in 0..n {
             for oc in 0..m {
                 let dst = &mut y[(b * m + oc) * plane..][..plane];
                 dst.copy_from_slice(&tmp[oc * wide + b * plane..][..plane]);
-                epilogue(dst, plane, bias.map(|v| &v[oc..oc + 1]), act);
             }
         }
         cx.give(col);

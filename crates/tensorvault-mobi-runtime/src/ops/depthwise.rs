@@ -13,15 +13,16 @@
 //! its `ow` useful columns per row are then copied out with the bias and the fused
 //! activation (the `qw - ow` others are the price: `kw - 1` columns at stride 1).
 //!
-//! The inner loops are compiled twice, for the baseline target and with AVX2 + FMA
-//! enabled (chosen at run time), like matrixmultiply's kernels.
+//! The inner loops are compiled three times, for the baseline target, with AVX2 + FMA
+//! and with AVX-512 enabled (the widest the CPU has is chosen at run time; AVX-512 only
+//! when the compiler has it, see build.rs), like the gemm's kernels.
 
 use super::act::{epilogue, Act};
 use super::window::Axis;
 
-/// Wide-output elements accumulated in registers while every tap is added (four AVX2
-/// vectors).
-const LANES: usize = 32;
+/// Wide-output elements accumulated in registers while every tap is added (eight AVX2
+/// vectors, four AVX-512 ones: the per-tap loop overhead is paid once per 64 outputs).
+const LANES: usize = 64;
 
 /// The shapes of one depthwise convolution: input `[n, c, h, w]`, weights
 /// `[m, 1, kh, kw]` with `m = c * multiplier`, output `[n, m, ay.out, ax.out]`.
@@ -95,6 +96,16 @@ impl Depthwise {
         y: &mut [f32],
         scratch: &mut [f32],
     ) {
+        #[cfg(all(target_arch = "x86_64", tv_avx512))]
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked just above), the
+            // only requirement of a `target_feature` function.
+            unsafe { self.run_avx512(x, wt, bias, act, y, scratch) };
+            return;
+        }
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
@@ -103,7 +114,26 @@ impl Depthwise {
             unsafe { self.run_avx2(x, wt, bias, act, y, scratch) };
             return;
         }
-        self.run_body(x, wt, bias, act, y, scratch);
+        self.run_body::<Plain>(x, wt, bias, act, y, scratch);
+    }
+
+    #[cfg(all(target_arch = "x86_64", tv_avx512))]
+    #[allow(
+        clippy::incompatible_msrv,
+        reason = "compiled only by compilers with AVX-512 support (cfg tv_avx512, set by \
+                  build.rs for Rust >= 1.89)"
+    )]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn run_avx512(
+        &self,
+        x: &[f32],
+        wt: &[f32],
+        bias: Option<&[f32]>,
+        act: Option<Act>,
+        y: &mut [f32],
+        scratch: &mut [f32],
+    ) {
+        self.run_body::<Fused>(x, wt, bias, act, y, scratch);
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -117,11 +147,11 @@ impl Depthwise {
         y: &mut [f32],
         scratch: &mut [f32],
     ) {
-        self.run_body(x, wt, bias, act, y, scratch);
+        self.run_body::<Fused>(x, wt, bias, act, y, scratch);
     }
 
     #[inline(always)]
-    fn run_body(
+    fn run_body<M: MulAdd>(
         &self,
         x: &[f32],
         wt: &[f32],
@@ -160,6 +190,33 @@ impl Depthwise {
                     let (r, ry) = ((pt + iy) / sy, (pt + iy) % sy);
                     // Input columns ix0, ix0 + sx, ...: phase (pl + ix0) % sx, from
                     // column (pl + ix0) / sx on.
+                    if sx == 1 {
+                        // One phase: the row is copied whole after the left pad.
+                        let dst = &mut phases[ry * phase_len + r * ph.qw..][..ph.qw];
+                        dst[pl..pl + w].copy_from_slice(row);
+                        continue;
+                    }
+                    if sx == 2 && w >= 2 {
+                        // Two phases: even and odd input columns, deinterleaved in one pass.
+                        let (ce, re) = (pl / 2, pl % 2);
+                        // Odd columns go to the other phase, from column co on.
+                        let co = pl.div_ceil(2);
+                        let at = |rx: usize| (ry * 2 + rx) * phase_len + r * ph.qw;
+                        let (lo, hi) = phases.split_at_mut(at(1));
+                        let (d0, d1) = (&mut lo[at(0)..][..ph.qw], &mut hi[..ph.qw]);
+                        let (de, dodd) = if re == 0 { (d0, d1) } else { (d1, d0) };
+                        let pairs = row.chunks_exact(2);
+                        if let Some(&last) = pairs.remainder().first() {
+                            de[ce + w / 2] = last;
+                        }
+                        let de = &mut de[ce..ce + w / 2];
+                        let dodd = &mut dodd[co..co + w / 2];
+                        for ((e, o), p) in de.iter_mut().zip(dodd.iter_mut()).zip(pairs) {
+                            *e = p[0];
+                            *o = p[1];
+                        }
+                        continue;
+                    }
                     for ix0 in 0..sx.min(w) {
                         let (c0, rx) = ((pl + ix0) / sx, (pl + ix0) % sx);
                         let dst = &mut phases[(ry * sx + rx) * phase_len + r * ph.qw..][..ph.qw];
@@ -169,7 +226,7 @@ impl Depthwise {
                 }
                 for oc in ic * mult..(ic + 1) * mult {
                     let k = &wt[oc * self.kh * self.kw..][..self.kh * self.kw];
-                    taps(wide, phases, &starts, k);
+                    taps::<M>(wide, phases, &starts, k);
                     let out = &mut y[(b * self.m + oc) * plane..][..plane];
                     for (oy, orow) in out.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
                         orow.copy_from_slice(&wide[oy * ph.qw..][..ow]);
@@ -181,17 +238,45 @@ impl Depthwise {
     }
 }
 
+/// `a * b + c`: fused (one rounding, `vfmadd` when compiled with FMA enabled) or plain
+/// (the baseline target, where a fused multiply-add would be a library call).
+trait MulAdd {
+    fn mul_add(a: f32, b: f32, c: f32) -> f32;
+}
+
+/// Fused multiply-add (the AVX2 + FMA build).
+struct Fused;
+
+impl MulAdd for Fused {
+    #[inline(always)]
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+/// Multiply then add (the baseline build).
+struct Plain;
+
+impl MulAdd for Plain {
+    #[inline(always)]
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+}
+
 /// `wide[j] = sum over taps t of k[t] * phases[starts[t] + j]`, `LANES` outputs at a
 /// time kept in registers across the taps (in tap order, like the reference loop).
 #[inline(always)]
-fn taps(wide: &mut [f32], phases: &[f32], starts: &[usize], k: &[f32]) {
+fn taps<M: MulAdd>(wide: &mut [f32], phases: &[f32], starts: &[usize], k: &[f32]) {
     let mut blocks = wide.chunks_exact_mut(LANES);
     let mut j0 = 0;
     for out in &mut blocks {
         let mut acc = [0f32; LANES];
         for (&s, &kv) in starts.iter().zip(k) {
             let src = &phases[s + j0..][..LANES];
-            acc.iter_mut().zip(src).for_each(|(a, &v)| *a += kv * v);
+            acc.iter_mut()
+                .zip(src)
+                .for_each(|(a, &v)| *a = M::mul_add(kv, v, *a));
         }
         out.copy_from_slice(&acc);
         j0 += LANES;
@@ -200,6 +285,8 @@ fn taps(wide: &mut [f32], phases: &[f32], starts: &[usize], k: &[f32]) {
     rest.fill(0.0);
     for (&s, &kv) in starts.iter().zip(k) {
         let src = &phases[s + j0..][..rest.len()];
-        rest.iter_mut().zip(src).for_each(|(a, &v)| *a += kv * v);
+        rest.iter_mut()
+            .zip(src)
+            .for_each(|(a, &v)| *a = M::mul_add(kv, v, *a));
     }
 }

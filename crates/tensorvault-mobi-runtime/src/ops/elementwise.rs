@@ -53,15 +53,7 @@ pub(crate) fn unary(cx: &Ctx<'_>) -> OpResult<Tensor> {
         Op::Tanh => Box::new(f32::tanh),
         Op::Clip => {
             let (lo, hi) = (cx.float("min"), cx.float("max"));
-            Box::new(move |x: f32| {
-                if x < lo {
-                    lo
-                } else if x > hi {
-                    hi
-                } else {
-                    x
-                }
-            })
+            Box::new(move |x: f32| super::act::clip(x, lo, hi))
         }
         Op::LeakyRelu => {
             let a = cx.float("alpha");

@@ -1,7 +1,9 @@
 //! Matrix products: FullyConnected (X * W^T + B) and numpy MatMul, through
-//! `matrixmultiply::sgemm`.
+//! the packed gemm of [`super::gemm`].
 
-use super::act::{epilogue, Act};
+use super::act::Act;
+use super::gemm::{self, Bias, Epilogue, Kernel, Lhs, Rhs};
+use super::prepack::Prepacked;
 use super::{broadcast, f32_tensor, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;
 
@@ -18,62 +20,7 @@ pub(crate) fn sgemm(
     sb: (usize, usize),
     c: &mut [f32],
 ) {
-    sgemm_rows(m, k, n, a, sa, b, sb, c, n);
-}
-
-/// As [`sgemm`], with `c`'s rows `rsc` elements apart (a block of columns of a wider
-/// matrix); the other elements of `c` are left as they are.
-#[allow(clippy::too_many_arguments, reason = "a gemm's operands")]
-pub(crate) fn sgemm_rows(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &[f32],
-    (rsa, csa): (usize, usize),
-    b: &[f32],
-    (rsb, csb): (usize, usize),
-    c: &mut [f32],
-    rsc: usize,
-) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        for row in c.chunks_mut(rsc.max(1)).take(m) {
-            row[..n].fill(0.0);
-        }
-        return;
-    }
-    // Every access below is in bounds: the furthest element each operand is read at.
-    let last = |rs: usize, cs: usize, rows: usize, cols: usize| (rows - 1) * rs + (cols - 1) * cs;
-    assert!(
-        last(rsa, csa, m, k) < a.len()
-            && last(rsb, csb, k, n) < b.len()
-            && last(rsc, 1, m, n) < c.len()
-            && n <= rsc
-    );
-    // SAFETY: the assert above shows every index (i*rs + j*cs) matrixmultiply forms for
-    // a (m x k), b (k x n) and c (m x n, row stride rsc >= n) lies inside its slice; c
-    // is a unique borrow so it does not alias a or b. Strides fit isize: they index
-    // slices.
-    unsafe {
-        matrixmultiply::sgemm(
-            m,
-            k,
-            n,
-            1.0,
-            a.as_ptr(),
-            rsa as isize,
-            csa as isize,
-            b.as_ptr(),
-            rsb as isize,
-            csb as isize,
-            0.0,
-            c.as_mut_ptr(),
-            rsc as isize,
-            1,
-        );
-    }
+    gemm::sgemm(m, k, n, a, sa, b, sb, c, n);
 }
 
 /// FullyConnected: X [..., K], W [M, K], B [M] -> [..., M], with the activation `act`
@@ -107,20 +54,27 @@ pub(crate) fn fully_connected(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Tensor
             rule: "bias length must equal M",
         });
     }
-    // sgemm overwrites every element (beta 0; zeros when k is 0).
+    // The gemm overwrites every element (zeros when k is 0), adding the bias and
+    // applying the activation as it stores each tile.
     let mut y = cx.buffer(n);
-    sgemm(rows, k, m, x, (k, 1), w, (1, k), &mut y);
-    match (bias, act) {
-        (Some(b), act) => {
-            for row in y.chunks_exact_mut(m.max(1)) {
-                row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
-                if let Some(a) = act {
-                    a.apply(row);
-                }
-            }
-        }
-        (None, act) => epilogue(&mut y, m, None, act),
-    }
+    let rhs = match cx.packed {
+        Some(Prepacked::Dense(p)) if p.depth() == k && p.cols() == m => Rhs::Packed(p),
+        _ => Rhs::Strided {
+            data: w,
+            rs: 1,
+            cs: k,
+        },
+    };
+    let lhs = Lhs::Strided {
+        data: x,
+        rs: k,
+        cs: 1,
+    };
+    let epi = Epilogue {
+        bias: bias.map_or(Bias::None, Bias::Cols),
+        act,
+    };
+    gemm::gemm([rows, k, m], lhs, rhs, &mut y, m, epi, Kernel::Auto);
     Ok(f32_tensor(out_shape, y))
 }
 
@@ -160,7 +114,8 @@ pub(crate) fn matmul(cx: &Ctx<'_>) -> OpResult<Tensor> {
     let nb: usize = batch.iter().product();
     let oa = broadcast::offsets(ba, &batch, nb);
     let ob = broadcast::offsets(bb, &batch, nb);
-    let mut y = vec![0f32; total];
+    // sgemm overwrites every element (beta 0; zeros when k is 0).
+    let mut y = cx.buffer(total);
     for (i, out) in y.chunks_exact_mut((m * n).max(1)).enumerate().take(nb) {
         sgemm(
             m,

@@ -8,14 +8,18 @@ mod broadcast;
 mod buffers;
 mod cast;
 mod conv;
+mod conv_transpose;
 mod depthwise;
 mod elementwise;
+pub mod gemm;
 mod linalg;
 mod logic;
 mod movement;
 mod normalize;
 mod pool;
+mod prepack;
 mod reduce;
+mod resize;
 mod window;
 
 use tensorvault_formats::mobi::ops::Params;
@@ -25,6 +29,7 @@ use crate::tensor::{numel, Data, Tensor};
 
 pub(crate) use act::{fusion_plan, Act};
 pub(crate) use buffers::{Buffers, Pool};
+pub(crate) use prepack::{prepack, Prepacked};
 
 /// A kernel's failure, before the session names the operator and values.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +63,8 @@ pub(crate) struct Ctx<'a> {
     pub limit: u64,
     /// Recycled buffers for outputs and scratch.
     pub buffers: &'a Buffers,
+    /// The operator's weights packed at session creation, if they were.
+    pub packed: Option<&'a Prepacked>,
 }
 
 impl<'a> Ctx<'a> {
@@ -161,6 +168,17 @@ pub(crate) fn f32_tensor(shape: Vec<usize>, data: Vec<f32>) -> Tensor {
     }
 }
 
+/// The output shape of `cx`'s operator when it only reshapes its input 0 (Reshape,
+/// Flatten, Squeeze, Unsqueeze, Identity), `None` for any other operator.
+pub(crate) fn reshape_target(cx: &Ctx<'_>) -> Option<OpResult<Vec<usize>>> {
+    match cx.op.op {
+        Op::Reshape | Op::Flatten | Op::Squeeze | Op::Unsqueeze | Op::Identity => {
+            Some(movement::reshape_shape(cx))
+        }
+        _ => None,
+    }
+}
+
 /// Run one operator, with the activation `act` fused into its output loop (`act` is
 /// `Some` only for the operators [`fusion_plan`] picks: Conv2D, DepthwiseConv2D,
 /// FullyConnected).
@@ -210,6 +228,8 @@ pub(crate) fn eval(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Vec<Tensor>> {
         Op::Not => one(logic::not(cx)?),
         Op::Where => one(logic::where_(cx)?),
         Op::Cast => one(cast::cast(cx)?),
+        Op::Resize => one(resize::resize(cx)?),
+        Op::ConvTranspose2D => one(conv_transpose::conv_transpose2d(cx)?),
         _ => one(elementwise::unary(cx)?),
     }
 }

@@ -31,6 +31,14 @@ fn param_or_input<'a>(cx: &Ctx<'a>, key: &'static str) -> OpResult<&'a [i64]> {
 
 /// Reshape, Flatten, Squeeze, Unsqueeze, Identity: same data, new shape.
 pub(crate) fn reshape_like(cx: &Ctx<'_>) -> OpResult<Tensor> {
+    let shape = reshape_shape(cx)?;
+    Ok(cx.input(0)?.with_shape(shape))
+}
+
+/// The output shape of a Reshape, Flatten, Squeeze, Unsqueeze or Identity of input 0
+/// (checked: same element count). The session moves an input that has no other reader
+/// to this shape instead of copying it.
+pub(crate) fn reshape_shape(cx: &Ctx<'_>) -> OpResult<Vec<usize>> {
     let x = cx.input(0)?;
     let s = &x.shape;
     let r = s.len();
@@ -134,7 +142,7 @@ pub(crate) fn reshape_like(cx: &Ctx<'_>) -> OpResult<Tensor> {
             rule: "the element count differs from the target shape's",
         });
     }
-    Ok(x.with_shape(shape))
+    Ok(shape)
 }
 
 /// Transpose, Slice, Pad, Expand, Tile: each output axis maps its coordinates to input

@@ -442,6 +442,7 @@ class Store:
         kv_head_dim: Optional[int] = None,
         codec: Optional[int] = None,
         read_only: bool = False,
+        entropy: bool = False,
     ) -> None: ...
     def __repr__(self, /) -> str: ...
     def close(self) -> None:

@@ -41,8 +41,14 @@ pub const H_SLOT_ALIGN: usize = H_GROUP_SIZE + 3 * size_of::<u32>();
 pub const H_GENERATION: usize = H_SLOT_ALIGN + size_of::<u32>();
 /// u8 codec of the quantized tiers (version 2 headers; 1 or 2).
 pub const H_CODEC: usize = H_GENERATION + size_of::<u64>();
-/// u16 sink values per block (version 2 headers), after one reserved byte.
-pub const H_SINK_VALUES: usize = H_CODEC + 2 * size_of::<u8>();
+/// u8 collection flags (version 2 headers): [`HEADER_FLAG_ENTROPY`]; other bits zero.
+pub const H_FLAGS: usize = H_CODEC + size_of::<u8>();
+/// u16 sink values per block (version 2 headers).
+pub const H_SINK_VALUES: usize = H_FLAGS + size_of::<u8>();
+/// Header flag: quantized payloads are entropy-coded where shorter (TQTC version 5).
+pub const HEADER_FLAG_ENTROPY: u8 = 1 << 0;
+/// Every header flag bit this build knows.
+pub const HEADER_KNOWN_FLAGS: u8 = HEADER_FLAG_ENTROPY;
 /// 3 x u8 bit widths of KV keys in tiers 1..=3 (codec v4; zero otherwise).
 pub const H_KEY_BITS: usize = H_SINK_VALUES + size_of::<u16>();
 /// u8 RoPE pairing of a KV cache storing pre-RoPE keys: 0 none, 1 neox, 2 interleaved.
@@ -55,8 +61,8 @@ pub const H_KEY_GROUP_SIZE: usize = H_ROPE_DIMS + size_of::<u16>();
 pub const H_ROPE_THETA: usize = H_KEY_GROUP_SIZE + 3 * size_of::<u32>();
 /// First reserved (zero) header byte of a version 1 header; reserved up to [`CRC_OFFSET`].
 pub const H_RESERVED_V1: usize = H_CODEC;
-/// First reserved (zero) header byte of a version 2 header (besides the byte at
-/// `H_CODEC + 1`); reserved up to [`CRC_OFFSET`].
+/// First reserved (zero) header byte of a version 2 header; reserved up to
+/// [`CRC_OFFSET`].
 pub const H_RESERVED: usize = H_ROPE_THETA + size_of::<f64>();
 
 // ---- common record prefix ----

@@ -110,7 +110,7 @@ impl<'a, 'm, F: Fn(u32) -> Option<&'m ConstantTensor>> Ctx<'a, F> {
                 0,
                 b.shape[0],
                 out,
-                "bias length = output channels W.shape[0]",
+                "bias length = output channels (Conv2D: W.shape[0]; ConvTranspose2D: W.shape[1] * group)",
             )?;
         }
         Ok(())
@@ -157,6 +157,18 @@ pub(super) fn check<'m, F: Fn(u32) -> Option<&'m ConstantTensor>>(
     match op.op {
         Op::Conv2D => cx.conv_weights(false),
         Op::DepthwiseConv2D => cx.conv_weights(true),
+        Op::ConvTranspose2D => {
+            let Some(w) = cx.weight(1) else { return Ok(()) };
+            cx.rank(1, "W", w, 4)?;
+            let group = ps.int("group").unwrap_or(1).max(1) as u64;
+            if w.shape[0] % group != 0 {
+                return Err(cx.conflict(
+                    "group",
+                    "the input channels W.shape[0] must be divisible by group",
+                ));
+            }
+            cx.bias(w.shape[1].saturating_mul(group))
+        }
         Op::FullyConnected => {
             let Some(w) = cx.weight(1) else { return Ok(()) };
             cx.rank(1, "W", w, 2)?;
@@ -237,6 +249,7 @@ pub(super) fn check<'m, F: Fn(u32) -> Option<&'m ConstantTensor>>(
             }
             Ok(())
         }
+        Op::Resize => resize(&cx, &ps),
         Op::Split => match ps.ints("split") {
             Some(s) if s.len() != op.outputs.len() => {
                 Err(cx.conflict("split", "one size per output"))
@@ -260,4 +273,28 @@ pub(super) fn check<'m, F: Fn(u32) -> Option<&'m ConstantTensor>>(
         },
         _ => Ok(()),
     }
+}
+
+/// Resize: `scales`, `sizes` or both, of one length; `roi` two values per axis; no
+/// antialiasing in nearest mode.
+fn resize<'m, F: Fn(u32) -> Option<&'m ConstantTensor>>(
+    cx: &Ctx<'_, F>,
+    ps: &Params<'_>,
+) -> Result<(), MobiError> {
+    let scales = ps.floats("scales").map(<[f64]>::len);
+    let sizes = ps.ints("sizes").map(<[i64]>::len);
+    let rank = match (scales, sizes) {
+        (None, None) => return Err(cx.conflict("scales", "give `scales`, `sizes` or both")),
+        (Some(a), Some(b)) if a != b => {
+            return Err(cx.conflict("sizes", "as many as `scales` (one per axis)"))
+        }
+        (Some(r), _) | (None, Some(r)) => r,
+    };
+    if ps.floats("roi").is_some_and(|r| r.len() != 2 * rank) {
+        return Err(cx.conflict("roi", "two values (start, end) per axis"));
+    }
+    if ps.str("mode") == Some("nearest") && ps.int("antialias") == Some(1) {
+        return Err(cx.conflict("antialias", "modes linear and cubic only"));
+    }
+    Ok(())
 }

@@ -192,6 +192,99 @@ const ARG: &[ParamSpec] = &[
         "1: ties give the last index, 0: the first",
     ),
 ];
+/// Resize's parameters (ONNX Resize opset 19, with `roi`, `scales` and `sizes` as
+/// constants resolved to every axis of X by the importer).
+const RESIZE: &[ParamSpec] = &[
+    p(
+        "mode",
+        K::Str,
+        D::Str("nearest"),
+        Allowed::Strs(&["nearest", "linear", "cubic"]),
+        1,
+        "nearest: one input element; linear: 2 taps per axis (bilinear over two axes, N-linear over more); cubic: 4 taps per axis (Keys kernel with `cubic_coeff_a`)",
+    ),
+    p(
+        "coordinate_transformation_mode",
+        K::Str,
+        D::Str("half_pixel"),
+        Allowed::Strs(&[
+            "half_pixel",
+            "half_pixel_symmetric",
+            "pytorch_half_pixel",
+            "align_corners",
+            "asymmetric",
+            "tf_half_pixel_for_nn",
+            "tf_crop_and_resize",
+        ]),
+        1,
+        "maps output index x to input coordinate: half_pixel (x+0.5)/s-0.5; half_pixel_symmetric the same shifted by in/2*(1-out/(s*in)); pytorch_half_pixel as half_pixel but 0 when out = 1; align_corners x*(in-1)/(out-1) (0 when out = 1); asymmetric x/s; tf_half_pixel_for_nn (x+0.5)/s; tf_crop_and_resize roi_start*(in-1) + x*(roi_end-roi_start)*(in-1)/(out-1) (out = 1: the middle of the roi)",
+    ),
+    p(
+        "nearest_mode",
+        K::Str,
+        D::Str("round_prefer_floor"),
+        Allowed::Strs(&["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]),
+        1,
+        "mode nearest: how a non-integer coordinate picks its element (an integer coordinate picks itself); the index is then clamped to [0, in-1]",
+    ),
+    p(
+        "cubic_coeff_a",
+        K::Float,
+        D::Float(-0.75),
+        Allowed::Any,
+        1,
+        "mode cubic: the kernel's a (-0.75 as PyTorch, -0.5 as TensorFlow)",
+    ),
+    p(
+        "exclude_outside",
+        K::Int,
+        D::Int(0),
+        BOOL,
+        1,
+        "1: taps outside [0, in-1] get weight 0 and the rest are renormalized to sum 1; 0: such taps read the edge element",
+    ),
+    p(
+        "antialias",
+        K::Int,
+        D::Int(0),
+        BOOL,
+        1,
+        "modes linear and cubic: 1 widens the kernel by 1/s when s < 1 (downsampling), weights renormalized to sum 1",
+    ),
+    p(
+        "extrapolation_value",
+        K::Float,
+        D::Float(0.0),
+        Allowed::Any,
+        1,
+        "tf_crop_and_resize: the value of an output whose coordinate on some axis falls outside [0, in-1]",
+    ),
+    p(
+        "roi",
+        K::Floats,
+        D::Derived("0 then 1 per axis"),
+        Allowed::Any,
+        1,
+        "tf_crop_and_resize: [start_1..start_r, end_1..end_r], normalized coordinates, 2 * rank values; ignored by the other modes",
+    ),
+    p(
+        "scales",
+        K::Floats,
+        D::Derived("sizes[i] / in[i]"),
+        Allowed::PositiveFloats,
+        1,
+        "scale factor s per axis of X (rank values), used by the coordinate mapping",
+    ),
+    p(
+        "sizes",
+        K::Ints,
+        D::Derived("trunc(in[i] * scales[i])"),
+        Allowed::Ints { len: None, min: 0 },
+        1,
+        "output size per axis of X (rank values)",
+    ),
+];
+
 const NUM_AB: &[InputSpec] = &[n("A"), n("B")];
 const NUM_X: &[InputSpec] = &[n("X")];
 
@@ -423,5 +516,15 @@ pub fn spec(op: Op) -> &'static OpSpec {
             "ONNX Cast between the numeric types MOBI runs: float to integer truncates toward zero (NaN gives 0, values beyond i64 saturate) and then wraps to the target width as two's complement (numpy's astype for values in range); integer to narrower integer wraps; bool is x != 0; integer to float rounds to nearest."),
         Op::Where => spec!(Where, v 1, &[n("condition"), n("X"), n("Y")], in 3..=3, out 1..=1, NONE,
             "ONNX Where: condition != 0 ? X : Y, the three broadcast together; X and Y both f32 or both integers (the output's type)."),
+        Op::ConvTranspose2D => spec!(ConvTranspose2D, v 1, &[t("X"), c("W"), c("B")], in 2..=3, out 1..=1,
+            &[STRIDE,
+              p("padding", K::Ints, D::Ints(&[0, 0, 0, 0]), Allowed::Ints { len: Some(4), min: 0 }, 1, "[top, left, bottom, right]: rows/columns removed from the full output's borders"),
+              DILATION,
+              p("output_padding", K::Ints, D::Ints(&[0, 0]), Allowed::Ints { len: Some(2), min: 0 }, 1, "[h, w]: rows/columns added at the bottom/right (they get contributions only where the full output reaches them, else the bias)"),
+              p("group", K::Int, D::Int(1), Allowed::IntRange(1, i64::MAX), 1, "groups; C and M divisible by it"),
+              LAYOUT],
+            "ONNX ConvTranspose (opset 11+), 2-D, NCHW. X [N, C, H, W]; W [C, M/group, kh, kw] (input channels first, as ONNX); B [M] optional. Input element (c, iy, ix) adds X * W[c, m, ky, kx] to output (m + group_of(c) * M/group, iy*stride_h + ky*dilation_h - top, ix*stride_w + kx*dilation_w - left) when inside the output. Y [N, M, Ho, Wo], Ho = stride_h*(H-1) + output_padding_h + dilation_h*(kh-1) + 1 - top - bottom (>= 0). Importers resolve `output_shape` and `auto_pad` (the ONNX reference's SAME_UPPER/SAME_LOWER split of the total padding) to `padding` and `output_padding`."),
+        Op::Resize => spec!(Resize, v 1, X, in 1..=1, out 1..=1, RESIZE,
+            "ONNX Resize (opset 19) of an f32 X of any rank, separable: the axes are resized one after another (axis 0 first), each output element a weighted sum of the taps along one axis (indices clamped to [0, in-1] unless `exclude_outside`), weights computed in f64. `scales`, `sizes` or both (one value per axis of X); the output has `sizes`, else trunc(in * scales) per axis. An axis with s = 1, out = in and (tf_crop_and_resize) roi [0, 1] is left as it is. Importers resolve ONNX's `axes` (other axes: s = 1) and `keep_aspect_ratio_policy` (both `scales` and `sizes` written); opset 10 and Upsample are asymmetric with nearest_mode floor (ceil when downsampling)."),
     }
 }

@@ -1,0 +1,946 @@
+//! Single-precision matrix product `C = A * B` (then a bias and an activation, fused into
+//! the store) with operands that may be packed once ahead of time.
+//!
+//! Convolution and FullyConnected weights are constants, so the session packs each of them
+//! once ([`PackedA`] for a convolution's `[M, C*kh*kw]` weights, [`PackedB`] for a
+//! FullyConnected's `W^T`) into the panel layout the micro-kernel reads; at run time only
+//! the activations are packed. (matrixmultiply, used before, repacked the weights on every
+//! call: about half of EfficientNet-Lite0's sgemm time at batch 1.)
+//!
+//! Layout and blocking (BLIS's loop order):
+//! - the micro-kernel computes an `MR x NR` = 6 x 16 tile of `C`: twelve AVX2 accumulators
+//!   (6 rows x two 8-float vectors), two loads of `B` and one broadcast of `A` per step of
+//!   `k`, 15 of the 16 vector registers;
+//! - `A` is packed in panels of `MR` rows (`[k][MR]` per panel), `B` in panels of `NR`
+//!   columns (`[k][NR]` per panel), both zero-padded to whole panels, so the kernel has no
+//!   edge cases (a partial tile goes through a stack tile);
+//! - `KC` = 256: one `B` micro-panel (256 x 16 floats, 16 KiB) stays in the 48 KiB L1
+//!   while the kernel walks the `A` panels of a block; `MC` = 144 rows: an `A` block
+//!   (144 x 256 floats, 144 KiB) stays in L2 (2 MiB per core here); `NC` = 1024 columns: a
+//!   packed `B` block (256 x 1024 floats, 1 MiB) also fits L2 next to it.
+//!
+//! The kernel is written three times: with `std::arch` AVX-512 intrinsics (a 6 x 32 tile
+//! over two adjacent `B` panels, so the packed layout is the same; built when the
+//! compiler has them, Rust >= 1.89, see build.rs), with AVX2 + FMA intrinsics, and as
+//! plain loops the compiler vectorizes for the baseline target ([`Kernel::Portable`]).
+//! The widest the CPU has is chosen at run time; tests check each against a naive
+//! product. (matrixmultiply 0.3.11 also runs AVX-512 on this machine: with only an AVX2
+//! kernel this gemm measured half its speed.)
+//! Bias and activation are applied to a tile in registers when the last `KC` block of
+//! `k` is stored, so `C` is written once per `KC` block and read back only for `k > KC`.
+
+use std::cell::RefCell;
+
+pub use super::act::Act;
+use super::act::{clip, relu};
+
+/// Rows of `A` (and of a `C` tile) per micro-kernel call.
+pub const MR: usize = 6;
+/// Columns of `B` (and of a `C` tile) per micro-kernel call.
+pub const NR: usize = 16;
+/// Depth of one block of `k` (see the module documentation).
+const KC: usize = 256;
+/// Rows of one block of `A` (a multiple of `MR`).
+const MC: usize = 24 * MR;
+/// Columns of one block of `B` (a multiple of `NR`).
+const NC: usize = 64 * NR;
+
+/// Which micro-kernel runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// The widest the CPU has (detected at run time): AVX-512 (a 6 x 32 tile over two
+    /// column panels, when the crate was built by a compiler with AVX-512 support), else
+    /// AVX2 + FMA, else [`Kernel::Portable`].
+    Auto,
+    /// AVX2 + FMA when the CPU has both, else [`Kernel::Portable`] (for comparisons).
+    Avx2,
+    /// Plain loops, vectorized by the compiler for the baseline target.
+    Portable,
+}
+
+/// The instruction set a product runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isa {
+    Portable,
+    Avx2,
+    Avx512,
+}
+
+impl Kernel {
+    fn isa(self) -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let avx2 = std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma");
+            #[cfg(tv_avx512)]
+            if self == Kernel::Auto && avx2 && std::arch::is_x86_feature_detected!("avx512f") {
+                return Isa::Avx512;
+            }
+            if self != Kernel::Portable && avx2 {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Portable
+    }
+}
+
+/// A bias added to `C` before the activation: one value per row (a convolution's output
+/// channels) or per column (FullyConnected's output features).
+#[derive(Debug, Clone, Copy, Default)]
+pub enum Bias<'a> {
+    /// No bias.
+    #[default]
+    None,
+    /// `C[i][j] += bias[i]` (`bias.len() >= m`).
+    Rows(&'a [f32]),
+    /// `C[i][j] += bias[j]` (`bias.len() >= n`).
+    Cols(&'a [f32]),
+}
+
+/// What is applied to every element of `C` when it is stored: `act(sum + bias)`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Epilogue<'a> {
+    /// The bias.
+    pub bias: Bias<'a>,
+    /// The activation (Relu or Clip), if any.
+    pub act: Option<Act>,
+}
+
+/// An `m x k` left operand packed once into panels of [`MR`] rows (`[k][MR]` each, the
+/// last panel zero-padded), as the micro-kernel reads it.
+#[derive(Debug, Clone)]
+pub struct PackedA {
+    m: usize,
+    k: usize,
+    data: Vec<f32>,
+}
+
+impl PackedA {
+    /// Pack `a` (element `(i, p)` at `a[i * rs + p * cs]`).
+    ///
+    /// # Panics
+    /// If `a` is too short for `m x k` with these strides (the caller checked the shape).
+    pub fn new(m: usize, k: usize, a: &[f32], (rs, cs): (usize, usize)) -> Self {
+        let panels = m.div_ceil(MR);
+        let mut data = vec![0f32; panels * MR * k];
+        pack_a(a, (rs, cs), 0..m, 0..k, &mut data);
+        PackedA { m, k, data }
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.m
+    }
+
+    /// Depth.
+    pub fn depth(&self) -> usize {
+        self.k
+    }
+
+    /// Bytes of packed values.
+    pub fn bytes(&self) -> usize {
+        4 * self.data.len()
+    }
+}
+
+/// A `k x n` right operand packed once into panels of [`NR`] columns (`[k][NR]` each,
+/// the last panel zero-padded).
+#[derive(Debug, Clone)]
+pub struct PackedB {
+    k: usize,
+    n: usize,
+    data: Vec<f32>,
+}
+
+impl PackedB {
+    /// Pack `b` (element `(p, j)` at `b[p * rs + j * cs]`).
+    ///
+    /// # Panics
+    /// If `b` is too short for `k x n` with these strides (the caller checked the shape).
+    pub fn new(k: usize, n: usize, b: &[f32], (rs, cs): (usize, usize)) -> Self {
+        let panels = n.div_ceil(NR);
+        let mut data = vec![0f32; panels * NR * k];
+        pack_b(b, (rs, cs), 0..k, 0..n, &mut data);
+        PackedB { k, n, data }
+    }
+
+    /// Depth.
+    pub fn depth(&self) -> usize {
+        self.k
+    }
+
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.n
+    }
+
+    /// Bytes of packed values.
+    pub fn bytes(&self) -> usize {
+        4 * self.data.len()
+    }
+}
+
+/// The left operand: packed ahead of time or a strided matrix packed per block.
+#[derive(Debug, Clone, Copy)]
+pub enum Lhs<'a> {
+    /// Packed once ([`PackedA::new`]).
+    Packed(&'a PackedA),
+    /// Element `(i, p)` at `data[i * rs + p * cs]`.
+    Strided {
+        /// The values.
+        data: &'a [f32],
+        /// Row stride.
+        rs: usize,
+        /// Column stride.
+        cs: usize,
+    },
+}
+
+/// The right operand: packed ahead of time or a strided matrix packed per block.
+#[derive(Debug, Clone, Copy)]
+pub enum Rhs<'a> {
+    /// Packed once ([`PackedB::new`]).
+    Packed(&'a PackedB),
+    /// Element `(p, j)` at `data[p * rs + j * cs]`.
+    Strided {
+        /// The values.
+        data: &'a [f32],
+        /// Row stride.
+        rs: usize,
+        /// Column stride.
+        cs: usize,
+    },
+}
+
+thread_local! {
+    /// Packing space of the running thread: `MC x KC` of `A` and `KC x NC` of `B` at
+    /// most (fixed sizes, independent of any shape a model claims).
+    static SCRATCH: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// `c[m x n] = a[m x k] * b[k x n]` with row/column strides `(rs, cs)` for `a` and `b`;
+/// `c` is row-major with rows `rsc` apart (`rsc >= n`), its elements outside the `m x n`
+/// block are left as they are. `k == 0` gives zeros.
+///
+/// This is the entry point for other kernels: it packs both operands per block. Use
+/// [`gemm`] to pass pre-packed operands, a bias or an activation.
+///
+/// # Panics
+/// If an operand slice is too short for its shape and strides (callers check shapes
+/// first; the check keeps every access in bounds).
+#[allow(clippy::too_many_arguments, reason = "a gemm's operands")]
+pub fn sgemm(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
+    (rsa, csa): (usize, usize),
+    b: &[f32],
+    (rsb, csb): (usize, usize),
+    c: &mut [f32],
+    rsc: usize,
+) {
+    let lhs = Lhs::Strided {
+        data: a,
+        rs: rsa,
+        cs: csa,
+    };
+    let rhs = Rhs::Strided {
+        data: b,
+        rs: rsb,
+        cs: csb,
+    };
+    gemm(
+        [m, k, n],
+        lhs,
+        rhs,
+        c,
+        rsc,
+        Epilogue::default(),
+        Kernel::Auto,
+    );
+}
+
+/// The furthest element a `rows x cols` strided matrix reads, plus one (0 when empty).
+fn extent(rs: usize, cs: usize, rows: usize, cols: usize) -> usize {
+    if rows == 0 || cols == 0 {
+        0
+    } else {
+        (rows - 1) * rs + (cols - 1) * cs + 1
+    }
+}
+
+/// `c = epilogue(a * b)` for `[m, k, n]`, `c` row-major with rows `rsc` apart; see
+/// [`sgemm`]. A packed operand must have the shape given (`m x k` / `k x n`).
+///
+/// # Panics
+/// If an operand does not have the stated shape or a slice is too short (callers check
+/// shapes first; the check keeps every access in bounds).
+pub fn gemm(
+    [m, k, n]: [usize; 3],
+    a: Lhs<'_>,
+    b: Rhs<'_>,
+    c: &mut [f32],
+    rsc: usize,
+    epi: Epilogue<'_>,
+    kernel: Kernel,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let a_ok = match a {
+        Lhs::Packed(p) => p.m == m && p.k == k,
+        Lhs::Strided { data, rs, cs } => extent(rs, cs, m, k) <= data.len(),
+    };
+    let b_ok = match b {
+        Rhs::Packed(p) => p.k == k && p.n == n,
+        Rhs::Strided { data, rs, cs } => extent(rs, cs, k, n) <= data.len(),
+    };
+    let bias_ok = match epi.bias {
+        Bias::None => true,
+        Bias::Rows(v) => v.len() >= m,
+        Bias::Cols(v) => v.len() >= n,
+    };
+    assert!(
+        a_ok && b_ok && bias_ok && n <= rsc && extent(rsc, 1, m, n) <= c.len(),
+        "gemm operands do not match [{m}, {k}, {n}]"
+    );
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        let (abuf, bbuf) = &mut *s;
+        let need_a = if matches!(a, Lhs::Strided { .. }) {
+            MC * KC.min(k)
+        } else {
+            0
+        };
+        let need_b = if matches!(b, Rhs::Strided { .. }) {
+            KC.min(k) * NC.min(n.div_ceil(NR) * NR)
+        } else {
+            0
+        };
+        if abuf.len() < need_a {
+            abuf.resize(need_a, 0.0);
+        }
+        if bbuf.len() < need_b {
+            bbuf.resize(need_b, 0.0);
+        }
+        let mut blocks = Blocks {
+            mkn: [m, k, n],
+            a,
+            b,
+            epi,
+            isa: kernel.isa(),
+            abuf,
+            bbuf,
+        };
+        blocks.run(c, rsc);
+    });
+}
+
+/// One product's operands and packing space.
+struct Blocks<'a, 's> {
+    mkn: [usize; 3],
+    a: Lhs<'a>,
+    b: Rhs<'a>,
+    epi: Epilogue<'a>,
+    isa: Isa,
+    abuf: &'s mut Vec<f32>,
+    bbuf: &'s mut Vec<f32>,
+}
+
+impl Blocks<'_, '_> {
+    fn run(&mut self, c: &mut [f32], rsc: usize) {
+        let [m, k, n] = self.mkn;
+        // At least one block of k, so that k == 0 stores zeros (and the epilogue).
+        let kblocks = k.div_ceil(KC).max(1);
+        for jc in (0..n).step_by(NC) {
+            let nc = NC.min(n - jc);
+            for kb in 0..kblocks {
+                let pc = kb * KC;
+                let kc = KC.min(k - pc);
+                if let Rhs::Strided { data, rs, cs } = self.b {
+                    pack_b(data, (rs, cs), pc..pc + kc, jc..jc + nc, self.bbuf);
+                }
+                let store = Store {
+                    accumulate: kb > 0,
+                    last: kb + 1 == kblocks,
+                };
+                for ic in (0..m).step_by(MC) {
+                    let mc = MC.min(m - ic);
+                    if let Lhs::Strided { data, rs, cs } = self.a {
+                        pack_a(data, (rs, cs), ic..ic + mc, pc..pc + kc, self.abuf);
+                    }
+                    self.macro_kernel([ic, pc, jc], [mc, kc, nc], c, rsc, store);
+                }
+            }
+        }
+    }
+
+    /// The `mc x nc` block of `C` at `(ic, jc)` from the `kc`-deep blocks at `pc`.
+    fn macro_kernel(
+        &self,
+        [ic, pc, jc]: [usize; 3],
+        [mc, kc, nc]: [usize; 3],
+        c: &mut [f32],
+        rsc: usize,
+        store: Store,
+    ) {
+        let mut jr = 0;
+        while jr < nc {
+            // Two column panels at once for the AVX-512 kernel (a 6 x 32 tile).
+            let wide = self.isa == Isa::Avx512 && jr + NR < nc;
+            let cols = (if wide { 2 * NR } else { NR }).min(nc - jr);
+            let j = jc + jr;
+            let bpanel = |q: usize| match self.b {
+                Rhs::Packed(p) => &p.data[(q / NR) * p.k * NR + pc * NR..][..kc * NR],
+                Rhs::Strided { .. } => &self.bbuf[((q - jc) / NR) * kc * NR..][..kc * NR],
+            };
+            let bp = bpanel(j);
+            let bp2 = if wide { bpanel(j + NR) } else { bp };
+            for ir in (0..mc).step_by(MR) {
+                let rows = MR.min(mc - ir);
+                let i = ic + ir;
+                let ap = match self.a {
+                    Lhs::Packed(p) => &p.data[(i / MR) * p.k * MR + pc * MR..][..kc * MR],
+                    Lhs::Strided { .. } => &self.abuf[(ir / MR) * kc * MR..][..kc * MR],
+                };
+                let bias = match self.epi.bias {
+                    Bias::None => TileBias::None,
+                    Bias::Rows(v) => TileBias::Rows(&v[i..i + rows]),
+                    Bias::Cols(v) => TileBias::Cols(&v[j..j + cols]),
+                };
+                let tile = Tile {
+                    rows,
+                    cols,
+                    store,
+                    bias,
+                    act: self.epi.act,
+                };
+                let ct = &mut c[i * rsc + j..];
+                match self.isa {
+                    #[cfg(all(target_arch = "x86_64", tv_avx512))]
+                    Isa::Avx512 if wide => {
+                        // SAFETY: `Isa::Avx512` is only chosen when the CPU has AVX-512F
+                        // (`Kernel::isa`), the only requirement of the target-feature function.
+                        unsafe { avx512::kernel(kc, ap, [bp, bp2], ct, rsc, &tile) }
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx2 | Isa::Avx512 => {
+                        // SAFETY: both are only chosen when the CPU has AVX2 and FMA
+                        // (`Kernel::isa`), the only requirement of the target-feature function.
+                        unsafe { avx2::kernel(kc, ap, bp, ct, rsc, &tile) }
+                    }
+                    _ => kernel_portable(kc, ap, bp, ct, rsc, &tile),
+                }
+            }
+            jr += cols;
+        }
+    }
+}
+
+/// How a tile is stored after one block of `k`.
+#[derive(Debug, Clone, Copy)]
+struct Store {
+    /// Add to `C` (a later block of `k`) instead of overwriting it.
+    accumulate: bool,
+    /// The last block of `k`: apply the bias and the activation.
+    last: bool,
+}
+
+/// The bias values of one tile.
+#[derive(Debug, Clone, Copy)]
+enum TileBias<'a> {
+    None,
+    Rows(&'a [f32]),
+    Cols(&'a [f32]),
+}
+
+/// One `rows x cols` tile of `C` (at most `MR x NR`, or `MR x 2 NR` for AVX-512).
+struct Tile<'a> {
+    rows: usize,
+    cols: usize,
+    store: Store,
+    bias: TileBias<'a>,
+    act: Option<Act>,
+}
+
+impl Tile<'_> {
+    /// Store `acc` into `c` (rows `rsc` apart) with the accumulation, bias and
+    /// activation of this tile, element by element.
+    #[inline(always)]
+    fn store_scalar<const W: usize>(&self, acc: &[[f32; W]; MR], c: &mut [f32], rsc: usize) {
+        for (i, arow) in acc.iter().enumerate().take(self.rows) {
+            let crow = &mut c[i * rsc..][..self.cols];
+            for (j, (cv, &s)) in crow.iter_mut().zip(arow).enumerate() {
+                let mut v = if self.store.accumulate { *cv + s } else { s };
+                if self.store.last {
+                    v += match self.bias {
+                        TileBias::None => 0.0,
+                        TileBias::Rows(b) => b[i],
+                        TileBias::Cols(b) => b[j],
+                    };
+                    v = match self.act {
+                        None => v,
+                        Some(Act::Relu) => relu(v),
+                        Some(Act::Clip { lo, hi }) => clip(v, lo, hi),
+                    };
+                }
+                *cv = v;
+            }
+        }
+    }
+}
+
+/// The portable micro-kernel: `acc = a_panel * b_panel` over `kc`, then stored.
+fn kernel_portable(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], rsc: usize, tile: &Tile<'_>) {
+    let mut acc = [[0f32; NR]; MR];
+    for (ap, bp) in a.chunks_exact(MR).zip(b.chunks_exact(NR)).take(kc) {
+        for (row, &av) in acc.iter_mut().zip(ap) {
+            for (r, &bv) in row.iter_mut().zip(bp) {
+                *r += av * bv;
+            }
+        }
+    }
+    tile.store_scalar(&acc, c, rsc);
+}
+
+/// Pack rows `rows` x depth `ks` of `a` (element `(i, p)` at `a[i * rs + p * cs]`) into
+/// `dst` as panels of `MR` rows, `[ks.len()][MR]` each, zero-padded.
+fn pack_a(
+    a: &[f32],
+    (rs, cs): (usize, usize),
+    rows: std::ops::Range<usize>,
+    ks: std::ops::Range<usize>,
+    dst: &mut [f32],
+) {
+    let kc = ks.len();
+    for (pi, i0) in rows.clone().step_by(MR).enumerate() {
+        let panel = &mut dst[pi * kc * MR..][..kc * MR];
+        let nrows = MR.min(rows.end - i0);
+        for ii in 0..MR {
+            if ii >= nrows {
+                panel.iter_mut().skip(ii).step_by(MR).for_each(|v| *v = 0.0);
+                continue;
+            }
+            let base = (i0 + ii) * rs;
+            if cs == 1 {
+                let src = &a[base + ks.start..][..kc];
+                for (d, &v) in panel.iter_mut().skip(ii).step_by(MR).zip(src) {
+                    *d = v;
+                }
+            } else {
+                for (p, d) in ks.clone().zip(panel.iter_mut().skip(ii).step_by(MR)) {
+                    *d = a[base + p * cs];
+                }
+            }
+        }
+    }
+}
+
+/// Pack depth `ks` x columns `cols` of `b` (element `(p, j)` at `b[p * rs + j * cs]`) into
+/// `dst` as panels of `NR` columns, `[ks.len()][NR]` each, zero-padded.
+fn pack_b(
+    b: &[f32],
+    (rs, cs): (usize, usize),
+    ks: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    dst: &mut [f32],
+) {
+    let kc = ks.len();
+    for (pj, j0) in cols.clone().step_by(NR).enumerate() {
+        let panel = &mut dst[pj * kc * NR..][..kc * NR];
+        let ncols = NR.min(cols.end - j0);
+        for (p, d) in ks.clone().zip(panel.chunks_exact_mut(NR)) {
+            let base = p * rs + j0 * cs;
+            if cs == 1 && ncols == NR {
+                // A fixed-size copy: inlined moves, not a call to memmove per panel row.
+                let src: &[f32; NR] = b[base..][..NR].try_into().unwrap_or(&[0.0; NR]);
+                d.copy_from_slice(src);
+                continue;
+            }
+            if cs == 1 {
+                d[..ncols].copy_from_slice(&b[base..][..ncols]);
+            } else {
+                for (jj, v) in d[..ncols].iter_mut().enumerate() {
+                    *v = b[base + jj * cs];
+                }
+            }
+            d[ncols..].fill(0.0);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    //! The AVX2 + FMA micro-kernel.
+
+    use std::arch::x86_64::{
+        _mm256_add_ps, _mm256_andnot_ps, _mm256_blendv_ps, _mm256_broadcast_ss, _mm256_cmp_ps,
+        _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+        _CMP_GT_OQ, _CMP_LT_OQ,
+    };
+
+    use super::{Act, Tile, TileBias, MR, NR};
+
+    /// `C tile = a_panel * b_panel` over `kc` (then stored as `tile` says).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    ///
+    /// # Panics
+    /// If `a` has fewer than `kc * MR` values, `b` fewer than `kc * NR`, or `c` is too
+    /// short for the tile (rows `rsc` apart); the slices bound every pointer below.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn kernel(
+        kc: usize,
+        a: &[f32],
+        b: &[f32],
+        c: &mut [f32],
+        rsc: usize,
+        tile: &Tile<'_>,
+    ) {
+        assert!(
+            a.len() >= kc * MR
+                && b.len() >= kc * NR
+                && tile.rows <= MR
+                && tile.cols <= NR
+                && (tile.rows == 0 || c.len() >= (tile.rows - 1) * rsc + tile.cols)
+        );
+        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+        let (ap, bp) = (a.as_ptr(), b.as_ptr());
+        for p in 0..kc {
+            // SAFETY: p < kc, so p * NR + 16 <= kc * NR <= b.len() and p * MR + MR <=
+            // kc * MR <= a.len() (asserted above): every load is inside the panels.
+            unsafe {
+                let b0 = _mm256_loadu_ps(bp.add(p * NR));
+                let b1 = _mm256_loadu_ps(bp.add(p * NR + 8));
+                let a_p = ap.add(p * MR);
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm256_broadcast_ss(&*a_p.add(i));
+                    row[0] = _mm256_fmadd_ps(av, b0, row[0]);
+                    row[1] = _mm256_fmadd_ps(av, b1, row[1]);
+                }
+            }
+        }
+        if tile.rows < MR || tile.cols < NR {
+            let mut t = [[0f32; NR]; MR];
+            for (row, v) in t.iter_mut().zip(&acc) {
+                // SAFETY: `row` is 16 floats: two 8-float stores at 0 and 8.
+                unsafe {
+                    _mm256_storeu_ps(row.as_mut_ptr(), v[0]);
+                    _mm256_storeu_ps(row.as_mut_ptr().add(8), v[1]);
+                }
+            }
+            tile.store_scalar(&t, c, rsc);
+            return;
+        }
+        let zero = _mm256_setzero_ps();
+        for (i, row) in acc.iter().enumerate() {
+            let crow = &mut c[i * rsc..][..NR];
+            for (h, &sum) in row.iter().enumerate() {
+                let mut v = sum;
+                // SAFETY: `crow` has NR = 16 floats; h * 8 + 8 <= 16.
+                let cp = unsafe { crow.as_mut_ptr().add(h * 8) };
+                if tile.store.accumulate {
+                    // SAFETY: as above, 8 floats at cp are inside `crow`.
+                    v = _mm256_add_ps(v, unsafe { _mm256_loadu_ps(cp) });
+                }
+                if tile.store.last {
+                    match tile.bias {
+                        TileBias::None => {}
+                        TileBias::Rows(bv) => v = _mm256_add_ps(v, _mm256_set1_ps(bv[i])),
+                        TileBias::Cols(bv) => {
+                            let bc = &bv[h * 8..][..8];
+                            // SAFETY: `bc` has 8 floats.
+                            v = _mm256_add_ps(v, unsafe { _mm256_loadu_ps(bc.as_ptr()) });
+                        }
+                    }
+                    match tile.act {
+                        None => {}
+                        // x < 0 ? 0 : x (ordered compare: NaN and -0 pass through).
+                        Some(Act::Relu) => {
+                            v = _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(v, zero), v);
+                        }
+                        Some(Act::Clip { lo, hi }) => {
+                            let (l, h8) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
+                            v = _mm256_blendv_ps(v, l, _mm256_cmp_ps::<_CMP_LT_OQ>(v, l));
+                            v = _mm256_blendv_ps(v, h8, _mm256_cmp_ps::<_CMP_GT_OQ>(v, h8));
+                        }
+                    }
+                }
+                // SAFETY: 8 floats at cp are inside `crow` (above).
+                unsafe { _mm256_storeu_ps(cp, v) };
+            }
+        }
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", tv_avx512))]
+#[allow(
+    clippy::incompatible_msrv,
+    reason = "compiled only by compilers with AVX-512 support (cfg tv_avx512, set by build.rs \
+              for Rust >= 1.89); the MSRV build uses the AVX2 kernel"
+)]
+mod avx512 {
+    //! The AVX-512 micro-kernel: a 6 x 32 tile from one `A` panel and two adjacent `B`
+    //! panels (twelve 16-float accumulators).
+
+    use std::arch::x86_64::{
+        _mm512_add_ps, _mm512_cmp_ps_mask, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_mov_ps,
+        _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps, _CMP_GT_OQ, _CMP_LT_OQ,
+    };
+
+    use super::{Act, Tile, TileBias, MR, NR};
+
+    /// `C tile = a_panel * [b_panel0 b_panel1]` over `kc` (then stored as `tile` says).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    ///
+    /// # Panics
+    /// If `a` has fewer than `kc * MR` values, a `b` panel fewer than `kc * NR`, or `c`
+    /// is too short for the tile (rows `rsc` apart); the slices bound every pointer below.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn kernel(
+        kc: usize,
+        a: &[f32],
+        [b0, b1]: [&[f32]; 2],
+        c: &mut [f32],
+        rsc: usize,
+        tile: &Tile<'_>,
+    ) {
+        assert!(
+            a.len() >= kc * MR
+                && b0.len() >= kc * NR
+                && b1.len() >= kc * NR
+                && tile.rows <= MR
+                && tile.cols <= 2 * NR
+                && (tile.rows == 0 || c.len() >= (tile.rows - 1) * rsc + tile.cols)
+        );
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        let (ap, p0, p1) = (a.as_ptr(), b0.as_ptr(), b1.as_ptr());
+        for p in 0..kc {
+            // SAFETY: p < kc, so p * NR + 16 <= kc * NR <= each b panel's length and
+            // p * MR + MR <= kc * MR <= a.len() (asserted above).
+            unsafe {
+                let v0 = _mm512_loadu_ps(p0.add(p * NR));
+                let v1 = _mm512_loadu_ps(p1.add(p * NR));
+                let a_p = ap.add(p * MR);
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*a_p.add(i));
+                    row[0] = _mm512_fmadd_ps(av, v0, row[0]);
+                    row[1] = _mm512_fmadd_ps(av, v1, row[1]);
+                }
+            }
+        }
+        if tile.rows < MR || tile.cols < 2 * NR {
+            let mut t = [[0f32; 2 * NR]; MR];
+            for (row, v) in t.iter_mut().zip(&acc) {
+                // SAFETY: `row` is 32 floats: two 16-float stores at 0 and 16.
+                unsafe {
+                    _mm512_storeu_ps(row.as_mut_ptr(), v[0]);
+                    _mm512_storeu_ps(row.as_mut_ptr().add(NR), v[1]);
+                }
+            }
+            tile.store_scalar(&t, c, rsc);
+            return;
+        }
+        let zero = _mm512_setzero_ps();
+        for (i, row) in acc.iter().enumerate() {
+            let crow = &mut c[i * rsc..][..2 * NR];
+            for (h, &sum) in row.iter().enumerate() {
+                let mut v = sum;
+                // SAFETY: `crow` has 32 floats; h * 16 + 16 <= 32.
+                let cp = unsafe { crow.as_mut_ptr().add(h * NR) };
+                if tile.store.accumulate {
+                    // SAFETY: as above, 16 floats at cp are inside `crow`.
+                    v = _mm512_add_ps(v, unsafe { _mm512_loadu_ps(cp) });
+                }
+                if tile.store.last {
+                    match tile.bias {
+                        TileBias::None => {}
+                        TileBias::Rows(bv) => v = _mm512_add_ps(v, _mm512_set1_ps(bv[i])),
+                        TileBias::Cols(bv) => {
+                            let bc = &bv[h * NR..][..NR];
+                            // SAFETY: `bc` has 16 floats.
+                            v = _mm512_add_ps(v, unsafe { _mm512_loadu_ps(bc.as_ptr()) });
+                        }
+                    }
+                    match tile.act {
+                        None => {}
+                        // x < 0 ? 0 : x (ordered compare: NaN and -0 pass through).
+                        Some(Act::Relu) => {
+                            let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, zero);
+                            v = _mm512_mask_mov_ps(v, neg, zero);
+                        }
+                        Some(Act::Clip { lo, hi }) => {
+                            let (l, h16) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+                            v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, l), l);
+                            v = _mm512_mask_mov_ps(
+                                v,
+                                _mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, h16),
+                                h16,
+                            );
+                        }
+                    }
+                }
+                // SAFETY: 16 floats at cp are inside `crow` (above).
+                unsafe { _mm512_storeu_ps(cp, v) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(m: usize, k: usize, n: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+        let mut c = vec![0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = 0f64;
+                for p in 0..k {
+                    s += f64::from(a[i * k + p]) * f64::from(b[p * n + j]);
+                }
+                c[i * n + j] = s as f32;
+            }
+        }
+        c
+    }
+
+    fn vals(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7919 + seed * 31) % 97) as f32 / 48.0 - 1.0)
+            .collect()
+    }
+
+    #[test]
+    fn packed_and_strided_agree_with_naive_across_blocks() {
+        // Shapes crossing MR, NR, KC, MC and NC boundaries.
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (7, 3, 17),
+            (13, 300, 40),
+            (150, 20, 1030),
+            (6, 513, 16),
+            (5, 0, 9),
+        ] {
+            let (a, b) = (vals(m * k, 1), vals(k * n, 2));
+            let want = naive(m, k, n, &a, &b);
+            let pa = PackedA::new(m, k, &a, (k, 1));
+            let pb = PackedB::new(k, n, &b, (n, 1));
+            for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
+                for (lhs, rhs) in [
+                    (
+                        Lhs::Strided {
+                            data: &a,
+                            rs: k,
+                            cs: 1,
+                        },
+                        Rhs::Strided {
+                            data: &b,
+                            rs: n,
+                            cs: 1,
+                        },
+                    ),
+                    (Lhs::Packed(&pa), Rhs::Packed(&pb)),
+                ] {
+                    let mut c = vec![f32::NAN; m * n];
+                    gemm([m, k, n], lhs, rhs, &mut c, n, Epilogue::default(), kernel);
+                    for (x, y) in c.iter().zip(&want) {
+                        assert!(
+                            (x - y).abs() <= 1e-4 * (1.0 + y.abs()),
+                            "{m}x{k}x{n}: {x} vs {y}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn epilogue_bias_rows_cols_and_activations() {
+        let (m, k, n) = (7, 5, 19);
+        let (a, b) = (vals(m * k, 3), vals(k * n, 4));
+        let base = naive(m, k, n, &a, &b);
+        let (rb, cb) = (vals(m, 5), vals(n, 6));
+        let lhs = Lhs::Strided {
+            data: &a,
+            rs: k,
+            cs: 1,
+        };
+        let rhs = Rhs::Strided {
+            data: &b,
+            rs: n,
+            cs: 1,
+        };
+        for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
+            for (bias, act) in [
+                (Bias::Rows(&rb), Some(Act::Relu)),
+                (Bias::Cols(&cb), Some(Act::Clip { lo: -0.25, hi: 0.5 })),
+                (Bias::None, None),
+            ] {
+                let mut c = vec![0f32; m * n];
+                gemm(
+                    [m, k, n],
+                    lhs,
+                    rhs,
+                    &mut c,
+                    n,
+                    Epilogue { bias, act },
+                    kernel,
+                );
+                for i in 0..m {
+                    for j in 0..n {
+                        let mut v = base[i * n + j]
+                            + match bias {
+                                Bias::Rows(r) => r[i],
+                                Bias::Cols(c) => c[j],
+                                Bias::None => 0.0,
+                            };
+                        if let Some(a) = act {
+                            let mut one = [v];
+                            a.apply(&mut one);
+                            v = one[0];
+                        }
+                        assert!((c[i * n + j] - v).abs() < 1e-5, "{kernel:?} ({i},{j})");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn relu_keeps_nan_and_rsc_leaves_other_columns() {
+        // A NaN in the first row and negatives in the second, on a 6 x 16 (full AVX2) tile.
+        let (m, k, n) = (6, 1, 16);
+        let mut a = vec![1f32; m];
+        a[1] = -2.0;
+        let mut b = vec![1f32; n];
+        b[0] = f32::NAN;
+        let mut c = vec![7f32; m * (n + 3)];
+        let epi = Epilogue {
+            bias: Bias::None,
+            act: Some(Act::Relu),
+        };
+        for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
+            let lhs = Lhs::Strided {
+                data: &a,
+                rs: 1,
+                cs: 1,
+            };
+            let rhs = Rhs::Strided {
+                data: &b,
+                rs: n,
+                cs: 1,
+            };
+            gemm([m, k, n], lhs, rhs, &mut c, n + 3, epi, kernel);
+            assert!(c[0].is_nan());
+            assert_eq!(c[1], 1.0);
+            assert_eq!(c[n + 3 + 1], 0.0, "relu of -2");
+            assert_eq!(c[2 * (n + 3) + 1], 1.0);
+            assert_eq!(&c[n..n + 3], &[7.0; 3], "columns past n untouched");
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Criterion benches for the entropy-coded segment (TQTC v5, issue 23 items 3 and 7):
+//! wrapping a segment (unpack, count, table, rANS encode), decoding its codes alone per
+//! lane count, and decoding the whole v5 segment to f32 next to the v2/v3 segment it
+//! wraps. One 16384-value block (256 tokens x 64 channels, the store's KV block) of
+//! Gaussian-like data with outlier channels; throughput counts f32 output bytes, so the
+//! figures compare with the v2 decode bar (8 GiB/s).
+
+#![allow(
+    missing_docs,
+    reason = "criterion's macros generate undocumented items"
+)]
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use tensorvault_quant::levels::LevelSet;
+use tensorvault_quant::segment_rot::{self, ScaleRule, V3Params};
+use tensorvault_quant::segment_v2::{self, Axis, V2Params};
+use tensorvault_quant::segment_v5::{decode_any, wrap, SegmentV5};
+
+fn kv_like(n: usize) -> Vec<f32> {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|i| {
+            // Sum of three uniforms: bell-shaped, like post-RoPE keys and values.
+            let mut g = 0.0f32;
+            for _ in 0..3 {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                g += (s >> 40) as f32 / (1u64 << 24) as f32;
+            }
+            let c = i % 64;
+            (g - 1.5) * if c % 16 == 3 { 6.0 } else { 1.0 } + 0.05 * c as f32
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let n = 256 * 64;
+    let x = kv_like(n);
+    let mut g = c.benchmark_group("entropy");
+    g.throughput(Throughput::Bytes((n * 4) as u64));
+    let mut segs: Vec<(String, Vec<u8>)> = Vec::new();
+    for (bits, axis, glog) in [
+        (3u8, Axis::Flat, 6u8),
+        (3, Axis::Columns, 8),
+        (5, Axis::Columns, 7),
+        (8, Axis::Columns, 7),
+    ] {
+        let p = V2Params {
+            bits,
+            group_log2: glog,
+            axis,
+            width: 64,
+            raw_rows: 1,
+            clip_search: false,
+        };
+        let axis_name = if axis == Axis::Flat { "flat" } else { "cols" };
+        segs.push((
+            format!("v2_{bits}bit_{axis_name}"),
+            segment_v2::encode(&p, &x).unwrap(),
+        ));
+    }
+    let p3 = V3Params {
+        bits: 3,
+        levels: LevelSet::LloydMax,
+        block_log2: 6,
+        rotate: true,
+        seed: 0x5456_5133,
+        width: 64,
+        raw_rows: 1,
+        scale: ScaleRule::Rms,
+        wide_scales: false,
+    };
+    segs.push(("v3_3bit".into(), segment_rot::encode(&p3, &x).unwrap()));
+    let mut out = Vec::with_capacity(n);
+    for (name, inner) in &segs {
+        let Some(env) = wrap(inner, 2).unwrap() else {
+            eprintln!(
+                "{name}: entropy coding does not shrink it ({} bytes)",
+                inner.len()
+            );
+            continue;
+        };
+        eprintln!(
+            "{name}: {} -> {} bytes ({:.3} -> {:.3} bits/value)",
+            inner.len(),
+            env.len(),
+            inner.len() as f64 * 8.0 / n as f64,
+            env.len() as f64 * 8.0 / n as f64
+        );
+        g.bench_function(format!("wrap_{name}"), |b| {
+            b.iter(|| wrap(black_box(inner), 2).unwrap())
+        });
+        g.bench_function(format!("decode_inner_{name}"), |b| {
+            b.iter(|| decode_any(black_box(inner), n, &mut out).unwrap())
+        });
+        g.bench_function(format!("decode_v5_{name}"), |b| {
+            b.iter(|| decode_any(black_box(&env), n, &mut out).unwrap())
+        });
+    }
+    // The codes alone, per lane count (3-bit per-channel keys).
+    let inner = &segs[1].1;
+    let mut codes = vec![0u8; n - 64];
+    for lanes in 0..=3u8 {
+        let env = wrap(inner, lanes).unwrap().unwrap();
+        let seg = SegmentV5::parse(&env).unwrap();
+        g.bench_function(format!("decode_codes_3bit_cols_{}lanes", 1 << lanes), |b| {
+            b.iter(|| seg.decode_codes(black_box(&mut codes)).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

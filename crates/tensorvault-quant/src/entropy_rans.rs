@@ -1,0 +1,281 @@
+//! Interleaved rANS over a static table (`docs/formats/quant.md` §12.2).
+//!
+//! Each lane is a 32-bit state in `[RANS_L, 2^32)` with `RANS_L = 2^16`, renormalized
+//! 16 bits at a time. Symbol `i` belongs to lane `i % N`. The encoder runs backwards and
+//! the decoder reads forwards: the stream starts with the `N` final encoder states (lane
+//! 0 first, each as two little-endian u16 words, low word first), then the words in the
+//! order the decoder consumes them. Decoding every symbol brings each lane back to
+//! `RANS_L`, the encoder's start state, which the decoder checks.
+//!
+//! The decoder never reads past the stream (a typed error), never loops more than once
+//! per symbol, and cannot overflow: with every frequency `f <= 2^p` and a state `x <
+//! 2^32`, `f * (x >> p) + bias < 2^32`, and a state `>= 2^16` stays `>= 16` after a step,
+//! so one renormalization restores `x >= 2^16`.
+
+use crate::error::corrupt;
+use crate::layout::{RANS_L, RANS_STATE_BYTES, RANS_WORD_BITS, RANS_WORD_BYTES};
+use crate::QuantError;
+
+/// One decoder slot packed in a u32 (one load per symbol): bits 0..8 the symbol, 8..20
+/// the slot's offset within the symbol's range, 20..32 the symbol's frequency minus 1
+/// (frequencies are 1..=4096, offsets < 4096).
+type DecEntry = u32;
+
+fn entry(sym: u8, bias: u16, freq: u16) -> DecEntry {
+    u32::from(sym) | u32::from(bias) << 8 | (u32::from(freq) - 1) << 20
+}
+
+/// Append the stream for `codes` (each with a nonzero frequency in `t`) to `out`.
+/// `freqs` sum to `2^prob_bits`.
+pub(crate) fn encode(
+    codes: &[u8],
+    freqs: &[u16],
+    prob_bits: u8,
+    lanes_log2: u8,
+    out: &mut Vec<u8>,
+) {
+    match lanes_log2 {
+        0 => encode_n::<1>(codes, freqs, prob_bits, out),
+        1 => encode_n::<2>(codes, freqs, prob_bits, out),
+        2 => encode_n::<4>(codes, freqs, prob_bits, out),
+        _ => encode_n::<8>(codes, freqs, prob_bits, out),
+    }
+}
+
+/// Cumulative frequencies (`cum[s]` = sum of the frequencies below `s`).
+fn cumulative(freqs: &[u16]) -> Vec<u32> {
+    let mut acc = 0u32;
+    freqs
+        .iter()
+        .map(|&f| {
+            let c = acc;
+            acc += u32::from(f);
+            c
+        })
+        .collect()
+}
+
+/// The decoder's slot table: one entry per slot, `2^prob_bits` in all when `freqs` sum
+/// to it.
+fn decode_table(freqs: &[u16]) -> Vec<DecEntry> {
+    let total: usize = freqs.iter().map(|&f| usize::from(f)).sum();
+    let mut t = Vec::with_capacity(total);
+    for (sym, &f) in freqs.iter().enumerate() {
+        for bias in 0..f {
+            t.push(entry(sym as u8, bias, f));
+        }
+    }
+    t
+}
+
+fn encode_n<const N: usize>(codes: &[u8], freqs: &[u16], prob_bits: u8, out: &mut Vec<u8>) {
+    let pb = u32::from(prob_bits);
+    let cum = cumulative(freqs);
+    let recip: Vec<u64> = freqs.iter().map(|&f| reciprocal(u32::from(f))).collect();
+    let mut x = [RANS_L; N];
+    // Words in reverse order of reading; reversed at the end.
+    let mut words: Vec<u16> = Vec::with_capacity(codes.len() / 2 + 2 * N);
+    for (i, &c) in codes.iter().enumerate().rev() {
+        let lane = i % N;
+        let f = u32::from(freqs[usize::from(c)]);
+        let s = &mut x[lane];
+        // x_max = ((RANS_L >> pb) << 16) * f, in u64: f may be 2^pb.
+        let x_max = (u64::from(RANS_L >> pb) << RANS_WORD_BITS) * u64::from(f);
+        if u64::from(*s) >= x_max {
+            words.push(*s as u16);
+            *s >>= RANS_WORD_BITS;
+        }
+        let q = div_by(*s, f, recip[usize::from(c)]);
+        *s = (q << pb) + (*s - q * f) + cum[usize::from(c)];
+    }
+    for &s in x.iter().rev() {
+        words.push((s >> RANS_WORD_BITS) as u16);
+        words.push(s as u16);
+    }
+    out.reserve(words.len() * RANS_WORD_BYTES);
+    for w in words.iter().rev() {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+}
+
+/// `ceil(2^64 / f)` for `f >= 2` (0 for `f < 2`): with it, [`div_by`] divides any u32 by
+/// `f` exactly with one 64x64-bit multiply (Lemire, Kaser and Kurz, "Faster remainder by
+/// direct computation", 2019: exact for every 32-bit numerator and divisor).
+fn reciprocal(f: u32) -> u64 {
+    if f < 2 {
+        0
+    } else {
+        u64::MAX / u64::from(f) + 1
+    }
+}
+
+/// `x / f` with `m = reciprocal(f)`.
+#[inline(always)]
+fn div_by(x: u32, f: u32, m: u64) -> u32 {
+    if f < 2 {
+        x // f is 1 (a symbol that occurs never has frequency 0)
+    } else {
+        ((u128::from(m) * u128::from(x)) >> 64) as u32
+    }
+}
+
+/// Decode `out.len()` symbols from `stream`, which starts at segment offset `base`.
+/// `freqs` must sum to exactly `2^prob_bits` (the table parser checks it).
+pub(crate) fn decode(
+    stream: &[u8],
+    base: usize,
+    freqs: &[u16],
+    prob_bits: u8,
+    lanes_log2: u8,
+    out: &mut [u8],
+) -> Result<(), QuantError> {
+    let table = decode_table(freqs);
+    if table.len() != 1usize << prob_bits {
+        // The table parser guarantees this; checked here so no caller can index past it.
+        return Err(corrupt(
+            "frequency sum",
+            base,
+            table.len() as u64,
+            "the frequencies must sum to 2^prob_bits",
+        ));
+    }
+    match lanes_log2 {
+        0 => decode_n::<1>(stream, base, &table, prob_bits, out),
+        1 => decode_n::<2>(stream, base, &table, prob_bits, out),
+        2 => decode_n::<4>(stream, base, &table, prob_bits, out),
+        _ => decode_n::<8>(stream, base, &table, prob_bits, out),
+    }
+}
+
+fn decode_n<const N: usize>(
+    stream: &[u8],
+    base: usize,
+    table: &[DecEntry],
+    prob_bits: u8,
+    out: &mut [u8],
+) -> Result<(), QuantError> {
+    let present = base + stream.len();
+    if stream.len() % RANS_WORD_BYTES != 0 {
+        return Err(corrupt(
+            "rans stream",
+            base,
+            stream.len() as u64,
+            "its length must be a whole number of 16-bit words",
+        ));
+    }
+    let states_len = N * RANS_STATE_BYTES;
+    let Some(states) = stream.get(..states_len) else {
+        return Err(QuantError::Truncated {
+            what: "rans states",
+            offset: base as u64,
+            end: (base + states_len) as u64,
+            present,
+        });
+    };
+    let mut x = [0u32; N];
+    for (j, (s, b)) in x
+        .iter_mut()
+        .zip(states.chunks_exact(RANS_STATE_BYTES))
+        .enumerate()
+    {
+        *s = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        if *s < RANS_L {
+            return Err(corrupt(
+                "rans state",
+                base + j * RANS_STATE_BYTES,
+                (*s).into(),
+                "a lane's initial state must be >= 2^16",
+            ));
+        }
+    }
+    let words = &stream[states_len..];
+    let mask = (1u32 << prob_bits) - 1;
+    let mut pos = 0usize;
+    let truncated = |pos: usize| QuantError::Truncated {
+        what: "rans stream",
+        offset: (base + states_len + pos) as u64,
+        end: (base + states_len + pos + RANS_WORD_BYTES) as u64,
+        present,
+    };
+    // `table` has exactly 2^prob_bits entries (the frequencies sum to it), so
+    // `slot & mask` always indexes it.
+    let mut chunks = out.chunks_exact_mut(N);
+    for chunk in &mut chunks {
+        for (o, s) in chunk.iter_mut().zip(x.iter_mut()) {
+            *o = step(s, table, mask, prob_bits, words, &mut pos).ok_or_else(|| truncated(pos))?;
+        }
+    }
+    for (o, s) in chunks.into_remainder().iter_mut().zip(x.iter_mut()) {
+        *o = step(s, table, mask, prob_bits, words, &mut pos).ok_or_else(|| truncated(pos))?;
+    }
+    if pos != words.len() {
+        return Err(QuantError::TrailingBytes {
+            expected: (base + states_len + pos) as u64,
+            present,
+        });
+    }
+    if let Some(j) = x.iter().position(|&s| s != RANS_L) {
+        return Err(corrupt(
+            "rans final state",
+            base + j * RANS_STATE_BYTES,
+            x[j].into(),
+            "decoding every symbol must bring each lane back to 2^16",
+        ));
+    }
+    Ok(())
+}
+
+/// Decode one symbol of a lane and renormalize it; `None` when the renormalization needs
+/// a word past the end of `words`.
+#[inline(always)]
+fn step(
+    s: &mut u32,
+    table: &[DecEntry],
+    mask: u32,
+    prob_bits: u8,
+    words: &[u8],
+    pos: &mut usize,
+) -> Option<u8> {
+    let e = table[(*s & mask) as usize];
+    let (freq, bias) = ((e >> 20) + 1, (e >> 8) & 0xFFF);
+    *s = freq * (*s >> prob_bits) + bias;
+    if *s < RANS_L {
+        let w = words.get(*pos..*pos + RANS_WORD_BYTES)?;
+        *s = (*s << RANS_WORD_BITS) | u32::from(u16::from_le_bytes([w[0], w[1]]));
+        *pos += RANS_WORD_BYTES;
+    }
+    Some(e as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reciprocal_division_is_exact_at_the_edges() {
+        let xs = [
+            0u32,
+            1,
+            2,
+            3,
+            4095,
+            4096,
+            65535,
+            65536,
+            1 << 31,
+            u32::MAX - 1,
+            u32::MAX,
+        ];
+        for f in (1u32..=4096).chain([65535, 65536, u32::MAX]) {
+            let m = reciprocal(f);
+            for &x in &xs {
+                assert_eq!(div_by(x, f, m), x / f, "{x} / {f}");
+            }
+            // The largest multiple of f and its neighbours.
+            let top = u32::MAX / f * f;
+            for x in [top, top.wrapping_sub(1), top.saturating_add(1)] {
+                assert_eq!(div_by(x, f, m), x / f, "{x} / {f}");
+            }
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The fast Walsh-Hadamard transform of [`crate::rotation::fwht`] with AVX2 butterflies,
+//! selected at run time. Every output is the same sequence of f32 additions and
+//! subtractions as the scalar loop (stages `h = 1, 2, 4` inside each run of 8 values by
+//! lane shuffles, then whole 8-lane vectors for `h >= 8`), so the results are bit for bit
+//! the scalar path's (tested against it).
+
+/// Whether the AVX2 path can run here (checked once per call: the detection macro caches).
+#[cfg(target_arch = "x86_64")]
+#[must_use]
+pub(crate) fn available() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// The AVX2 transform of `x` (a power-of-two length >= 8).
+///
+/// # Safety
+/// The CPU must support AVX2 ([`available`]); `x.len()` must be a power of two >= 8.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn fwht(x: &mut [f32]) {
+    use std::arch::x86_64::{
+        _mm256_add_ps, _mm256_blend_ps, _mm256_loadu_ps, _mm256_permute2f128_ps, _mm256_permute_ps,
+        _mm256_storeu_ps, _mm256_sub_ps,
+    };
+    let n = x.len();
+    debug_assert!(n >= 8 && n.is_power_of_two());
+    let p = x.as_mut_ptr();
+    for i in (0..n).step_by(8) {
+        // SAFETY: i + 8 <= n (n is a multiple of 8), so the unaligned 8-lane load and
+        // store stay inside `x`.
+        unsafe {
+            let mut v = _mm256_loadu_ps(p.add(i));
+            // h = 1: lanes (2j, 2j+1) -> (v0 + v1, v0 - v1); `s` holds each lane's partner.
+            let s = _mm256_permute_ps::<0b1011_0001>(v);
+            v = _mm256_blend_ps::<0b1010_1010>(_mm256_add_ps(v, s), _mm256_sub_ps(s, v));
+            // h = 2: lanes (j, j+2) within each 128-bit half.
+            let s = _mm256_permute_ps::<0b0100_1110>(v);
+            v = _mm256_blend_ps::<0b1100_1100>(_mm256_add_ps(v, s), _mm256_sub_ps(s, v));
+            // h = 4: lanes (j, j+4) across the halves.
+            let s = _mm256_permute2f128_ps::<0x01>(v, v);
+            v = _mm256_blend_ps::<0b1111_0000>(_mm256_add_ps(v, s), _mm256_sub_ps(s, v));
+            _mm256_storeu_ps(p.add(i), v);
+        }
+    }
+    let mut h = 8;
+    while h < n {
+        for run in (0..n).step_by(2 * h) {
+            for j in (run..run + h).step_by(8) {
+                // SAFETY: j + h + 8 <= run + 2h <= n, so both 8-lane loads and stores stay
+                // inside `x`, and the two ranges do not overlap (h >= 8).
+                unsafe {
+                    let a = _mm256_loadu_ps(p.add(j));
+                    let b = _mm256_loadu_ps(p.add(j + h));
+                    _mm256_storeu_ps(p.add(j), _mm256_add_ps(a, b));
+                    _mm256_storeu_ps(p.add(j + h), _mm256_sub_ps(a, b));
+                }
+            }
+        }
+        h *= 2;
+    }
+}

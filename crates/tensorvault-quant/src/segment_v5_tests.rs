@@ -1,0 +1,310 @@
+use super::*;
+use crate::layout::{V2_VALUES_OFFSET, V5_DEFAULT_LANES_LOG2};
+use crate::levels::LevelSet;
+use crate::segment_rot::{self, ScaleRule, V3Params};
+use crate::segment_v2::{self, Axis, V2Params};
+use proptest::prelude::*;
+
+fn kv_like(tokens: usize, width: usize) -> Vec<f32> {
+    let mut s = 0x1234_5678u32;
+    (0..tokens * width)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            let g = (0..3)
+                .map(|k| ((s >> (k * 10)) & 1023) as f32 / 1023.0)
+                .sum::<f32>()
+                - 1.5;
+            let c = i % width;
+            g * if c % 16 == 3 { 5.0 } else { 1.0 } + 0.05 * c as f32
+        })
+        .collect()
+}
+
+fn v2(bits: u8, axis: Axis, raw_rows: u16, x: &[f32]) -> Vec<u8> {
+    let p = V2Params {
+        bits,
+        group_log2: 6,
+        axis,
+        width: 64,
+        raw_rows,
+        clip_search: false,
+    };
+    segment_v2::encode(&p, x).unwrap()
+}
+
+fn v3(bits: u8, x: &[f32]) -> Vec<u8> {
+    let p = V3Params {
+        bits,
+        levels: LevelSet::LloydMax,
+        block_log2: 6,
+        rotate: true,
+        seed: 7,
+        width: 64,
+        raw_rows: 1,
+        scale: ScaleRule::Rms,
+        wide_scales: false,
+    };
+    segment_rot::encode(&p, x).unwrap()
+}
+
+fn decoded(bytes: &[u8], n: usize) -> Vec<u32> {
+    let mut out = Vec::new();
+    decode_any(bytes, n, &mut out).unwrap();
+    out.iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn wrapping_is_lossless_and_smaller_for_v2_and_v3() {
+    let x = kv_like(64, 64);
+    for bits in [2u8, 3, 4, 5] {
+        for inner in [
+            v2(bits, Axis::Flat, 0, &x),
+            v2(bits, Axis::Columns, 1, &x),
+            v3(bits, &x),
+        ] {
+            let env = wrap(&inner, V5_DEFAULT_LANES_LOG2)
+                .unwrap()
+                .expect("shrinks");
+            assert!(env.len() < inner.len());
+            let seg = SegmentV5::parse(&env).unwrap();
+            assert_eq!(seg.inner_version(), inner[VERSION_OFFSET]);
+            assert_eq!(seg.inner(x.len()).unwrap(), inner);
+            assert_eq!(decoded(&env, x.len()), decoded(&inner, x.len()));
+        }
+    }
+}
+
+#[test]
+fn coding_that_does_not_shrink_falls_back_to_the_inner_segment() {
+    // Uniformly spread 8-bit codes: the table costs more than coding saves.
+    let x: Vec<f32> = (0..256).map(|i| i as f32).collect();
+    let inner = v2(8, Axis::Flat, 0, &x);
+    assert!(wrap(&inner, 2).unwrap().is_none());
+    assert_eq!(encode_smallest(inner.clone()).unwrap(), inner);
+    // All raw rows: nothing to code.
+    let inner = v2(3, Axis::Columns, 4, &kv_like(4, 64));
+    assert!(wrap(&inner, 2).unwrap().is_none());
+}
+
+#[test]
+fn wrapping_refuses_what_it_cannot_wrap() {
+    let x = kv_like(64, 64);
+    let mut v1 = v2(3, Axis::Flat, 0, &x);
+    v1[VERSION_OFFSET] = 1;
+    assert!(matches!(
+        wrap(&v1, 2),
+        Err(QuantError::UnsupportedVersion { version: 1, .. })
+    ));
+    let inner = v2(3, Axis::Flat, 0, &x);
+    assert!(matches!(
+        wrap(&inner, 4),
+        Err(QuantError::InvalidParam {
+            field: "lanes_log2",
+            ..
+        })
+    ));
+    let env = wrap(&inner, 2).unwrap().unwrap();
+    assert!(matches!(
+        wrap(&env, 2),
+        Err(QuantError::UnsupportedVersion { version: 5, .. })
+    ));
+}
+
+fn sample() -> (Vec<u8>, Vec<u8>) {
+    let x = kv_like(64, 64);
+    let inner = v2(3, Axis::Columns, 0, &x);
+    let env = wrap(&inner, 2).unwrap().unwrap();
+    (inner, env)
+}
+
+fn field_err(bytes: &[u8]) -> QuantError {
+    SegmentV5::parse(bytes).unwrap_err()
+}
+
+#[test]
+fn each_header_field_is_checked_with_its_offset() {
+    let (_, env) = sample();
+    let cases: [(usize, u8, &str); 4] = [
+        (9, 9, "bits"),
+        (V5_INNER_VERSION_OFFSET, 1, "inner_version"),
+        (V5_LANES_LOG2_OFFSET, 4, "lanes_log2"),
+        (V5_PROB_BITS_OFFSET, 13, "prob_bits"),
+    ];
+    for (off, val, name) in cases {
+        let mut b = env.clone();
+        b[off] = val;
+        let e = field_err(&b);
+        assert!(
+            matches!(e, QuantError::CorruptField { field, offset, .. } if field == name && offset == off),
+            "{name}: {e}"
+        );
+    }
+    let mut b = env.clone();
+    b[0] ^= 1;
+    assert!(matches!(field_err(&b), QuantError::BadMagic));
+    let e = field_err(&env[..V5_HEADER_LEN - 1]);
+    assert!(
+        matches!(
+            e,
+            QuantError::Truncated {
+                what: "v5 header",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_side_length_beyond_the_segment_is_truncated_without_allocating() {
+    let (_, mut env) = sample();
+    env[V5_SIDE_LEN_OFFSET..V5_SIDE_LEN_OFFSET + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let e = field_err(&env);
+    assert!(
+        matches!(e, QuantError::Truncated { what: "inner side data", end, .. } if end == V5_HEADER_LEN as u64 + u64::from(u32::MAX)),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_huge_code_count_is_refused_before_allocating() {
+    let (_, mut env) = sample();
+    env[V5_CODES_OFFSET..V5_CODES_OFFSET + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let seg = SegmentV5::parse(&env).unwrap();
+    assert!(matches!(
+        seg.inner(4096),
+        Err(QuantError::LengthMismatch { .. })
+    ));
+    let mut out = Vec::new();
+    assert!(matches!(
+        decode_any(&env, 4096, &mut out),
+        Err(QuantError::LengthMismatch { .. })
+    ));
+}
+
+#[test]
+fn a_code_count_that_disagrees_with_the_inner_header_is_refused() {
+    let (_, env) = sample();
+    // 4095 codes pack into the same 1536 bytes as 4096 at 3 bits: only the count check sees it.
+    let mut b = env.clone();
+    b[V5_CODES_OFFSET..V5_CODES_OFFSET + 4].copy_from_slice(&4095u32.to_le_bytes());
+    let e = SegmentV5::parse(&b).unwrap().inner(4096).unwrap_err();
+    // The stream was coded for 4096 symbols: decoding 4095 leaves a lane off its start
+    // state or a word unread, unless the count check itself fires.
+    assert!(
+        matches!(
+            e,
+            QuantError::CorruptField {
+                field: "codes" | "rans final state",
+                ..
+            } | QuantError::TrailingBytes { .. }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_inner_header_changed_under_the_envelope_is_caught_by_the_inner_parser() {
+    let (_, env) = sample();
+    let mut b = env.clone();
+    // n lives at inner offset 12 = side byte 2.
+    let at = V5_HEADER_LEN + V2_VALUES_OFFSET - V5_INNER_SKIP;
+    b[at..at + 4].copy_from_slice(&8192u32.to_le_bytes());
+    let e = SegmentV5::parse(&b).unwrap().inner(1 << 20).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            QuantError::Truncated { .. } | QuantError::CorruptField { .. }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_truncation_and_trailing_byte_is_a_typed_error() {
+    let (_, env) = sample();
+    for cut in 0..env.len() {
+        let mut out = Vec::new();
+        assert!(decode_any(&env[..cut], 4096, &mut out).is_err(), "{cut}");
+    }
+    let mut b = env.clone();
+    b.push(0);
+    let mut out = Vec::new();
+    assert!(decode_any(&b, 4096, &mut out).is_err());
+}
+
+/// The byte layout is a format: this envelope must rebuild this v2 segment forever. The
+/// bytes were computed independently by `scripts/rans_v5_golden.py`, a Python
+/// transcription of docs/formats/quant.md §12 (table quantization, rANS, layout).
+#[test]
+fn golden_envelope_bytes() {
+    // 512 values, mostly 0.1 with a 1.0 every 8th and a -1.0 every 16th (offset 4):
+    // one group of 512, codes mostly 2.
+    let x: Vec<f32> = (0..512)
+        .map(|i| match (i % 8, i % 16) {
+            (0, _) => 1.0,
+            (_, 4) => -1.0,
+            _ => 0.1,
+        })
+        .collect();
+    let p = V2Params {
+        bits: 2,
+        group_log2: 9,
+        axis: Axis::Flat,
+        width: 1,
+        raw_rows: 0,
+        clip_search: false,
+    };
+    let inner = segment_v2::encode(&p, &x).unwrap();
+    let env = wrap(&inner, 0).unwrap().unwrap();
+    let hex = |b: &[u8]| b.iter().map(|v| format!("{v:02x}")).collect::<String>();
+    assert_eq!(hex(&inner), GOLDEN_INNER);
+    assert_eq!(hex(&env), GOLDEN_ENVELOPE);
+    assert_eq!(SegmentV5::parse(&env).unwrap().inner(512).unwrap(), inner);
+}
+
+const GOLDEN_INNER: &str = concat!(
+    "545154430d0a1a0a02020009000200000100000001562b3b000080bf00000000ff00",
+    "aba8abaaaba8abaaaba8abaaaba8abaaaba8abaaaba8abaaaba8abaaaba8abaa",
+    "aba8abaaaba8abaaaba8abaaaba8abaaaba8abaaaba8abaaaba8abaaaba8abaa",
+    "aba8abaaaba8abaaaba8abaaaba8abaaaba8abaaaba8abaaaba8abaaaba8abaa",
+    "aba8abaaaba8abaaaba8abaaaba8abaaaba8abaaaba8abaaaba8abaaaba8abaa",
+);
+const GOLDEN_ENVELOPE: &str = concat!(
+    "545154430d0a1a0a0502020004000200001800000000090002000001000000",
+    "01562b3b000080bf00000000ff0001000d02aec68b180506912d0324233ae5",
+    "f14a1d296c39dd1b1820f08da5ec5bcb7207ace64c8bf84141180296abc669",
+    "1cc317ea639c17262ddea1d5b6b2",
+);
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn envelopes_round_trip(
+        tokens in 1usize..40,
+        bits in 2u8..=8,
+        columns in any::<bool>(),
+        raw in 0u16..2,
+        lanes in 0u8..=3,
+        seed in any::<u32>(),
+    ) {
+        let mut s = seed | 1;
+        let x: Vec<f32> = (0..tokens * 64).map(|i| {
+            s ^= s << 13; s ^= s >> 17; s ^= s << 5;
+            ((s % 2001) as f32 / 1000.0 - 1.0).powi(3) * (1.0 + (i % 64) as f32 * 0.1)
+        }).collect();
+        let axis = if columns { Axis::Columns } else { Axis::Flat };
+        let inner = v2(bits, axis, raw.min(tokens as u16), &x);
+        if let Some(env) = wrap(&inner, lanes).unwrap() {
+            prop_assert!(env.len() < inner.len());
+            let seg = SegmentV5::parse(&env).unwrap();
+            prop_assert_eq!(seg.inner(x.len()).unwrap(), inner.clone());
+            prop_assert_eq!(decoded(&env, x.len()), decoded(&inner, x.len()));
+        }
+        let stored = encode_smallest(inner.clone()).unwrap();
+        prop_assert_eq!(decoded(&stored, x.len()), decoded(&inner, x.len()));
+    }
+}

@@ -1,0 +1,135 @@
+//! Codec v4 layouts of `weight` and `embedding` tensors: TQTC version 4 segments
+//! (`docs/formats/quant.md` §11, groups inside super-blocks with f16 units and small
+//! scale/min codes, GGUF k-quant style) sized to the tier's slot.
+//!
+//! The slot of a tier is fixed by the collection's geometry (`CollectionConfig::slot_len`,
+//! what the tier file allocates per block: 8.25 / 5.25 / 3.375 bits per value for the
+//! default 4096-value blocks), and a v4 segment may use all of it;
+//! v4's side data is cheap enough that the same bytes buy groups of 32-64 instead of
+//! version 2's 64-128. [`choose`] picks, for the tier's bit width, the smallest group
+//! whose side data fits, then the widest side codes, then the smallest super-block; every
+//! super-block is rotated. Measured on all-MiniLM-L6-v2's 40 weight matrices
+//! (bench/RESULTS.md, "Weights and embeddings at k-quant side data"): smaller groups beat
+//! wider side codes (3 bits: groups of 32 with 5+4-bit codes 15.0% against groups of 64
+//! with 6+6 16.8%), codes under 4 bits lose (groups of 16 with 2+2: 16.9%), and rotation
+//! lowered the error of every layout tried (e.g. 15.03% -> 14.74%, 4.23% -> 4.11%).
+
+use tensorvault_quant::layout as q;
+use tensorvault_quant::segment_v4::V4Params;
+
+use crate::config::{CollectionConfig, CODEC_V4};
+use crate::types::{TensorKind, Tier};
+
+/// Group sizes tried, smallest (most precise) first.
+const GROUPS_LOG2: [u8; 4] = [4, 5, 6, 7];
+/// `(scale_bits, min_bits)` tried for each group size, widest first (k-quants use 6 + 6;
+/// below 4 + 4 the codes cost more error than a larger group does).
+const SIDE_BITS: [(u8, u8); 5] = [(6, 6), (6, 5), (5, 5), (5, 4), (4, 4)];
+/// Super-block sizes tried for each side width, smallest (most local units) first.
+const SUPERS_LOG2: [u8; 3] = [8, 9, 10];
+
+/// Whether codec v4 stores `kind` as a v4 segment.
+#[must_use]
+pub fn uses_v4(kind: TensorKind) -> bool {
+    matches!(kind, TensorKind::Weight | TensorKind::Embedding)
+}
+
+/// The v4 layout of `n` values at `bits` bits whose segment is at most `max_len` bytes:
+/// the first fit in the order groups (small first) x side bits (wide first) x
+/// super-blocks (small first); `None` when not even the cheapest fits.
+#[must_use]
+pub fn choose(bits: u8, n: usize, max_len: u64) -> Option<V4Params> {
+    for group_log2 in GROUPS_LOG2 {
+        for (scale_bits, min_bits) in SIDE_BITS {
+            for super_log2 in SUPERS_LOG2 {
+                let p = V4Params {
+                    bits,
+                    group_log2,
+                    super_log2,
+                    scale_bits,
+                    min_bits,
+                    rotate: true,
+                    seed: q::V4_DEFAULT_SEED,
+                    clip_search: true,
+                };
+                if p.encoded_len(n).is_ok_and(|len| len as u64 <= max_len) {
+                    return Some(p);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The codec v4 layout of a block of `len` values of a `kind` tensor in a quantized
+/// `tier`, for weight and embedding tensors of codec v4 collections (`None` otherwise: other kinds keep their codec v3
+/// layouts). The layout depends only on the tier and the block's length, so every
+/// block of a tier has the same side data; a short last block gets the layout of its own
+/// length (never worse than a full block's).
+#[must_use]
+pub fn v4_layout(
+    geo: &CollectionConfig,
+    tier: Tier,
+    kind: TensorKind,
+    len: usize,
+) -> Option<V4Params> {
+    if geo.codec != CODEC_V4 || !uses_v4(kind) {
+        return None;
+    }
+    let bits = geo.bits(tier)?;
+    choose(bits, len, u64::from(geo.slot_len(tier)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_slots_get_the_measured_layouts() {
+        let geo = CollectionConfig {
+            codec: CODEC_V4,
+            ..CollectionConfig::default()
+        };
+        let pick = |tier| {
+            let p = choose(geo.bits(tier).unwrap(), 4096, u64::from(geo.slot_len(tier))).unwrap();
+            (p.bits, p.group(), p.super_block(), p.scale_bits, p.min_bits)
+        };
+        // 8.25 / 5.25 / 3.375 bits per value: groups of 64 (6+5-bit codes over
+        // super-blocks of 1024) at 8 and 5 bits, groups of 32 (5+4) at 3 bits.
+        assert_eq!(pick(Tier::Tier1), (8, 64, 1024, 6, 5));
+        assert_eq!(pick(Tier::Tier2), (5, 64, 1024, 6, 5));
+        assert_eq!(pick(Tier::Tier3), (3, 32, 1024, 5, 4));
+        for tier in [Tier::Tier1, Tier::Tier2, Tier::Tier3] {
+            let p = choose(geo.bits(tier).unwrap(), 4096, u64::from(geo.slot_len(tier))).unwrap();
+            assert!(p.encoded_len(4096).unwrap() as u64 <= u64::from(geo.slot_len(tier)));
+            assert!(p.rotate);
+        }
+        // A slot with room for Q4_K-like side data gets it.
+        let wide = choose(4, 256, 24 + 4 + 12 + 128).unwrap();
+        assert_eq!((wide.group(), wide.scale_bits, wide.min_bits), (32, 6, 6));
+        // Nothing fits a slot smaller than the codes.
+        assert_eq!(choose(3, 4096, 1536), None);
+    }
+
+    #[test]
+    fn only_weights_and_embeddings_in_codec_v4() {
+        let v4 = CollectionConfig {
+            codec: CODEC_V4,
+            ..CollectionConfig::default()
+        };
+        let v3 = CollectionConfig {
+            codec: crate::config::CODEC_V3,
+            ..v4
+        };
+        for kind in TensorKind::ALL {
+            let want = matches!(kind, TensorKind::Weight | TensorKind::Embedding);
+            assert_eq!(
+                v4_layout(&v4, Tier::Tier2, kind, 4096).is_some(),
+                want,
+                "{kind}"
+            );
+            assert!(v4_layout(&v3, Tier::Tier2, kind, 4096).is_none(), "{kind}");
+            assert!(v4_layout(&v4, Tier::Tier0, kind, 4096).is_none(), "{kind}");
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The entropy flag in the store: quantized payloads are kept as TQTC version 5
+//! envelopes where shorter, read back bit-identical to the same collection without the
+//! flag, take fewer payload bytes, survive a reopen (MetaLog header flags byte), migrate
+//! between tiers, and a header with an unknown flag bit is refused.
+
+use std::sync::Arc;
+
+use half::f16;
+use tensorvault_store::meta_log::{decode_header, encode_header};
+use tensorvault_store::{
+    BlockInfo, BufferBlockIO, Catalog, CollectionConfig, DType, DirStore, Durability, ManualClock,
+    MemMetaLog, StoreConfig, TensorKind, TensorStore, Tier, CODEC_V1, CODEC_V3,
+};
+
+const HD: u32 = 64;
+
+/// A bell-shaped pseudo-random value for index `i` (sum of three uniforms): quantized at
+/// 3 bits its codes are far from uniform, as real KV codes are.
+fn bell(i: u64) -> f32 {
+    let mut z = i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut acc = 0.0f32;
+    for _ in 0..3 {
+        z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z ^= z >> 29;
+        acc += (z >> 40) as f32 / (1u64 << 24) as f32;
+    }
+    acc - 1.5
+}
+
+fn tokens(n: u64) -> Vec<u8> {
+    (0..n * u64::from(HD))
+        .flat_map(|i| {
+            let c = i % u64::from(HD);
+            let mag = if c % 13 == 0 { 6.0 } else { 1.0 };
+            f16::from_f32(mag * bell(i) + 0.05 * c as f32).to_le_bytes()
+        })
+        .collect()
+}
+
+type Mem = TensorStore<Arc<ManualClock>, BufferBlockIO, MemMetaLog>;
+
+fn store(geo: CollectionConfig) -> Mem {
+    let cfg = StoreConfig {
+        collection: geo,
+        durability: Durability::Os,
+        ..StoreConfig::default()
+    };
+    TensorStore::open(
+        "t",
+        "c",
+        Arc::new(ManualClock::new(1)),
+        BufferBlockIO::new(&geo),
+        MemMetaLog::new(geo),
+        Catalog::in_memory(),
+        cfg,
+    )
+    .unwrap()
+}
+
+fn kv(entropy: bool) -> CollectionConfig {
+    CollectionConfig {
+        entropy,
+        ..CollectionConfig::kv_cache(HD).unwrap()
+    }
+}
+
+#[test]
+fn entropy_coded_payloads_read_back_identically_and_take_fewer_bytes() {
+    let data = tokens(600); // three blocks of 256 tokens, the last partial
+    let shape = [600u32, HD];
+    let (plain, coded) = (store(kv(false)), store(kv(true)));
+    for kind in [TensorKind::KvKey, TensorKind::KvValue, TensorKind::Generic] {
+        for tier in [Tier::Tier1, Tier::Tier2, Tier::Tier3] {
+            let info = BlockInfo::new(DType::F16, &shape).with_kind(kind);
+            for s in [&plain, &coded] {
+                s.put_tensor_with("x", &info, &data, tier).unwrap();
+            }
+            let a = plain.get_tensor("x").unwrap().data;
+            let b = coded.get_tensor("x").unwrap().data;
+            assert_eq!(a, b, "{kind} {tier:?}: lossless");
+            let t = tier as usize;
+            let (pa, pb) = (
+                plain.stats().unwrap().payload_bytes[t],
+                coded.stats().unwrap().payload_bytes[t],
+            );
+            assert!(pb < pa, "{kind} {tier:?}: {pb} >= {pa}");
+            if tier == Tier::Tier3 {
+                // 3-bit codes of bell-shaped data: at least 0.1 bit per value saved.
+                let values = u64::from(shape[0] * shape[1]);
+                assert!((pa - pb) * 8 * 10 >= values, "{kind}: {pa} -> {pb}");
+            }
+        }
+    }
+}
+
+#[test]
+fn migration_keeps_entropy_coding_and_values() {
+    let data = tokens(256);
+    let info = BlockInfo::new(DType::F16, &[256, HD]).with_kind(TensorKind::KvValue);
+    let (plain, coded) = (store(kv(false)), store(kv(true)));
+    for s in [&plain, &coded] {
+        s.put_tensor_with("v", &info, &data, Tier::Tier1).unwrap();
+        s.migrate_tensor("v", Tier::Tier3).unwrap();
+    }
+    assert_eq!(
+        plain.get_tensor("v").unwrap().data,
+        coded.get_tensor("v").unwrap().data
+    );
+    assert!(coded.stats().unwrap().payload_bytes[3] < plain.stats().unwrap().payload_bytes[3]);
+}
+
+#[test]
+fn the_flag_survives_a_reopen_and_old_headers_read_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |collection| StoreConfig {
+        collection,
+        durability: Durability::Os,
+        ..StoreConfig::default()
+    };
+    let data = tokens(256);
+    let info = BlockInfo::new(DType::F16, &[256, HD]).with_kind(TensorKind::KvKey);
+    let first = {
+        let s = DirStore::open_dir(
+            dir.path(),
+            "t",
+            "c",
+            ManualClock::new(1),
+            cfg(kv(true)),
+            true,
+        )
+        .unwrap();
+        s.put_tensor_with("k", &info, &data, Tier::Tier3).unwrap();
+        let d = s.get_tensor("k").unwrap().data;
+        s.close().unwrap();
+        d
+    };
+    // Reopened with options that say otherwise: the header decides.
+    let s = DirStore::open_dir(
+        dir.path(),
+        "t",
+        "c",
+        ManualClock::new(2),
+        cfg(kv(false)),
+        false,
+    )
+    .unwrap();
+    assert!(s.geometry().entropy);
+    assert_eq!(s.get_tensor("k").unwrap().data, first);
+
+    // A header without the flag decodes to `entropy: false`, byte 49 is the flag.
+    let h = encode_header(&CollectionConfig::default(), 0);
+    assert_eq!(h[49], 0);
+    assert!(!decode_header(&h).unwrap().0.entropy);
+    let h = encode_header(&kv(true), 0);
+    assert_eq!(h[49], 1);
+    assert!(decode_header(&h).unwrap().0.entropy);
+}
+
+#[test]
+fn an_unknown_flag_bit_is_refused_naming_the_field_and_offset() {
+    let mut h = encode_header(&kv(true), 0);
+    h[49] = 0x02;
+    // Re-seal the CRC so the flags check (not the CRC) is what fails.
+    let crc = crc32c::crc32c(&h[..120]);
+    h[120..124].copy_from_slice(&crc.to_le_bytes());
+    let e = decode_header(&h).unwrap_err().to_string();
+    assert!(e.contains("flags") && e.contains("49"), "{e}");
+}
+
+#[test]
+fn codec_v1_with_entropy_is_refused() {
+    let geo = CollectionConfig {
+        entropy: true,
+        ..CollectionConfig::codec_v1(4096)
+    };
+    assert_eq!(geo.codec, CODEC_V1);
+    let e = geo.validate().unwrap_err().to_string();
+    assert!(e.contains("entropy"), "{e}");
+    let v3 = CollectionConfig {
+        entropy: true,
+        codec: CODEC_V3,
+        ..CollectionConfig::default()
+    };
+    v3.validate().unwrap();
+}
