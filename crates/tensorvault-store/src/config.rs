@@ -72,18 +72,19 @@ pub struct CollectionConfig {
     /// (the first token of a KV tensor, an attention sink); 0 keeps none. Sizes the
     /// quantized slots.
     pub sink_values: u16,
+    /// Codecs v2 and later: store each quantized payload entropy-coded (a TQTC version 5
+    /// envelope, `docs/formats/quant.md` section 12) when that makes it shorter. Lossless;
+    /// the slot size is unchanged. MetaLog header flags bit 0 (`docs/formats/store.md`).
+    pub entropy: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
-    /// other kind uses [`CollectionConfig::tier_bits`]. Zero (unused) in codecs 1..=3.
+    /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
+    /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
     pub key_bits: [u8; 3],
     /// Codec v4: group sizes of KV keys in tiers 1, 2, 3 (zero in codecs 1..=3).
     pub key_group_size: [u32; 3],
     /// The RoPE of a KV cache that stores keys before RoPE ([`crate::kv::RopeSpec`]); `None`
     /// for caches of post-RoPE keys and for every other collection.
     pub rope: Option<crate::rope::RopeSpec>,
-    /// Codecs v2 and later: store each quantized payload entropy-coded (a TQTC version 5
-    /// envelope, `docs/formats/quant.md` section 12) when that makes it shorter. Lossless;
-    /// the slot size is unchanged. MetaLog header flags bit 0 (`docs/formats/store.md`).
-    pub entropy: bool,
 }
 
 impl Default for CollectionConfig {
@@ -104,10 +105,10 @@ impl CollectionConfig {
             slot_align: DEFAULT_SLOT_ALIGN,
             codec: CODEC_V2,
             sink_values: 0,
+            entropy: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
-            entropy: false,
         }
     }
 
@@ -360,7 +361,10 @@ impl CollectionConfig {
             }
             other => return bad("codec", format!("{other} is not 1, 2, 3 or 4")),
         }
-        if self.codec != CODEC_V4 && (self.key_bits != [0; 3] || self.key_group_size != [0; 3]) {
+        if self.codec == CODEC_V1 && self.entropy {
+            return bad("entropy", "codec v1 collections cannot entropy-code".into());
+        }
+        if !self.per_kind_keys() && (self.key_bits != [0; 3] || self.key_group_size != [0; 3]) {
             return bad(
                 "key_bits/key_group_size",
                 format!(
@@ -376,9 +380,6 @@ impl CollectionConfig {
             if let Some((field, reason)) = r.problem(None) {
                 return bad(field, reason);
             }
-        }
-        if self.codec == CODEC_V1 && self.entropy {
-            return bad("entropy", "codec v1 collections cannot entropy-code".into());
         }
         if self.codec == CODEC_V1 && self.sink_values != 0
             || u32::from(self.sink_values) > self.block_elems

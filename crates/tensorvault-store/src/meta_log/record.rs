@@ -235,10 +235,10 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
                 "slot_align" => H_SLOT_ALIGN,
                 "codec" => H_CODEC,
                 "sink_values" => H_SINK_VALUES,
+                "entropy" => H_FLAGS,
                 "key_bits/key_group_size" => H_KEY_BITS,
                 "rope" | "rope.theta" => H_ROPE_THETA,
                 "rope.rotary_dims" => H_ROPE_DIMS,
-                "entropy" => H_FLAGS,
                 _ => H_TIER_BITS,
             };
             bad_header(field, offset, reason)
