@@ -252,3 +252,58 @@ fn free_slots_at_the_end_are_truncated_away() {
         payload(7, slot)
     );
 }
+
+/// A snapshot reader sampled the tier file's length, then a writer grew the file and
+/// logged blocks in the new slots before the reader replayed its log: the replay's
+/// `reset_allocation` names slots past the length the snapshot saw. The file covers them
+/// (the writer grows before it logs), so the snapshot takes them and reads their bytes; a
+/// slot past the file's end is still refused (a snapshot never grows a file).
+#[test]
+fn a_snapshot_takes_slots_the_writer_grew_after_it_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = CollectionConfig::default();
+    let writer = MmapBlockIO::open(dir.path(), &g).unwrap();
+    let first = writer
+        .write_block(Tier::Tier0, key(0), &payload(0, 100))
+        .unwrap();
+    writer.sync().unwrap();
+    let snap = MmapBlockIO::open_snapshot(dir.path(), &g).unwrap();
+    let seen = snap.usage(Tier::Tier0).slots;
+    // The writer grows the file well past what the snapshot saw.
+    let mut live = vec![(first.0, first.1, payload(0, 100))];
+    for i in 1..(seen + 40) {
+        let data = payload(i, 64);
+        let (off, len) = writer.write_block(Tier::Tier0, key(i), &data).unwrap();
+        live.push((off, len, data));
+    }
+    writer.sync().unwrap();
+    let last = live.iter().map(|(off, ..)| *off).max().unwrap();
+    assert!(last / u64::from(snap.slot_len(Tier::Tier0)) >= seen);
+    snap.reset_allocation(&mut live.iter().map(|(off, ..)| (Tier::Tier0, *off)))
+        .unwrap();
+    for (off, len, data) in &live {
+        assert_eq!(
+            &read(&snap, Tier::Tier0, *off, *len).unwrap(),
+            data,
+            "at {off}"
+        );
+    }
+    // A slot the file does not cover: refused, and the file is not grown.
+    let file_len = std::fs::metadata(snap.tier_path(Tier::Tier0))
+        .unwrap()
+        .len();
+    let beyond = file_len + 1000 * u64::from(snap.slot_len(Tier::Tier0));
+    let e = snap
+        .reset_allocation(&mut std::iter::once((Tier::Tier0, beyond)))
+        .unwrap_err();
+    assert!(
+        matches!(e, StoreErr::NotWritable { op: "grow", .. }),
+        "{e:?}"
+    );
+    assert_eq!(
+        std::fs::metadata(snap.tier_path(Tier::Tier0))
+            .unwrap()
+            .len(),
+        file_len
+    );
+}

@@ -100,8 +100,18 @@ fn other_kinds_keep_codec_v3_bytes() {
     let shape = [64u32, 64];
     let vals = weights(shape[0], shape[1]);
     let (v3, v4) = (store(CODEC_V3), store(CODEC_V4));
-    for kind in [TensorKind::Generic, TensorKind::KvKey, TensorKind::KvValue] {
-        for tier in [Tier::Tier1, Tier::Tier3] {
+    // Codec v4 also gives KV values at 3 bits a rotated layout (and keys their own widths
+    // when the collection sets them; tests/kv_rope.rs): those differ from codec v3 by
+    // design, so KV kinds are compared where v4 keeps v3's choice (8 bits).
+    let cases = [
+        (TensorKind::Generic, Tier::Tier1),
+        (TensorKind::Generic, Tier::Tier3),
+        (TensorKind::KvKey, Tier::Tier1),
+        (TensorKind::KvKey, Tier::Tier3),
+        (TensorKind::KvValue, Tier::Tier1),
+    ];
+    for (kind, tier) in cases {
+        {
             let a = put_get(&v3, kind, &vals, &shape, tier);
             let b = put_get(&v4, kind, &vals, &shape, tier);
             assert_eq!(a, b, "{kind} {tier:?}");

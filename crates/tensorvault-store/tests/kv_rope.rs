@@ -300,12 +300,14 @@ fn crafted_headers_are_refused_naming_the_field() {
         "key_bits/key_group_size",
         H_KEY_BITS,
     );
-    // Codec v4 without key widths is a codec v4 collection of weights: KV kinds as v3.
-    let (w, _) = decode_header(&reseal(plain, H_CODEC, &[CODEC_V4])).unwrap();
-    assert!(!w.per_kind_keys() && c.per_kind_keys());
-    // Half-set key widths are refused.
+    // Codec v4 without key widths is a collection whose keys use the tier widths (e.g.
+    // weights, tests/codec_v4_weights.rs); one of the two key fields alone is refused.
+    let (v4, _) = decode_header(&reseal(plain, H_CODEC, &[CODEC_V4])).unwrap();
+    assert_eq!(v4.bits_for(Tier::Tier3, TensorKind::KvKey), Some(3));
+    assert!(!v4.per_kind_keys() && c.per_kind_keys());
+    let v4_plain = reseal(plain, H_CODEC, &[CODEC_V4]);
     rejected(
-        &reseal(h, H_KEY_BITS, &[0, 0, 0]),
+        &reseal(v4_plain, H_KEY_BITS, &[4, 4, 4]),
         "key_bits/key_group_size",
         H_KEY_BITS,
     );

@@ -74,7 +74,10 @@ fn crash_child_writer() {
         let kd: Vec<KvData> = k.iter().map(|x| KvData::F16(x)).collect();
         let vd: Vec<KvData> = v.iter().map(|x| KvData::F16(x)).collect();
         c.store(&t, &kd, &vd).unwrap();
-        std::fs::write(root.join("progress"), salt.to_string()).unwrap();
+        // Atomically (write + rename): a kill between `write`'s truncate and its bytes
+        // would leave an empty progress file for the parent to parse.
+        std::fs::write(root.join("progress.tmp"), salt.to_string()).unwrap();
+        std::fs::rename(root.join("progress.tmp"), root.join("progress")).unwrap();
     }
 }
 

@@ -283,19 +283,26 @@ impl TierMedium for MmapTier {
 
     fn extend_to(&self, slots: u64) -> Result<()> {
         let need = slots * self.slot_len;
-        if self.pread {
-            // A snapshot never grows a file: its log prefix only names slots inside it.
-            return Err(StoreErr::NotWritable {
-                op: "grow",
-                path: self.path.clone(),
-                poisoned: false,
-            });
-        }
         let file_len = self
             .file
             .metadata()
             .map_err(|e| StoreErr::io("stat", &self.path, e))?
             .len();
+        if self.pread {
+            // A snapshot never grows a file. Its log prefix may name slots past the length
+            // seen when the tier file was opened (the writer grew the file, then logged,
+            // between our open and our log read); the writer grows before it logs, so the
+            // file covers them now, or the log is not the writer's.
+            if file_len < need {
+                return Err(StoreErr::NotWritable {
+                    op: "grow",
+                    path: self.path.clone(),
+                    poisoned: false,
+                });
+            }
+            self.write_view().slots = slots;
+            return Ok(());
+        }
         if file_len < need {
             fsio::set_len(&self.file, &self.path, need)
                 .map_err(|e| StoreErr::io("grow", &self.path, e))?;
