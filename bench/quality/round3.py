@@ -163,8 +163,9 @@ class KvCacheConfig:
 
     AGE = {1: (0, 1 << 40, 0), 2: (0, 0, 1 << 40), 3: (0, 0, 0)}
 
-    def __init__(self, label: str, tier: int, codec: int, rope=None) -> None:
+    def __init__(self, label: str, tier: int, codec: int, rope=None, entropy: bool = False) -> None:
         self.label, self.tier, self.codec, self.rope = label, tier, codec, rope
+        self.entropy = entropy
         self.pre_rope = rope is not None
         self.slot_bytes = 0
 
@@ -176,6 +177,8 @@ class KvCacheConfig:
             kw = {"codec": self.codec} if self.codec != 2 else {}
             if self.rope is not None:
                 kw["rope"] = self.rope
+            if self.entropy:
+                kw["entropy"] = True
             c = tv.KvCache(d, "q", "kv", head_dim=m.hd, durability="os",
                            age_tiers=self.AGE[self.tier], **kw)
             for h in range(m.n_kv):
@@ -321,7 +324,8 @@ def main() -> int:
                         KvCacheConfig("KvCache codec 2 tier 3, pre-RoPE keys", 3, 2, r),
                         KvCacheConfig("KvCache codec 4 tier 3, post-RoPE 4-bit keys", 3, 4),
                         KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys", 3, 4, r),
-                        KvCacheConfig("KvCache codec 4 tier 1, pre-RoPE keys", 1, 4, r)]
+                        KvCacheConfig("KvCache codec 4 tier 1, pre-RoPE keys", 1, 4, r),
+                        KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy", 3, 4, r, True)]
         only = os.environ.get("TVQ_ONLY")
         if only:  # harness knob: a subset of the configurations by label substring
             configs = [c for c in configs if any(o in c.label for o in only.split("|"))]
