@@ -4,9 +4,9 @@
 //! out by the tensor's kind in codec v2 collections ([`v2_layout`]); in codec v3
 //! collections a version 3 (rotated) segment where [`v3_layout`] picks one, else the v2
 //! layout. Codec v4 collections store `weight` and `embedding` tensors as version 4
-//! (super-block) segments sized to the tier's slot ([`crate::codec_weights`]), KV keys
-//! at their own bit widths and group sizes when the collection sets them
-//! ([`CollectionConfig::bits_for`]) and 3-bit KV values rotated per token.
+//! (super-block) segments sized to the tier's slot ([`crate::codec_weights`]), 3-bit KV
+//! values rotated per token, and KV keys at their own bit widths and group sizes when
+//! the collection sets them ([`CollectionConfig::bits_for`]).
 //! Collections with the entropy flag keep each such segment wrapped in a TQTC
 //! version 5 envelope (lossless rANS over its codes) when that is shorter.
 
@@ -131,8 +131,7 @@ pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
 /// with keys stored before RoPE at 4 bits (bench/RESULTS.md, "Quality per bit, round
 /// 4"): where values became the larger error, rotated values took the perplexity change
 /// from +6.1% (v2 groups of 64 per token) to +4.5% (numpy, compound). `None` for other
-/// kinds, codecs, collections without key widths (a codec v4 collection of weights stores
-/// KV kinds as codec v3 does), widths and bit widths (the v2 / v3 choices apply).
+/// kinds, codecs, widths and bit widths (the v2 / v3 choices apply).
 fn v4_kv_values(
     geo: &CollectionConfig,
     kind: TensorKind,
@@ -141,7 +140,7 @@ fn v4_kv_values(
     whole_rows: bool,
     sink: bool,
 ) -> Option<V3Params> {
-    if !geo.per_kind_keys() || kind != TensorKind::KvValue || bits > 3 || !whole_rows {
+    if geo.codec != CODEC_V4 || kind != TensorKind::KvValue || bits > 3 || !whole_rows {
         return None;
     }
     let block_log2 = kind::v3_block(width).filter(|&b| 1u32 << b == width)?;

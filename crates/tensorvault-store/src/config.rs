@@ -219,9 +219,8 @@ impl CollectionConfig {
         )
     }
 
-    /// Whether this is a codec v4 KV layout: KV keys have their own widths (key widths
-    /// set) and 3-bit KV values are rotated per token. A codec v4 collection without key
-    /// widths (e.g. one of weights) quantizes KV kinds exactly as codec v3.
+    /// Whether KV keys have their own widths: codec v4 with key fields set (all zero
+    /// means keys use the tier's widths, as in a codec v4 collection of weights).
     #[must_use]
     pub fn per_kind_keys(&self) -> bool {
         self.codec == CODEC_V4 && (self.key_bits != [0; 3] || self.key_group_size != [0; 3])
