@@ -238,6 +238,44 @@ fn identity_empty_and_bad_parameters() {
         ),
         "{e}"
     );
+    // An antialiased kernel as wide as 1/scale: refused above 2^20 taps, never sized
+    // from the file.
+    let e = run(
+        Op::Resize,
+        vec![input(&[1, 4], &iota(4))],
+        vec![
+            ("mode", s("linear")),
+            ("antialias", P::Int(1)),
+            ("scales", floats(&[1.0, 1e-300])),
+            ("sizes", ints(&[1, 1])),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, RuntimeError::Param { key: "scales", .. }),
+        "{e}"
+    );
+    // Extreme coordinates (a scale near the smallest float, an infinite roi) clamp to
+    // the edges.
+    let (_, y) = resize(
+        &[1, 4],
+        &iota(4),
+        vec![("scales", floats(&[1.0, 5e-324])), ("sizes", ints(&[1, 2]))],
+    );
+    assert_eq!(y, [4.0, 4.0]);
+    let (_, y) = resize(
+        &[1, 4],
+        &iota(4),
+        vec![
+            ("mode", s("cubic")),
+            ("coordinate_transformation_mode", s("tf_crop_and_resize")),
+            ("roi", floats(&[0.0, f64::NEG_INFINITY, 1.0, f64::INFINITY])),
+            ("extrapolation_value", P::Float(-1.0)),
+            ("sizes", ints(&[1, 3])),
+        ],
+    );
+    // inf - inf makes the coordinate NaN: read as 0 (the first element), never a panic.
+    assert_eq!(y, [1.0, 1.0, 1.0]);
     // An output over the element limit is refused before it is allocated.
     let e = run(
         Op::Resize,

@@ -24,6 +24,7 @@ pub const FOLDABLE: &[&str] = &[
     "Sub",
     "Mul",
     "Div",
+    "Mod",
     "Neg",
     "Sqrt",
     "Reciprocal",
@@ -88,6 +89,13 @@ fn elementwise(n: &Node, a: &Const, b: &Const) -> Result<Const, OnnxError> {
             .sum()
     };
     let op = n.op();
+    // Mod: fmod 0 (integers only) takes the divisor's sign (Python's %), fmod 1 the
+    // dividend's (C fmod); ONNX requires fmod 1 for floats.
+    let fmod = op == "Mod" && n.int_or("fmod", 0)? != 0;
+    let floats = !matches!((&a.data, &b.data), (Data::I64(_), Data::I64(_)));
+    if op == "Mod" && floats && !fmod {
+        return Err(n.unsupported("fmod", 0, "floating-point Mod needs fmod = 1"));
+    }
     let data = match (&a.data, &b.data) {
         (Data::I64(x), Data::I64(y)) => {
             let mut out = Vec::with_capacity(total as usize);
@@ -97,6 +105,17 @@ fn elementwise(n: &Node, a: &Const, b: &Const) -> Result<Const, OnnxError> {
                     "Add" => p.wrapping_add(q),
                     "Sub" => p.wrapping_sub(q),
                     "Mul" => p.wrapping_mul(q),
+                    "Mod" if q == 0 => {
+                        return Err(n.shape_err("integer Mod by zero in a constant".into()))
+                    }
+                    "Mod" => {
+                        let r = p.wrapping_rem(q);
+                        if !fmod && r != 0 && (r < 0) != (q < 0) {
+                            r + q
+                        } else {
+                            r
+                        }
+                    }
                     _ => p.checked_div(q).ok_or_else(|| {
                         n.shape_err("integer division by zero in a constant".into())
                     })?,
@@ -114,6 +133,7 @@ fn elementwise(n: &Node, a: &Const, b: &Const) -> Result<Const, OnnxError> {
                             "Add" => p + q,
                             "Sub" => p - q,
                             "Mul" => p * q,
+                            "Mod" => p % q,
                             _ => p / q,
                         }
                     })
@@ -311,7 +331,8 @@ fn unary(n: &Node, c: &Const) -> Const {
 /// # Errors
 /// The op's shape and attribute errors, [`OnnxError::TensorTooLarge`].
 pub(crate) fn try_fold(ctx: &mut Ctx, n: &Node) -> Result<bool, OnnxError> {
-    if n.proto.input.is_empty() || !FOLDABLE.contains(&n.op()) || n.output(0).is_none() {
+    let foldable = FOLDABLE.contains(&n.op()) || crate::fold_logic::OPS.contains(&n.op());
+    if n.proto.input.is_empty() || !foldable || n.output(0).is_none() {
         return Ok(false);
     }
     let mut ins = Vec::new();
@@ -329,7 +350,7 @@ pub(crate) fn try_fold(ctx: &mut Ctx, n: &Node) -> Result<bool, OnnxError> {
         "Identity" => (**x).clone(),
         "Cast" => cast(n, x)?,
         "CastLike" if ins.len() == 2 => cast_const(n, x, i64::from(ins[1].dtype))?,
-        "Add" | "Sub" | "Mul" | "Div" if ins.len() == 2 => elementwise(n, x, &ins[1])?,
+        "Add" | "Sub" | "Mul" | "Div" | "Mod" if ins.len() == 2 => elementwise(n, x, &ins[1])?,
         "Neg" | "Sqrt" | "Reciprocal" | "Relu" => unary(n, x),
         "Gather" if ins.len() == 2 => gather(n, x, &ins[1])?,
         "Unsqueeze" => with_shape(x, unsqueeze_shape(n, &x.shape, axes_arg(ctx, n)?)?),
@@ -339,6 +360,10 @@ pub(crate) fn try_fold(ctx: &mut Ctx, n: &Node) -> Result<bool, OnnxError> {
         "Flatten" => with_shape(x, flatten_shape(n, &x.shape)?),
         "Transpose" => transpose(n, x)?,
         "Slice" => slice(ctx, n, x)?,
+        op if crate::fold_logic::OPS.contains(&op) => {
+            let refs: Vec<&Const> = ins.iter().map(|c| &**c).collect();
+            crate::fold_logic::fold(n, &refs)?
+        }
         _ => return Ok(false),
     };
     ctx.set(n.output(0).unwrap_or_default(), Val::Const(Rc::new(out)));

@@ -22,6 +22,7 @@
 mod ctx;
 mod error;
 mod fold;
+mod fold_logic;
 mod graph;
 mod import;
 pub mod limits;

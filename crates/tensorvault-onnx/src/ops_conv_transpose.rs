@@ -32,7 +32,8 @@ fn per_axis(
     }
 }
 
-/// Per spatial axis `(pad_begin, pad_end, output_padding)` for MOBI, all >= 0.
+/// Per spatial axis `[pad_begin, pad_end, output_padding, output size]` for MOBI, all
+/// >= 0 and within i64.
 fn resolve_pads(
     n: &Node,
     input: &[u64],
@@ -40,7 +41,7 @@ fn resolve_pads(
     strides: &[i64],
     dils: &[i64],
     out_pad: &[i64],
-) -> Result<Vec<[i64; 3]>, OnnxError> {
+) -> Result<Vec<[i64; 4]>, OnnxError> {
     let d = input.len();
     let auto = n.string("auto_pad")?.unwrap_or_else(|| "NOTSET".into());
     let explicit = match n.ints("pads")? {
@@ -79,33 +80,39 @@ fn resolve_pads(
     let mut res = Vec::with_capacity(d);
     for i in 0..d {
         // The full output before padding: stride*(in-1) + dilation*(k-1) + 1.
-        let full = strides[i]
-            .checked_mul(input[i] as i64 - 1)
-            .and_then(|v| v.checked_add(dils[i].checked_mul(kernel[i] as i64 - 1)?))
-            .and_then(|v| v.checked_add(1))
-            .ok_or_else(|| n.shape_err(format!("input {input:?} overflows the output size")))?;
+        // i128: attribute values are any i64, and none of these sums may wrap.
+        let (inp, k) = (i128::from(input[i] as i64), i128::from(kernel[i] as i64));
+        let (s, dl, op) = (
+            i128::from(strides[i]),
+            i128::from(dils[i]),
+            i128::from(out_pad[i]),
+        );
+        // The full output before padding: stride*(in-1) + dilation*(k-1) + 1.
+        let full = s * (inp - 1) + dl * (k - 1) + 1;
         let (begin, end, extra) = match (&explicit, same) {
             (p, None) | (p @ Some(_), _) => {
-                let (b, e) = p.as_ref().map_or((0, 0), |p| (p[i], p[d + i]));
+                let (b, e) = p
+                    .as_ref()
+                    .map_or((0, 0), |p| (i128::from(p[i]), i128::from(p[d + i])));
                 match &out_shape {
                     // output_shape wins over output_padding (the reference's rule).
                     Some(os) => {
-                        let base = full - b - e;
-                        if os[i] >= base {
-                            (b, e, os[i] - base)
+                        let (os, base) = (i128::from(os[i]), full - b - e);
+                        if os >= base {
+                            (b, e, os - base)
                         } else {
-                            (b, e + base - os[i], 0)
+                            (b, e + base - os, 0)
                         }
                     }
-                    None => (b, e, out_pad[i]),
+                    None => (b, e, op),
                 }
             }
             (None, Some(upper)) => {
                 let target = match &out_shape {
-                    Some(os) => os[i],
-                    None => input[i] as i64 * strides[i],
+                    Some(os) => i128::from(os[i]),
+                    None => inp * s,
                 };
-                let total = full + out_pad[i] - target;
+                let total = full + op - target;
                 let half = total.div_euclid(2);
                 let (b, e) = if upper {
                     (half, total - half)
@@ -120,18 +127,21 @@ fn resolve_pads(
                     ));
                 }
                 if e < 0 {
-                    (b, 0, out_pad[i] - e)
+                    (b, 0, op - e)
                 } else {
-                    (b, e, out_pad[i])
+                    (b, e, op)
                 }
             }
         };
-        if full + extra - begin - end < 0 {
+        let out = full + extra - begin - end;
+        let fit = |v: i128| i64::try_from(v).ok().filter(|&v| v >= 0);
+        let (Some(b), Some(e), Some(x), Some(o)) = (fit(begin), fit(end), fit(extra), fit(out))
+        else {
             return Err(n.shape_err(format!(
-                "pads {begin}/{end} remove more than the full output {full} on axis {i}"
+                "pads {begin}/{end} and output padding {extra} give an output of {out} on axis {i} (full {full})"
             )));
-        }
-        res.push([begin, end, extra]);
+        };
+        res.push([b, e, x, o]);
     }
     Ok(res)
 }
@@ -177,13 +187,15 @@ pub(crate) fn conv_transpose(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     let dils = per_axis(n, "dilations", d, 1, 1)?;
     let out_pad = per_axis(n, "output_padding", d, 0, 0)?;
     let pads = resolve_pads(n, &x.shape[2..], kernel, &strides, &dils, &out_pad)?;
-    let spatial: Vec<u64> = (0..d)
-        .map(|i| {
-            let full =
-                strides[i] * (x.shape[2 + i] as i64 - 1) + dils[i] * (kernel[i] as i64 - 1) + 1;
-            (full + pads[i][2] - pads[i][0] - pads[i][1]) as u64
-        })
-        .collect();
+    let spatial: Vec<u64> = pads.iter().map(|p| p[3] as u64).collect();
+    crate::tensor::check_elements(
+        n.output(0).unwrap_or_default(),
+        spatial
+            .iter()
+            .chain(&[batch, m])
+            .try_fold(1u64, |a, &v| a.checked_mul(v))
+            .unwrap_or(u64::MAX),
+    )?;
     // 2-D parameters: a 1-D op gets a unit height in front.
     let lift = |v: Vec<i64>, unit: i64| if d == 1 { vec![unit, v[0]] } else { v };
     let stride2 = lift(strides.clone(), 1);

@@ -219,7 +219,13 @@ pub(crate) fn resize(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     {
         return Err(n.shape_err(format!("axis {i} of input {input:?} is empty")));
     }
-    crate::tensor::check_elements(n.output(0).unwrap_or_default(), out_shape.iter().product())?;
+    crate::tensor::check_elements(
+        n.output(0).unwrap_or_default(),
+        out_shape
+            .iter()
+            .try_fold(1u64, |a, &v| a.checked_mul(v))
+            .unwrap_or(u64::MAX),
+    )?;
     let mut params: Vec<(String, ParamValue)> = vec![
         string("mode", &mode),
         string("coordinate_transformation_mode", &coord),

@@ -350,3 +350,80 @@ fn size_and_constant_of_shape_become_constants() {
         "{e}"
     );
 }
+
+#[test]
+fn mod_comparisons_logic_and_where_fold_on_constants() {
+    // Attention's expanded head-count check: kv = Where(Not(Equal(q % kv, 0)) And ..., ...)
+    // reduced here to y = x * Where(And(Equal(Mod(7, 4), 3), Not(Less(2, 1))), a, b).
+    let bytes = model(
+        13,
+        vec![
+            node("Mod", "m", &["seven", "four"], &["r"], vec![]),
+            node("Equal", "e", &["r", "three"], &["eq"], vec![]),
+            node("Less", "l", &["two", "one"], &["lt"], vec![]),
+            node("Not", "n", &["lt"], &["nl"], vec![]),
+            node("And", "a", &["eq", "nl"], &["c"], vec![]),
+            node("Where", "w", &["c", "fa", "fb"], &["k"], vec![]),
+            node("Mul", "mul", &["x", "k"], &["y"], vec![]),
+        ],
+        vec![vi("x", FLOAT, &[2])],
+        vec![vi("y", FLOAT, &[2])],
+        vec![
+            ti64("seven", &[], &[7]),
+            ti64("four", &[], &[4]),
+            ti64("three", &[], &[3]),
+            ti64("two", &[], &[2]),
+            ti64("one", &[], &[1]),
+            tf32("fa", &[2], &[10.0, 20.0]),
+            tf32("fb", &[2], &[-1.0, -2.0]),
+        ],
+    );
+    let (m, _) = import_with_report(&bytes, &ImportOptions::default(), &mut |_, _| {}).unwrap();
+    assert_eq!(ops(&m), vec![Op::Multiply]);
+    assert_eq!(const_input(&m, &m.operators[0], 1), vec![10.0, 20.0]);
+    // Mod's sign rules: fmod 0 follows the divisor, fmod 1 the dividend.
+    for (fmod, want) in [(0, vec![2.0f32, -2.0]), (1, vec![-1.0, 1.0])] {
+        let bytes = model(
+            13,
+            vec![
+                node("Mod", "m", &["p", "q"], &["r"], vec![attr_i("fmod", fmod)]),
+                node(
+                    "Cast",
+                    "c",
+                    &["r"],
+                    &["rf"],
+                    vec![attr_i("to", FLOAT.into())],
+                ),
+                node("Add", "a", &["x", "rf"], &["y"], vec![]),
+            ],
+            vec![vi("x", FLOAT, &[2])],
+            vec![vi("y", FLOAT, &[2])],
+            vec![ti64("p", &[2], &[-7, 7]), ti64("q", &[2], &[3, -3])],
+        );
+        let (m, _) = import_with_report(&bytes, &ImportOptions::default(), &mut |_, _| {}).unwrap();
+        assert_eq!(const_input(&m, &m.operators[0], 1), want, "fmod {fmod}");
+    }
+    // Integer Mod by zero is a typed error, not a panic.
+    let bytes = model(
+        13,
+        vec![
+            node("Mod", "m", &["p", "z"], &["r"], vec![]),
+            node(
+                "Cast",
+                "c",
+                &["r"],
+                &["rf"],
+                vec![attr_i("to", FLOAT.into())],
+            ),
+            node("Add", "a", &["x", "rf"], &["y"], vec![]),
+        ],
+        vec![vi("x", FLOAT, &[1])],
+        vec![vi("y", FLOAT, &[1])],
+        vec![ti64("p", &[1], &[5]), ti64("z", &[1], &[0])],
+    );
+    let e = import_with_report(&bytes, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
+    assert!(
+        matches!(e, tensorvault_onnx::OnnxError::Shape { .. }),
+        "{e}"
+    );
+}

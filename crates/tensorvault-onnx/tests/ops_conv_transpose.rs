@@ -140,6 +140,22 @@ fn bad_geometry_is_refused() {
         (vec![1, 2, 3, 3], vec![attr_ints("kernel_shape", &[2, 2])]),
         // pads removing more than the full output.
         (vec![1, 2, 3, 3], vec![attr_ints("pads", &[4, 4, 4, 4])]),
+        // Attribute values at the ends of i64: typed errors, no overflow.
+        (
+            vec![1, 2, 3, 3],
+            vec![attr_ints("pads", &[i64::MAX, 0, i64::MAX, 0])],
+        ),
+        (
+            vec![1, 2, 3, 3],
+            vec![
+                attr_ints("pads", &[i64::MAX, 0, 0, 0]),
+                attr_ints("output_shape", &[i64::MAX, i64::MAX]),
+            ],
+        ),
+        (
+            vec![1, 2, 3, 3],
+            vec![attr_ints("strides", &[i64::MAX, i64::MAX])],
+        ),
         // output_shape larger than the full output with SAME: a negative begin pad.
         (
             vec![1, 2, 3, 3],
@@ -157,7 +173,9 @@ fn bad_geometry_is_refused() {
         assert!(
             matches!(
                 e,
-                OnnxError::Shape { .. } | OnnxError::UnsupportedAttribute { .. }
+                OnnxError::Shape { .. }
+                    | OnnxError::UnsupportedAttribute { .. }
+                    | OnnxError::TensorTooLarge { .. }
             ),
             "{w:?}: {e}"
         );

@@ -254,6 +254,17 @@ fn run_time_scales_and_bad_inputs_are_refused() {
     );
     let e = import(&bytes, &ImportOptions::default()).unwrap_err();
     assert!(matches!(&e, OnnxError::NotConstant { index: 2, .. }), "{e}");
+    // An output over the tensor limit (sizes at the end of i64) is refused at import.
+    let bytes = resize_model(
+        13,
+        "Resize",
+        &["x", "", "", "z"],
+        vec![],
+        vec![ti64("z", &[4], &[1, 1, i64::MAX, i64::MAX])],
+        &[1, 1, 4, 4],
+    );
+    let e = import(&bytes, &ImportOptions::default()).unwrap_err();
+    assert!(matches!(&e, OnnxError::TensorTooLarge { .. }), "{e}");
     // Neither scales nor sizes; both; the wrong count; a zero scale; tf_crop without roi.
     for (inputs, inits, attrs) in [
         (vec!["x"], vec![], vec![]),

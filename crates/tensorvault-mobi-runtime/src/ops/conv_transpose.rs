@@ -25,16 +25,22 @@ impl Axis {
     /// The input positions `lo..hi` whose target `i * stride + k * dilation - pad` lies
     /// in `0..out` for tap `k`, and the target of `lo`.
     fn span(&self, k: usize) -> (usize, usize, usize) {
-        let shift = k * self.dilation;
+        let shift = k.saturating_mul(self.dilation);
         // First i with i * stride + shift >= pad.
         let lo = self.pad.saturating_sub(shift).div_ceil(self.stride);
         // i * stride + shift < pad + out  <=>  i < (pad + out - shift) / stride (ceil).
-        let hi = (self.pad + self.out)
+        let hi = self
+            .pad
+            .saturating_add(self.out)
             .saturating_sub(shift)
             .div_ceil(self.stride)
             .min(self.input);
         let lo = lo.min(hi);
-        (lo, hi, (lo * self.stride + shift).saturating_sub(self.pad))
+        let target = lo
+            .saturating_mul(self.stride)
+            .saturating_add(shift)
+            .saturating_sub(self.pad);
+        (lo, hi, target)
     }
 }
 

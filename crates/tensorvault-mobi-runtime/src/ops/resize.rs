@@ -144,7 +144,32 @@ fn source(c: Coord, y: f64, scale: f64, input: usize, out: usize, roi: (f64, f64
     }
 }
 
-/// The taps of one axis (`input` > 0 elements resized to `out`).
+/// Antialiased kernels wider than this many taps are refused (a scale of about 1e-6):
+/// the width grows as 1/scale, and a crafted scale must not size an allocation.
+const MAX_TAPS: f64 = (1u64 << 20) as f64;
+
+/// The number of taps of kernel `k` at `scale` (the length [`coeffs`] produces), `None`
+/// above [`MAX_TAPS`].
+fn kernel_width(k: Kernel, scale: f64) -> Option<usize> {
+    let half = match k {
+        Kernel::Nearest(_) | Kernel::Linear { antialias: false } => return Some(2),
+        Kernel::Cubic {
+            antialias: false, ..
+        } => return Some(4),
+        Kernel::Linear { antialias: true } => 1.0,
+        Kernel::Cubic {
+            antialias: true, ..
+        } => 2.0,
+    };
+    // start = floor(-half / s) + 1, width = 2 - 2 * start.
+    let start = (-half / scale.min(1.0)).floor() + 1.0;
+    let width = 2.0 - 2.0 * start;
+    (width <= MAX_TAPS).then_some(width as usize)
+}
+
+/// The taps of one axis (`input` > 0 elements resized to `out`), `n` taps per output
+/// ([`kernel_width`], checked by the caller).
+#[allow(clippy::too_many_arguments, reason = "one axis's resampling inputs")]
 fn taps(
     k: Kernel,
     c: Coord,
@@ -153,10 +178,9 @@ fn taps(
     out: usize,
     roi: (f64, f64),
     exclude_outside: bool,
+    n: usize,
 ) -> Taps {
-    let mut w = Vec::new();
-    coeffs(k, 1.0, scale, &mut w);
-    let n = w.len();
+    let mut w = Vec::with_capacity(n);
     let mut t = Taps {
         n,
         index: Vec::with_capacity(out * n),
@@ -167,9 +191,20 @@ fn taps(
     let last = input as i64 - 1;
     for y in 0..out {
         let (x, outside) = source(c, y as f64, scale, input, out, roi);
+        // Beyond a kernel's width outside the input every tap clamps to the same edge
+        // element (weights summing to 1, or all 0 with exclude_outside), so clamping x
+        // there changes nothing and keeps the index arithmetic small; NaN (only from
+        // infinite roi values) reads as 0.
+        let margin = n as f64 + 2.0;
+        let x = if x.is_nan() {
+            0.0
+        } else {
+            x.clamp(-margin, input as f64 + margin)
+        };
         let xi = x.floor();
         let ratio = if x == xi { 1.0 } else { x - xi };
         coeffs(k, ratio, scale, &mut w);
+        debug_assert_eq!(w.len(), n);
         // The n indices nearest to x, ties to the smaller (the reference's
         // `_get_neighbor_idxes` on the edge-padded axis).
         let xp = x + pad;
@@ -311,6 +346,9 @@ pub(crate) fn resize(cx: &Ctx<'_>) -> OpResult<Tensor> {
         }
     }
     let total = cx.alloc(&out)?;
+    if total == 0 {
+        return Ok(f32_tensor(out, Vec::new()));
+    }
     let coord = parse(
         "coordinate_transformation_mode",
         p.str("coordinate_transformation_mode"),
@@ -362,6 +400,12 @@ pub(crate) fn resize(cx: &Ctx<'_>) -> OpResult<Tensor> {
         let mut next_shape = cur_shape.clone();
         next_shape[axis] = out[axis];
         let n = cx.scratch(numel(&next_shape))?;
+        let width = kernel_width(kernel, scale[axis]).ok_or(OpError::Param {
+            key: "scales",
+            value: 0,
+            rule: "an antialiased kernel this wide (scale below about 1e-6) is refused",
+        })?;
+        cx.scratch(out[axis].checked_mul(width))?;
         let mut dst = cx.buffer(n);
         if cur_shape[axis] > 0 && n > 0 {
             let t = taps(
@@ -372,6 +416,7 @@ pub(crate) fn resize(cx: &Ctx<'_>) -> OpResult<Tensor> {
                 out[axis],
                 r,
                 exclude,
+                width,
             );
             let src = cur.as_deref().unwrap_or(x);
             resample(src, &cur_shape, axis, &t, extrapolation, &mut dst);
