@@ -163,8 +163,9 @@ class KvCacheConfig:
 
     AGE = {1: (0, 1 << 40, 0), 2: (0, 0, 1 << 40), 3: (0, 0, 0)}
 
-    def __init__(self, label: str, tier: int, codec: int, rope=None) -> None:
+    def __init__(self, label: str, tier: int, codec: int, rope=None, entropy: bool = False) -> None:
         self.label, self.tier, self.codec, self.rope = label, tier, codec, rope
+        self.entropy = entropy
         self.pre_rope = rope is not None
         self.slot_bytes = 0
 
@@ -176,6 +177,8 @@ class KvCacheConfig:
             kw = {"codec": self.codec} if self.codec != 2 else {}
             if self.rope is not None:
                 kw["rope"] = self.rope
+            if self.entropy:
+                kw["entropy"] = True
             c = tv.KvCache(d, "q", "kv", head_dim=m.hd, durability="os",
                            age_tiers=self.AGE[self.tier], **kw)
             for h in range(m.n_kv):
@@ -215,6 +218,8 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
             ek = nk = ev = nv = 0.0
             stored = values = 0
             pre = getattr(c, "pre_rope", False)
+            if hasattr(c, "slot_bytes"):
+                c.slot_bytes = 0  # count the measurement pass only, not the perplexity pass
             for l in sorted(K):
                 kin = K[l]
                 if pre:  # the keys before RoPE, as the model computes them
@@ -226,6 +231,8 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
                 ek += float(((kh.astype(np.float32) - k32) ** 2).sum()); nk += float((k32 ** 2).sum())
                 ev += float(((vh.astype(np.float32) - v32) ** 2).sum()); nv += float((v32 ** 2).sum())
 
+            slot_bytes = getattr(c, "slot_bytes", 0)
+
             def hook(layer, k, v, c=c):
                 kh, vh, _, _ = c.roundtrip_layer(m, layer, k, v)
                 return kh.astype(np.float16), vh.astype(np.float16)
@@ -234,7 +241,7 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
 
             ppl = nll_ppl(m.forward(ids, kv_hook=hook), ids)
             r = {"tier": c.tier, "bits": stored * 8.0 / values, "k_rrmse": (ek / nk) ** 0.5,
-                 "disk_bits": getattr(c, "slot_bytes", 0) * 8.0 / values or None,
+                 "disk_bits": slot_bytes * 8.0 / values or None,
                  "v_rrmse": (ev / nv) ** 0.5, "ppl": ppl, "ppl_change_pct": (ppl / ref - 1) * 100}
             rows["configs"][c.label] = r
             log(f"   {c.label:44s} b/v {r['bits']:.3f}  K {r['k_rrmse'] * 100:5.2f}%  "
@@ -317,7 +324,8 @@ def main() -> int:
                         KvCacheConfig("KvCache codec 2 tier 3, pre-RoPE keys", 3, 2, r),
                         KvCacheConfig("KvCache codec 4 tier 3, post-RoPE 4-bit keys", 3, 4),
                         KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys", 3, 4, r),
-                        KvCacheConfig("KvCache codec 4 tier 1, pre-RoPE keys", 1, 4, r)]
+                        KvCacheConfig("KvCache codec 4 tier 1, pre-RoPE keys", 1, 4, r),
+                        KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy", 3, 4, r, True)]
         only = os.environ.get("TVQ_ONLY")
         if only:  # harness knob: a subset of the configurations by label substring
             configs = [c for c in configs if any(o in c.label for o in only.split("|"))]

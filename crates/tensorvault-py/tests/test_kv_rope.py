@@ -73,3 +73,19 @@ def test_codec_4_keeps_keys_at_4_bits(tmp_path):
     assert errs[4] < errs[2] * 0.6, errs
     with pytest.raises(tv.InvalidArgumentError, match="codec 3"):
         tv.KvCache(tmp_path, "m", "c3", 64, codec=3)
+
+
+def test_entropy_flag_shrinks_the_payload_and_reads_the_same(tmp_path):
+    rng = np.random.default_rng(5)
+    keys = (rng.standard_normal((512, 64)) + np.linspace(-8, 8, 64)).astype(np.float16)
+    vals = rng.standard_normal((512, 64)).astype(np.float16)
+    out = {}
+    for ent in (False, True):
+        with tv.KvCache(tmp_path, "m", f"e{ent}", 64, codec=4, rope=SPEC, entropy=ent,
+                        age_tiers=(0, 0, 0)) as c:
+            c.append_batch([(0, 0, "k", keys), (0, 0, "v", vals)])
+            c.maintain()
+            out[ent] = (c.read(0, 0, "k"), c.read(0, 0, "v"), sum(c.stats()["payload_bytes"]))
+    assert np.array_equal(out[False][0], out[True][0])
+    assert np.array_equal(out[False][1], out[True][1])
+    assert out[True][2] < out[False][2], (out[True][2], out[False][2])

@@ -4,9 +4,9 @@
 //! out by the tensor's kind in codec v2 collections ([`v2_layout`]); in codec v3
 //! collections a version 3 (rotated) segment where [`v3_layout`] picks one, else the v2
 //! layout. Codec v4 collections store `weight` and `embedding` tensors as version 4
-//! (super-block) segments sized to the tier's slot ([`crate::codec_weights`]) and use
-//! codec v3's layouts for other kinds, with KV keys at their own bit widths and group
-//! sizes ([`CollectionConfig::bits_for`]).
+//! (super-block) segments sized to the tier's slot ([`crate::codec_weights`]), 3-bit KV
+//! values rotated per token, and KV keys at their own bit widths and group sizes when
+//! the collection sets them ([`CollectionConfig::bits_for`]).
 //! Collections with the entropy flag keep each such segment wrapped in a TQTC
 //! version 5 envelope (lossless rANS over its codes) when that is shorter.
 

@@ -30,14 +30,14 @@ pub const CODEC_V2: u8 = 2;
 pub const CODEC_V3: u8 = 3;
 /// Codec v4: codec v3's layouts, except that `weight` and `embedding` tensors are TQTC
 /// version 4 segments (groups inside super-blocks, k-quant style side data) sized to the
-/// tier's slot (`crate::codec_weights`), and KV keys have their own bit widths and group
-/// sizes per tier ([`CollectionConfig::key_bits`], [`CollectionConfig::key_group_size`];
-/// e.g. 4-bit keys next to 3-bit values at tier 3), so each tier's slot fits the larger
-/// of the two kinds' segments. Collections of codecs 1..=3 never carry the key fields.
-/// Same geometry rules as v2.
+/// tier's slot (`crate::codec_weights`), and that KV caches may give keys their own bit
+/// widths and group sizes per tier ([`CollectionConfig::key_bits`],
+/// [`CollectionConfig::key_group_size`]; e.g. 4-bit keys next to 3-bit values at tier 3,
+/// each tier's slot fitting the larger of the two kinds' segments) and store 3-bit KV
+/// values rotated per token (`crate::codec`). Same geometry rules as v2.
 pub const CODEC_V4: u8 = 4;
-/// Codec v4 defaults of the KV-cache layout ([`CollectionConfig::kv_cache_v4`]): key bit
-/// widths of tiers 1, 2, 3.
+/// Codec v4 defaults of the KV-cache layout ([`CollectionConfig::with_codec_v4`]): key
+/// bit widths of tiers 1, 2, 3.
 pub const V4_KV_KEY_BITS: [u8; 3] = [8, 5, 4];
 /// Codec v4 defaults of the KV-cache layout: key group sizes (tokens per channel group)
 /// of tiers 1, 2, 3.
@@ -222,7 +222,8 @@ impl CollectionConfig {
 
     /// Whether KV keys have their own widths: codec v4 with key fields set (all zero
     /// means keys use the tier's widths, as in a codec v4 collection of weights).
-    fn per_kind_keys(&self) -> bool {
+    #[must_use]
+    pub fn per_kind_keys(&self) -> bool {
         self.codec == CODEC_V4 && (self.key_bits != [0; 3] || self.key_group_size != [0; 3])
     }
 

@@ -304,6 +304,7 @@ fn crafted_headers_are_refused_naming_the_field() {
     // weights, tests/codec_v4_weights.rs); one of the two key fields alone is refused.
     let (v4, _) = decode_header(&reseal(plain, H_CODEC, &[CODEC_V4])).unwrap();
     assert_eq!(v4.bits_for(Tier::Tier3, TensorKind::KvKey), Some(3));
+    assert!(!v4.per_kind_keys() && c.per_kind_keys());
     let v4_plain = reseal(plain, H_CODEC, &[CODEC_V4]);
     rejected(
         &reseal(v4_plain, H_KEY_BITS, &[4, 4, 4]),

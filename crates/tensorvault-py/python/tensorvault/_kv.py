@@ -98,7 +98,11 @@ class KvCache:
             :class:`tensorvault.InvalidArgumentError`. ``None`` (default): keys are
             stored and returned as appended.
         codec: Codec of a new collection: 2 (default) or 4 (keys at their own bit
-            widths: 8 / 5 / 4 bits at tiers 1 / 2 / 3, values 8 / 5 / 3).
+            widths: 8 / 5 / 4 bits at tiers 1 / 2 / 3, values 8 / 5 / 3, 3-bit values
+            rotated per token).
+        entropy: Create the collection with the entropy flag: quantized blocks are
+            stored entropy-coded (lossless, TQTC version 5) where that is shorter. The
+            tier slots keep their size; the payload shrinks.
 
     Use it as a context manager or call :meth:`close`.
     """
@@ -117,6 +121,7 @@ class KvCache:
         block_tokens: Optional[int] = None,
         rope: Optional[Tuple[float, int, str]] = None,
         codec: Optional[int] = None,
+        entropy: bool = False,
     ) -> None:
         self._head_dim = _index(head_dim, "head_dim")
         age = None
@@ -138,6 +143,7 @@ class KvCache:
             None if block_tokens is None else _index(block_tokens, "block_tokens"),
             _rope(rope),
             None if codec is None else _index(codec, "codec"),
+            bool(entropy),
         )
 
     @property

@@ -144,6 +144,7 @@ class KvCache:
         block_tokens: Optional[int] = None,
         rope: Optional[Tuple[float, int, str]] = None,
         codec: Optional[int] = None,
+        entropy: bool = False,
     ) -> None: ...
     @property
     def age_tiers(self) -> Optional[Tuple[int, int, int]]:
