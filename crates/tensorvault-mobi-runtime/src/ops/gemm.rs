@@ -19,8 +19,8 @@
 //!   (144 x 256 floats, 144 KiB) stays in L2 (2 MiB per core here); `NC` = 1024 columns: a
 //!   packed `B` block (256 x 1024 floats, 1 MiB) also fits L2 next to it.
 //!
-//! The kernel is written three times: with `std::arch` AVX-512 intrinsics (a 6 x 32 tile
-//! over two adjacent `B` panels, so the packed layout is the same; built when the
+//! The kernel is written three times: with `std::arch` AVX-512 intrinsics (a 12 x 32 tile
+//! over two adjacent `A` and two adjacent `B` panels, so the packed layout is the same; built when the
 //! compiler has them, Rust >= 1.89, see build.rs), with AVX2 + FMA intrinsics, and as
 //! plain loops the compiler vectorizes for the baseline target ([`Kernel::Portable`]).
 //! The widest the CPU has is chosen at run time; tests check each against a naive
@@ -48,7 +48,7 @@ const NC: usize = 64 * NR;
 /// Which micro-kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
-    /// The widest the CPU has (detected at run time): AVX-512 (a 6 x 32 tile over two
+    /// The widest the CPU has (detected at run time): AVX-512 (a 12 x 32 tile over two
     /// column panels, when the crate was built by a compiler with AVX-512 support), else
     /// AVX2 + FMA, else [`Kernel::Portable`].
     Auto,
@@ -387,7 +387,7 @@ impl Blocks<'_, '_> {
     ) {
         let mut jr = 0;
         while jr < nc {
-            // Two column panels at once for the AVX-512 kernel (a 6 x 32 tile).
+            // Two column panels at once for the AVX-512 kernel (a 12 x 32 or 6 x 32 tile).
             let wide = self.isa == Isa::Avx512 && jr + NR < nc;
             let cols = (if wide { 2 * NR } else { NR }).min(nc - jr);
             let j = jc + jr;
@@ -397,13 +397,17 @@ impl Blocks<'_, '_> {
             };
             let bp = bpanel(j);
             let bp2 = if wide { bpanel(j + NR) } else { bp };
-            for ir in (0..mc).step_by(MR) {
-                let rows = MR.min(mc - ir);
+            let mut ir = 0;
+            while ir < mc {
+                // Two row panels at once for the AVX-512 kernel (a 12 x 32 tile).
+                let pair = wide && ir + MR < mc;
+                let rows = (if pair { 2 * MR } else { MR }).min(mc - ir);
                 let i = ic + ir;
-                let ap = match self.a {
-                    Lhs::Packed(p) => &p.data[(i / MR) * p.k * MR + pc * MR..][..kc * MR],
-                    Lhs::Strided { .. } => &self.abuf[(ir / MR) * kc * MR..][..kc * MR],
+                let apanel = |r: usize| match self.a {
+                    Lhs::Packed(p) => &p.data[((ic + r) / MR) * p.k * MR + pc * MR..][..kc * MR],
+                    Lhs::Strided { .. } => &self.abuf[(r / MR) * kc * MR..][..kc * MR],
                 };
+                let ap = apanel(ir);
                 let bias = match self.epi.bias {
                     Bias::None => TileBias::None,
                     Bias::Rows(v) => TileBias::Rows(&v[i..i + rows]),
@@ -419,10 +423,16 @@ impl Blocks<'_, '_> {
                 let ct = &mut c[i * rsc + j..];
                 match self.isa {
                     #[cfg(all(target_arch = "x86_64", tv_avx512))]
-                    Isa::Avx512 if wide => {
+                    Isa::Avx512 if pair => {
+                        let a2 = [ap, apanel(ir + MR)];
                         // SAFETY: `Isa::Avx512` is only chosen when the CPU has AVX-512F
                         // (`Kernel::isa`), the only requirement of the target-feature function.
-                        unsafe { avx512::kernel(kc, ap, [bp, bp2], ct, rsc, &tile) }
+                        unsafe { avx512::kernel::<{ 2 * MR }>(kc, a2, [bp, bp2], ct, rsc, &tile) }
+                    }
+                    #[cfg(all(target_arch = "x86_64", tv_avx512))]
+                    Isa::Avx512 if wide => {
+                        // SAFETY: as above.
+                        unsafe { avx512::kernel::<MR>(kc, [ap, ap], [bp, bp2], ct, rsc, &tile) }
                     }
                     #[cfg(target_arch = "x86_64")]
                     Isa::Avx2 | Isa::Avx512 => {
@@ -432,6 +442,7 @@ impl Blocks<'_, '_> {
                     }
                     _ => kernel_portable(kc, ap, bp, ct, rsc, &tile),
                 }
+                ir += rows;
             }
             jr += cols;
         }
@@ -455,7 +466,7 @@ enum TileBias<'a> {
     Cols(&'a [f32]),
 }
 
-/// One `rows x cols` tile of `C` (at most `MR x NR`, or `MR x 2 NR` for AVX-512).
+/// One `rows x cols` tile of `C` (at most `MR x NR`, or `2 MR x 2 NR` for AVX-512).
 struct Tile<'a> {
     rows: usize,
     cols: usize,
@@ -468,7 +479,12 @@ impl Tile<'_> {
     /// Store `acc` into `c` (rows `rsc` apart) with the accumulation, bias and
     /// activation of this tile, element by element.
     #[inline(always)]
-    fn store_scalar<const W: usize>(&self, acc: &[[f32; W]; MR], c: &mut [f32], rsc: usize) {
+    fn store_scalar<const R: usize, const W: usize>(
+        &self,
+        acc: &[[f32; W]; R],
+        c: &mut [f32],
+        rsc: usize,
+    ) {
         for (i, arow) in acc.iter().enumerate().take(self.rows) {
             let crow = &mut c[i * rsc..][..self.cols];
             for (j, (cv, &s)) in crow.iter_mut().zip(arow).enumerate() {
@@ -682,8 +698,9 @@ mod avx2 {
               for Rust >= 1.89); the MSRV build uses the AVX2 kernel"
 )]
 mod avx512 {
-    //! The AVX-512 micro-kernel: a 6 x 32 tile from one `A` panel and two adjacent `B`
-    //! panels (twelve 16-float accumulators).
+    //! The AVX-512 micro-kernel: a 12 x 32 tile from two adjacent `A` panels and two
+    //! adjacent `B` panels (24 of the 32 vector registers accumulate), or 6 x 32 from one
+    //! `A` panel at the bottom edge.
 
     use std::arch::x86_64::{
         _mm512_add_ps, _mm512_cmp_ps_mask, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_mov_ps,
@@ -692,49 +709,58 @@ mod avx512 {
 
     use super::{Act, Tile, TileBias, MR, NR};
 
-    /// `C tile = a_panel * [b_panel0 b_panel1]` over `kc` (then stored as `tile` says).
+    /// `C tile = [a_panel0; a_panel1] * [b_panel0 b_panel1]` over `kc` (then stored as
+    /// `tile` says): `R` = 6 rows from the first `A` panel, or 12 from both.
     ///
     /// # Safety
     /// The CPU must support AVX-512F.
     ///
     /// # Panics
-    /// If `a` has fewer than `kc * MR` values, a `b` panel fewer than `kc * NR`, or `c`
-    /// is too short for the tile (rows `rsc` apart); the slices bound every pointer below.
+    /// If an `A` panel has fewer than `kc * MR` values, a `B` panel fewer than `kc * NR`,
+    /// or `c` is too short for the tile (rows `rsc` apart); the slices bound every
+    /// pointer below.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn kernel(
+    pub(super) unsafe fn kernel<const R: usize>(
         kc: usize,
-        a: &[f32],
+        [a0, a1]: [&[f32]; 2],
         [b0, b1]: [&[f32]; 2],
         c: &mut [f32],
         rsc: usize,
         tile: &Tile<'_>,
     ) {
         assert!(
-            a.len() >= kc * MR
+            (R == MR || R == 2 * MR)
+                && a0.len() >= kc * MR
+                && a1.len() >= kc * MR
                 && b0.len() >= kc * NR
                 && b1.len() >= kc * NR
-                && tile.rows <= MR
+                && tile.rows <= R
                 && tile.cols <= 2 * NR
                 && (tile.rows == 0 || c.len() >= (tile.rows - 1) * rsc + tile.cols)
         );
-        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        let (ap, p0, p1) = (a.as_ptr(), b0.as_ptr(), b1.as_ptr());
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        let (pa0, pa1, p0, p1) = (a0.as_ptr(), a1.as_ptr(), b0.as_ptr(), b1.as_ptr());
         for p in 0..kc {
-            // SAFETY: p < kc, so p * NR + 16 <= kc * NR <= each b panel's length and
-            // p * MR + MR <= kc * MR <= a.len() (asserted above).
+            // SAFETY: p < kc, so p * NR + 16 <= kc * NR <= each B panel's length and
+            // p * MR + MR <= kc * MR <= each A panel's length (asserted above); rows
+            // i >= MR (R = 12) read the second A panel at i - MR < MR.
             unsafe {
                 let v0 = _mm512_loadu_ps(p0.add(p * NR));
                 let v1 = _mm512_loadu_ps(p1.add(p * NR));
-                let a_p = ap.add(p * MR);
                 for (i, row) in acc.iter_mut().enumerate() {
-                    let av = _mm512_set1_ps(*a_p.add(i));
+                    let a = if i < MR {
+                        *pa0.add(p * MR + i)
+                    } else {
+                        *pa1.add(p * MR + i - MR)
+                    };
+                    let av = _mm512_set1_ps(a);
                     row[0] = _mm512_fmadd_ps(av, v0, row[0]);
                     row[1] = _mm512_fmadd_ps(av, v1, row[1]);
                 }
             }
         }
-        if tile.rows < MR || tile.cols < 2 * NR {
-            let mut t = [[0f32; 2 * NR]; MR];
+        if tile.rows < R || tile.cols < 2 * NR {
+            let mut t = [[0f32; 2 * NR]; R];
             for (row, v) in t.iter_mut().zip(&acc) {
                 // SAFETY: `row` is 32 floats: two 16-float stores at 0 and 16.
                 unsafe {
