@@ -4,11 +4,10 @@
 //! them in the file's memory map: [`Session::mapped_bytes`]); quantized and fp16
 //! weights are dequantized once when the [`Session`] is prepared (through
 //! `ConstantTensor::to_f32`, the format's single dequantization path).
-//! FullyConnected, MatMul and Conv2D use the crate's own packed sgemm ([`gemm`]: AVX-512
-//! or AVX2 + FMA micro-kernel, weights packed once at session creation); Conv2D gathers
-//! its im2col blocks straight from the input as the gemm packs them (1x1 convolutions
-//! read the input as it is, small planes one gemm for the whole batch), depthwise
-//! convolution a polyphase kernel of contiguous taps (AVX-512 or AVX2). A Relu
+//! FullyConnected, MatMul and Conv2D use the crate's own packed sgemm ([`gemm`]: AVX2 + FMA
+//! micro-kernel, weights packed once); Conv2D is im2col + sgemm (1x1
+//! convolutions a direct sgemm, small planes one sgemm for the whole batch), depthwise
+//! convolution a polyphase kernel of contiguous taps (AVX2 when the CPU has it). A Relu
 //! or Clip (ReLU6) right after a Conv2D, DepthwiseConv2D or FullyConnected that only it
 //! reads is fused into that operator's output loop, and the buffers of freed values are
 //! reused by later operators and runs.

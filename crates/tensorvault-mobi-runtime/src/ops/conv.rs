@@ -4,18 +4,18 @@
 //! - a 1x1 kernel at stride 1 without pads: one gemm per image and group straight on
 //!   the input (its `[C/group, H*W]` block already is the im2col matrix);
 //! - small planes at batch > 1 without groups whose size is not close to a multiple of
-//!   the gemm's 16-column panel (LeNet's 10x10, EfficientNet's 7x7): one gemm for the
-//!   whole batch (the images' matrices side by side), then a scatter to NCHW;
-//! - otherwise one gemm per image and group.
+//!   the gemm's 16-column panel (LeNet's 10x10, EfficientNet's 7x7): one im2col and one
+//!   gemm for the whole batch, then a scatter to NCHW;
+//! - otherwise im2col into one scratch buffer reused for every image and group, then
+//!   gemm into the output.
 //!
-//! No im2col matrix is written: the gemm gathers each block of it straight from the
-//! input as it packs (`gemm::ConvCols`). The weights are the gemm's left operand, packed
-//! once by the session (`prepack::Prepacked::Conv`); the per-channel bias and a fused
-//! activation ([`Act`]) are applied by the gemm as it stores each tile.
+//! The weights are the gemm's left operand, packed once by the session
+//! (`prepack::Prepacked::Conv`); the per-channel bias and a fused activation ([`Act`])
+//! are applied by the gemm as it stores each tile.
 
 use super::act::Act;
 use super::depthwise::Depthwise;
-use super::gemm::{gemm, Bias, ConvCols, Epilogue, Kernel, Lhs, PackedA, Rhs, NR};
+use super::gemm::{gemm, Bias, Epilogue, Kernel, Lhs, PackedA, Rhs, NR};
 use super::prepack::Prepacked;
 use super::window::{geometry, nchw, Axis};
 use super::{f32_tensor, to_usize, Ctx, OpError, OpResult};
@@ -126,42 +126,44 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
             return Ok(f32_tensor(out_shape, y));
         }
     }
-    let cols = |xs, channels| ConvCols {
-        x: xs,
-        images: 1,
-        image_stride: c * h * w,
-        channels,
-        in_hw: [h, w],
-        kernel: [kh, kw],
-        stride: [ay.stride, ax.stride],
-        dilation: [ay.dilation, ax.dilation],
-        pad: [ay.pad_begin, ax.pad_begin],
-        out_hw: [ay.out, ax.out],
+    let mut col = if pointwise {
+        Vec::new()
+    } else {
+        // Every element is written by im2col.
+        cx.buffer(cx.scratch(kdim.checked_mul(plane))?)
     };
     for b in 0..n {
         for g in 0..group {
             let xg = &x[(b * c + g * cg) * h * w..][..cg * h * w];
-            // A 1x1 convolution's matrix is the input itself; others are gathered
-            // from the image as the gemm packs each block (no im2col buffer).
-            let rhs = if pointwise {
-                Rhs::Strided {
-                    data: xg,
-                    rs: plane,
-                    cs: 1,
-                }
+            let src: &[f32] = if pointwise {
+                xg
             } else {
-                Rhs::Conv(cols(xg, cg))
+                im2col(xg, cg, [kh, kw], ay, ax, &mut col, plane);
+                &col
             };
             let out = &mut y[(b * m + g * mg) * plane..][..mg * plane];
-            // Bias and activation are applied as each tile is stored.
             let epi = Epilogue {
                 bias: bias.map_or(Bias::None, |b| Bias::Rows(&b[g * mg..][..mg])),
                 act,
             };
-            let shape = [mg, kdim, plane];
-            gemm(shape, lhs(g), rhs, out, plane, epi, Kernel::Auto);
+            // Bias and activation are applied as each tile is stored.
+            let rhs = Rhs::Strided {
+                data: src,
+                rs: plane,
+                cs: 1,
+            };
+            gemm(
+                [mg, kdim, plane],
+                lhs(g),
+                rhs,
+                out,
+                plane,
+                epi,
+                Kernel::Auto,
+            );
         }
     }
+    cx.give(col);
     Ok(f32_tensor(out_shape, y))
 }
 
@@ -202,24 +204,21 @@ impl Batched {
         let ([n, c, h, w], [m, kh, kw], ay, ax) = (self.nchw, self.mk, self.ay, self.ax);
         let plane = ay.out * ax.out;
         let (wide, kdim) = (n * plane, c * kh * kw);
-        // Every element is written by the gemm, from the images' im2col matrices side
-        // by side (gathered as it packs, never materialized).
-        let rhs = Rhs::Conv(ConvCols {
-            x,
-            images: n,
-            image_stride: c * h * w,
-            channels: c,
-            in_hw: [h, w],
-            kernel: [kh, kw],
-            stride: [ay.stride, ax.stride],
-            dilation: [ay.dilation, ax.dilation],
-            pad: [ay.pad_begin, ax.pad_begin],
-            out_hw: [ay.out, ax.out],
-        });
+        // Every element of both is written: by im2col and by sgemm (beta 0).
+        let mut col = cx.buffer(kdim * wide);
+        for b in 0..n {
+            let xb = &x[b * c * h * w..][..c * h * w];
+            im2col(xb, c, [kh, kw], ay, ax, &mut col[b * plane..], wide);
+        }
         let mut tmp = cx.buffer(tmp_len);
         let epi = Epilogue {
             bias: bias.map_or(Bias::None, Bias::Rows),
             act,
+        };
+        let rhs = Rhs::Strided {
+            data: &col,
+            rs: wide,
+            cs: 1,
         };
         gemm([m, kdim, wide], wt, rhs, &mut tmp, wide, epi, Kernel::Auto);
         for b in 0..n {
@@ -228,6 +227,52 @@ impl Batched {
                 dst.copy_from_slice(&tmp[oc * wide + b * plane..][..plane]);
             }
         }
+        cx.give(col);
         cx.give(tmp);
+    }
+}
+
+/// im2col of one group of one image (`x`: `[cg, h, w]`) into `col`, row `(ci, ky, kx)`
+/// (rows `pitch` apart), column `(oy, ox)`: each output row is a copy (stride 1) or a
+/// strided gather of an input row between zero-filled borders.
+fn im2col(
+    x: &[f32],
+    cg: usize,
+    [kh, kw]: [usize; 2],
+    ay: Axis,
+    ax: Axis,
+    col: &mut [f32],
+    pitch: usize,
+) {
+    let (h, w) = (ay.input, ax.input);
+    let (oh, ow) = (ay.out, ax.out);
+    let plane = oh * ow;
+    for ci in 0..cg {
+        let xin = &x[ci * h * w..][..h * w];
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let s = ax.span(kx);
+                let row = &mut col[((ci * kh + ky) * kw + kx) * pitch..][..plane];
+                for (oy, r) in row.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
+                    let Some(iy) = ay.at(oy, ky) else {
+                        r.fill(0.0);
+                        continue;
+                    };
+                    let xrow = &xin[iy * w..][..w];
+                    r[..s.lo].fill(0.0);
+                    r[s.hi..].fill(0.0);
+                    if s.lo < s.hi {
+                        let start = s.at(s.lo, ax.stride);
+                        let dst = &mut r[s.lo..s.hi];
+                        if ax.stride == 1 {
+                            dst.copy_from_slice(&xrow[start..start + dst.len()]);
+                        } else {
+                            let src = xrow[start..].iter().step_by(ax.stride);
+                            dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v);
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -33,8 +33,6 @@ use std::cell::RefCell;
 
 pub use super::act::Act;
 use super::act::{clip, relu};
-use super::gemm_conv;
-pub use super::gemm_conv::ConvCols;
 
 /// Rows of `A` (and of a `C` tile) per micro-kernel call.
 pub const MR: usize = 6;
@@ -198,14 +196,11 @@ pub enum Lhs<'a> {
     },
 }
 
-/// The right operand: packed ahead of time, a strided matrix packed per block, or a
-/// convolution's im2col matrix gathered per block straight from the input images.
+/// The right operand: packed ahead of time or a strided matrix packed per block.
 #[derive(Debug, Clone, Copy)]
 pub enum Rhs<'a> {
     /// Packed once ([`PackedB::new`]).
     Packed(&'a PackedB),
-    /// The im2col matrix of a convolution, never materialized ([`ConvCols`]).
-    Conv(ConvCols<'a>),
     /// Element `(p, j)` at `data[p * rs + j * cs]`.
     Strided {
         /// The values.
@@ -217,13 +212,10 @@ pub enum Rhs<'a> {
     },
 }
 
-/// Packing space: `A` block, `B` block, per-column table of a convolution's `B`.
-type Scratch = (Vec<f32>, Vec<f32>, Vec<[isize; 3]>);
-
 thread_local! {
     /// Packing space of the running thread: `MC x KC` of `A` and `KC x NC` of `B` at
     /// most (fixed sizes, independent of any shape a model claims).
-    static SCRATCH: RefCell<Scratch> = const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    static SCRATCH: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// `c[m x n] = a[m x k] * b[k x n]` with row/column strides `(rs, cs)` for `a` and `b`;
@@ -303,7 +295,6 @@ pub fn gemm(
     let b_ok = match b {
         Rhs::Packed(p) => p.k == k && p.n == n,
         Rhs::Strided { data, rs, cs } => extent(rs, cs, k, n) <= data.len(),
-        Rhs::Conv(cc) => cc.depth() == Some(k) && cc.cols() == Some(n) && cc.fits(),
     };
     let bias_ok = match epi.bias {
         Bias::None => true,
@@ -316,13 +307,13 @@ pub fn gemm(
     );
     SCRATCH.with(|s| {
         let mut s = s.borrow_mut();
-        let (abuf, bbuf, table) = &mut *s;
+        let (abuf, bbuf) = &mut *s;
         let need_a = if matches!(a, Lhs::Strided { .. }) {
             MC * KC.min(k)
         } else {
             0
         };
-        let need_b = if !matches!(b, Rhs::Packed(_)) {
+        let need_b = if matches!(b, Rhs::Strided { .. }) {
             KC.min(k) * NC.min(n.div_ceil(NR) * NR)
         } else {
             0
@@ -341,7 +332,6 @@ pub fn gemm(
             isa: kernel.isa(),
             abuf,
             bbuf,
-            table,
         };
         blocks.run(c, rsc);
     });
@@ -356,7 +346,6 @@ struct Blocks<'a, 's> {
     isa: Isa,
     abuf: &'s mut Vec<f32>,
     bbuf: &'s mut Vec<f32>,
-    table: &'s mut Vec<[isize; 3]>,
 }
 
 impl Blocks<'_, '_> {
@@ -369,14 +358,8 @@ impl Blocks<'_, '_> {
             for kb in 0..kblocks {
                 let pc = kb * KC;
                 let kc = KC.min(k - pc);
-                match self.b {
-                    Rhs::Strided { data, rs, cs } => {
-                        pack_b(data, (rs, cs), pc..pc + kc, jc..jc + nc, self.bbuf);
-                    }
-                    Rhs::Conv(cc) => {
-                        gemm_conv::pack(&cc, pc..pc + kc, jc..jc + nc, self.bbuf, self.table);
-                    }
-                    Rhs::Packed(_) => {}
+                if let Rhs::Strided { data, rs, cs } = self.b {
+                    pack_b(data, (rs, cs), pc..pc + kc, jc..jc + nc, self.bbuf);
                 }
                 let store = Store {
                     accumulate: kb > 0,
@@ -410,9 +393,7 @@ impl Blocks<'_, '_> {
             let j = jc + jr;
             let bpanel = |q: usize| match self.b {
                 Rhs::Packed(p) => &p.data[(q / NR) * p.k * NR + pc * NR..][..kc * NR],
-                Rhs::Strided { .. } | Rhs::Conv(_) => {
-                    &self.bbuf[((q - jc) / NR) * kc * NR..][..kc * NR]
-                }
+                Rhs::Strided { .. } => &self.bbuf[((q - jc) / NR) * kc * NR..][..kc * NR],
             };
             let bp = bpanel(j);
             let bp2 = if wide { bpanel(j + NR) } else { bp };

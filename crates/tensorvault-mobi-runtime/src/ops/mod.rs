@@ -12,7 +12,6 @@ mod conv_transpose;
 mod depthwise;
 mod elementwise;
 pub mod gemm;
-mod gemm_conv;
 mod linalg;
 mod logic;
 mod movement;
