@@ -228,10 +228,12 @@ impl Depthwise {
                     let k = &wt[oc * self.kh * self.kw..][..self.kh * self.kw];
                     taps::<M>(wide, phases, &starts, k);
                     let out = &mut y[(b * self.m + oc) * plane..][..plane];
+                    // Bias and activation on each row right after its copy (in L1).
+                    let b = bias.map(|b| &b[oc..oc + 1]);
                     for (oy, orow) in out.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
                         orow.copy_from_slice(&wide[oy * ph.qw..][..ow]);
+                        epilogue(orow, ow, b, act);
                     }
-                    epilogue(out, plane, bias.map(|b| &b[oc..oc + 1]), act);
                 }
             }
         }

@@ -19,8 +19,8 @@
 //!   (144 x 256 floats, 144 KiB) stays in L2 (2 MiB per core here); `NC` = 1024 columns: a
 //!   packed `B` block (256 x 1024 floats, 1 MiB) also fits L2 next to it.
 //!
-//! The kernel is written three times: with `std::arch` AVX-512 intrinsics (a 6 x 32 tile
-//! over two adjacent `B` panels, so the packed layout is the same; built when the
+//! The kernel is written three times: with `std::arch` AVX-512 intrinsics (a 12 x 32 tile
+//! over two adjacent `A` and two adjacent `B` panels, so the packed layout is the same; built when the
 //! compiler has them, Rust >= 1.89, see build.rs), with AVX2 + FMA intrinsics, and as
 //! plain loops the compiler vectorizes for the baseline target ([`Kernel::Portable`]).
 //! The widest the CPU has is chosen at run time; tests check each against a naive
@@ -48,7 +48,7 @@ const NC: usize = 64 * NR;
 /// Which micro-kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
-    /// The widest the CPU has (detected at run time): AVX-512 (a 6 x 32 tile over two
+    /// The widest the CPU has (detected at run time): AVX-512 (a 12 x 32 tile over two
     /// column panels, when the crate was built by a compiler with AVX-512 support), else
     /// AVX2 + FMA, else [`Kernel::Portable`].
     Auto,
@@ -387,7 +387,7 @@ impl Blocks<'_, '_> {
     ) {
         let mut jr = 0;
         while jr < nc {
-            // Two column panels at once for the AVX-512 kernel (a 6 x 32 tile).
+            // Two column panels at once for the AVX-512 kernel (a 12 x 32 or 6 x 32 tile).
             let wide = self.isa == Isa::Avx512 && jr + NR < nc;
             let cols = (if wide { 2 * NR } else { NR }).min(nc - jr);
             let j = jc + jr;
@@ -397,13 +397,17 @@ impl Blocks<'_, '_> {
             };
             let bp = bpanel(j);
             let bp2 = if wide { bpanel(j + NR) } else { bp };
-            for ir in (0..mc).step_by(MR) {
-                let rows = MR.min(mc - ir);
+            let mut ir = 0;
+            while ir < mc {
+                // Two row panels at once for the AVX-512 kernel (a 12 x 32 tile).
+                let pair = wide && ir + MR < mc;
+                let rows = (if pair { 2 * MR } else { MR }).min(mc - ir);
                 let i = ic + ir;
-                let ap = match self.a {
-                    Lhs::Packed(p) => &p.data[(i / MR) * p.k * MR + pc * MR..][..kc * MR],
-                    Lhs::Strided { .. } => &self.abuf[(ir / MR) * kc * MR..][..kc * MR],
+                let apanel = |r: usize| match self.a {
+                    Lhs::Packed(p) => &p.data[((ic + r) / MR) * p.k * MR + pc * MR..][..kc * MR],
+                    Lhs::Strided { .. } => &self.abuf[(r / MR) * kc * MR..][..kc * MR],
                 };
+                let ap = apanel(ir);
                 let bias = match self.epi.bias {
                     Bias::None => TileBias::None,
                     Bias::Rows(v) => TileBias::Rows(&v[i..i + rows]),
@@ -419,10 +423,16 @@ impl Blocks<'_, '_> {
                 let ct = &mut c[i * rsc + j..];
                 match self.isa {
                     #[cfg(all(target_arch = "x86_64", tv_avx512))]
-                    Isa::Avx512 if wide => {
+                    Isa::Avx512 if pair => {
+                        let a2 = [ap, apanel(ir + MR)];
                         // SAFETY: `Isa::Avx512` is only chosen when the CPU has AVX-512F
                         // (`Kernel::isa`), the only requirement of the target-feature function.
-                        unsafe { avx512::kernel(kc, ap, [bp, bp2], ct, rsc, &tile) }
+                        unsafe { avx512::kernel::<{ 2 * MR }>(kc, a2, [bp, bp2], ct, rsc, &tile) }
+                    }
+                    #[cfg(all(target_arch = "x86_64", tv_avx512))]
+                    Isa::Avx512 if wide => {
+                        // SAFETY: as above.
+                        unsafe { avx512::kernel::<MR>(kc, [ap, ap], [bp, bp2], ct, rsc, &tile) }
                     }
                     #[cfg(target_arch = "x86_64")]
                     Isa::Avx2 | Isa::Avx512 => {
@@ -432,6 +442,7 @@ impl Blocks<'_, '_> {
                     }
                     _ => kernel_portable(kc, ap, bp, ct, rsc, &tile),
                 }
+                ir += rows;
             }
             jr += cols;
         }
@@ -455,7 +466,7 @@ enum TileBias<'a> {
     Cols(&'a [f32]),
 }
 
-/// One `rows x cols` tile of `C` (at most `MR x NR`, or `MR x 2 NR` for AVX-512).
+/// One `rows x cols` tile of `C` (at most `MR x NR`, or `2 MR x 2 NR` for AVX-512).
 struct Tile<'a> {
     rows: usize,
     cols: usize,
@@ -468,7 +479,12 @@ impl Tile<'_> {
     /// Store `acc` into `c` (rows `rsc` apart) with the accumulation, bias and
     /// activation of this tile, element by element.
     #[inline(always)]
-    fn store_scalar<const W: usize>(&self, acc: &[[f32; W]; MR], c: &mut [f32], rsc: usize) {
+    fn store_scalar<const R: usize, const W: usize>(
+        &self,
+        acc: &[[f32; W]; R],
+        c: &mut [f32],
+        rsc: usize,
+    ) {
         for (i, arow) in acc.iter().enumerate().take(self.rows) {
             let crow = &mut c[i * rsc..][..self.cols];
             for (j, (cv, &s)) in crow.iter_mut().zip(arow).enumerate() {
@@ -571,109 +587,7 @@ fn pack_b(
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
-    //! The AVX2 + FMA micro-kernel.
-
-    use std::arch::x86_64::{
-        _mm256_add_ps, _mm256_andnot_ps, _mm256_blendv_ps, _mm256_broadcast_ss, _mm256_cmp_ps,
-        _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
-        _CMP_GT_OQ, _CMP_LT_OQ,
-    };
-
-    use super::{Act, Tile, TileBias, MR, NR};
-
-    /// `C tile = a_panel * b_panel` over `kc` (then stored as `tile` says).
-    ///
-    /// # Safety
-    /// The CPU must support AVX2 and FMA.
-    ///
-    /// # Panics
-    /// If `a` has fewer than `kc * MR` values, `b` fewer than `kc * NR`, or `c` is too
-    /// short for the tile (rows `rsc` apart); the slices bound every pointer below.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn kernel(
-        kc: usize,
-        a: &[f32],
-        b: &[f32],
-        c: &mut [f32],
-        rsc: usize,
-        tile: &Tile<'_>,
-    ) {
-        assert!(
-            a.len() >= kc * MR
-                && b.len() >= kc * NR
-                && tile.rows <= MR
-                && tile.cols <= NR
-                && (tile.rows == 0 || c.len() >= (tile.rows - 1) * rsc + tile.cols)
-        );
-        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
-        let (ap, bp) = (a.as_ptr(), b.as_ptr());
-        for p in 0..kc {
-            // SAFETY: p < kc, so p * NR + 16 <= kc * NR <= b.len() and p * MR + MR <=
-            // kc * MR <= a.len() (asserted above): every load is inside the panels.
-            unsafe {
-                let b0 = _mm256_loadu_ps(bp.add(p * NR));
-                let b1 = _mm256_loadu_ps(bp.add(p * NR + 8));
-                let a_p = ap.add(p * MR);
-                for (i, row) in acc.iter_mut().enumerate() {
-                    let av = _mm256_broadcast_ss(&*a_p.add(i));
-                    row[0] = _mm256_fmadd_ps(av, b0, row[0]);
-                    row[1] = _mm256_fmadd_ps(av, b1, row[1]);
-                }
-            }
-        }
-        if tile.rows < MR || tile.cols < NR {
-            let mut t = [[0f32; NR]; MR];
-            for (row, v) in t.iter_mut().zip(&acc) {
-                // SAFETY: `row` is 16 floats: two 8-float stores at 0 and 8.
-                unsafe {
-                    _mm256_storeu_ps(row.as_mut_ptr(), v[0]);
-                    _mm256_storeu_ps(row.as_mut_ptr().add(8), v[1]);
-                }
-            }
-            tile.store_scalar(&t, c, rsc);
-            return;
-        }
-        let zero = _mm256_setzero_ps();
-        for (i, row) in acc.iter().enumerate() {
-            let crow = &mut c[i * rsc..][..NR];
-            for (h, &sum) in row.iter().enumerate() {
-                let mut v = sum;
-                // SAFETY: `crow` has NR = 16 floats; h * 8 + 8 <= 16.
-                let cp = unsafe { crow.as_mut_ptr().add(h * 8) };
-                if tile.store.accumulate {
-                    // SAFETY: as above, 8 floats at cp are inside `crow`.
-                    v = _mm256_add_ps(v, unsafe { _mm256_loadu_ps(cp) });
-                }
-                if tile.store.last {
-                    match tile.bias {
-                        TileBias::None => {}
-                        TileBias::Rows(bv) => v = _mm256_add_ps(v, _mm256_set1_ps(bv[i])),
-                        TileBias::Cols(bv) => {
-                            let bc = &bv[h * 8..][..8];
-                            // SAFETY: `bc` has 8 floats.
-                            v = _mm256_add_ps(v, unsafe { _mm256_loadu_ps(bc.as_ptr()) });
-                        }
-                    }
-                    match tile.act {
-                        None => {}
-                        // x < 0 ? 0 : x (ordered compare: NaN and -0 pass through).
-                        Some(Act::Relu) => {
-                            v = _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(v, zero), v);
-                        }
-                        Some(Act::Clip { lo, hi }) => {
-                            let (l, h8) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
-                            v = _mm256_blendv_ps(v, l, _mm256_cmp_ps::<_CMP_LT_OQ>(v, l));
-                            v = _mm256_blendv_ps(v, h8, _mm256_cmp_ps::<_CMP_GT_OQ>(v, h8));
-                        }
-                    }
-                }
-                // SAFETY: 8 floats at cp are inside `crow` (above).
-                unsafe { _mm256_storeu_ps(cp, v) };
-            }
-        }
-    }
-}
+mod avx2;
 
 #[cfg(all(target_arch = "x86_64", tv_avx512))]
 #[allow(
@@ -681,115 +595,7 @@ mod avx2 {
     reason = "compiled only by compilers with AVX-512 support (cfg tv_avx512, set by build.rs \
               for Rust >= 1.89); the MSRV build uses the AVX2 kernel"
 )]
-mod avx512 {
-    //! The AVX-512 micro-kernel: a 6 x 32 tile from one `A` panel and two adjacent `B`
-    //! panels (twelve 16-float accumulators).
-
-    use std::arch::x86_64::{
-        _mm512_add_ps, _mm512_cmp_ps_mask, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_mov_ps,
-        _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps, _CMP_GT_OQ, _CMP_LT_OQ,
-    };
-
-    use super::{Act, Tile, TileBias, MR, NR};
-
-    /// `C tile = a_panel * [b_panel0 b_panel1]` over `kc` (then stored as `tile` says).
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F.
-    ///
-    /// # Panics
-    /// If `a` has fewer than `kc * MR` values, a `b` panel fewer than `kc * NR`, or `c`
-    /// is too short for the tile (rows `rsc` apart); the slices bound every pointer below.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn kernel(
-        kc: usize,
-        a: &[f32],
-        [b0, b1]: [&[f32]; 2],
-        c: &mut [f32],
-        rsc: usize,
-        tile: &Tile<'_>,
-    ) {
-        assert!(
-            a.len() >= kc * MR
-                && b0.len() >= kc * NR
-                && b1.len() >= kc * NR
-                && tile.rows <= MR
-                && tile.cols <= 2 * NR
-                && (tile.rows == 0 || c.len() >= (tile.rows - 1) * rsc + tile.cols)
-        );
-        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        let (ap, p0, p1) = (a.as_ptr(), b0.as_ptr(), b1.as_ptr());
-        for p in 0..kc {
-            // SAFETY: p < kc, so p * NR + 16 <= kc * NR <= each b panel's length and
-            // p * MR + MR <= kc * MR <= a.len() (asserted above).
-            unsafe {
-                let v0 = _mm512_loadu_ps(p0.add(p * NR));
-                let v1 = _mm512_loadu_ps(p1.add(p * NR));
-                let a_p = ap.add(p * MR);
-                for (i, row) in acc.iter_mut().enumerate() {
-                    let av = _mm512_set1_ps(*a_p.add(i));
-                    row[0] = _mm512_fmadd_ps(av, v0, row[0]);
-                    row[1] = _mm512_fmadd_ps(av, v1, row[1]);
-                }
-            }
-        }
-        if tile.rows < MR || tile.cols < 2 * NR {
-            let mut t = [[0f32; 2 * NR]; MR];
-            for (row, v) in t.iter_mut().zip(&acc) {
-                // SAFETY: `row` is 32 floats: two 16-float stores at 0 and 16.
-                unsafe {
-                    _mm512_storeu_ps(row.as_mut_ptr(), v[0]);
-                    _mm512_storeu_ps(row.as_mut_ptr().add(NR), v[1]);
-                }
-            }
-            tile.store_scalar(&t, c, rsc);
-            return;
-        }
-        let zero = _mm512_setzero_ps();
-        for (i, row) in acc.iter().enumerate() {
-            let crow = &mut c[i * rsc..][..2 * NR];
-            for (h, &sum) in row.iter().enumerate() {
-                let mut v = sum;
-                // SAFETY: `crow` has 32 floats; h * 16 + 16 <= 32.
-                let cp = unsafe { crow.as_mut_ptr().add(h * NR) };
-                if tile.store.accumulate {
-                    // SAFETY: as above, 16 floats at cp are inside `crow`.
-                    v = _mm512_add_ps(v, unsafe { _mm512_loadu_ps(cp) });
-                }
-                if tile.store.last {
-                    match tile.bias {
-                        TileBias::None => {}
-                        TileBias::Rows(bv) => v = _mm512_add_ps(v, _mm512_set1_ps(bv[i])),
-                        TileBias::Cols(bv) => {
-                            let bc = &bv[h * NR..][..NR];
-                            // SAFETY: `bc` has 16 floats.
-                            v = _mm512_add_ps(v, unsafe { _mm512_loadu_ps(bc.as_ptr()) });
-                        }
-                    }
-                    match tile.act {
-                        None => {}
-                        // x < 0 ? 0 : x (ordered compare: NaN and -0 pass through).
-                        Some(Act::Relu) => {
-                            let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, zero);
-                            v = _mm512_mask_mov_ps(v, neg, zero);
-                        }
-                        Some(Act::Clip { lo, hi }) => {
-                            let (l, h16) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-                            v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, l), l);
-                            v = _mm512_mask_mov_ps(
-                                v,
-                                _mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, h16),
-                                h16,
-                            );
-                        }
-                    }
-                }
-                // SAFETY: 16 floats at cp are inside `crow` (above).
-                unsafe { _mm512_storeu_ps(cp, v) };
-            }
-        }
-    }
-}
+mod avx512;
 
 #[cfg(test)]
 mod tests {
