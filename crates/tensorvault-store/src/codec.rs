@@ -359,9 +359,7 @@ pub fn decode_quantized(
         let inner = SegmentV5::parse(payload)?.inner(max_elems)?;
         return decode_quantized(&inner, max_elems, dst);
     }
-    if payload.get(q::VERSION_OFFSET) == Some(&q::V4_VERSION) {
-        let seg = SegmentV4::parse(payload)?;
-        let n = seg.values();
+    let sized = |n: usize, dst: &mut Vec<f32>| {
         if n > max_elems {
             return Err(QuantError::LengthMismatch {
                 what: "block segment (must hold at most block_elems values)",
@@ -371,35 +369,25 @@ pub fn decode_quantized(
         }
         dst.clear();
         dst.resize(n, 0.0);
-        return seg.decode(dst);
-    }
-    if payload.get(q::VERSION_OFFSET) == Some(&q::V3_VERSION) {
-        let seg = SegmentV3::parse(payload)?;
-        let n = seg.values();
-        if n > max_elems {
-            return Err(QuantError::LengthMismatch {
-                what: "block segment (must hold at most block_elems values)",
-                input: n,
-                output: max_elems,
-            });
+        Ok(())
+    };
+    match payload.get(q::VERSION_OFFSET).copied() {
+        Some(q::V4_VERSION) => {
+            let seg = SegmentV4::parse(payload)?;
+            sized(seg.values(), dst)?;
+            return seg.decode(dst);
         }
-        dst.clear();
-        dst.resize(n, 0.0);
-        return seg.decode(dst);
-    }
-    if payload.get(q::VERSION_OFFSET) == Some(&q::V2_VERSION) {
-        let seg = SegmentV2::parse(payload)?;
-        let n = seg.values();
-        if n > max_elems {
-            return Err(QuantError::LengthMismatch {
-                what: "block segment (must hold at most block_elems values)",
-                input: n,
-                output: max_elems,
-            });
+        Some(q::V3_VERSION) => {
+            let seg = SegmentV3::parse(payload)?;
+            sized(seg.values(), dst)?;
+            return seg.decode(dst);
         }
-        dst.clear();
-        dst.resize(n, 0.0);
-        return seg.decode(dst);
+        Some(q::V2_VERSION) => {
+            let seg = SegmentV2::parse(payload)?;
+            sized(seg.values(), dst)?;
+            return seg.decode(dst);
+        }
+        _ => {}
     }
     let seg = Segment::parse(payload)?;
     let n = seg.values_per_frame();

@@ -2,12 +2,13 @@
 //! every other kind keeps the v2 layout byte for byte, the codec survives a reopen, and
 //! an unknown codec is refused.
 
-use std::sync::Arc;
+mod mem;
+use mem::{mem_store, Mem};
 
 use half::f16;
 use tensorvault_store::{
-    BlockInfo, BufferBlockIO, Catalog, CollectionConfig, DType, DirStore, Durability, ManualClock,
-    MemMetaLog, StoreConfig, TensorKind, TensorStore, Tier, CODEC_V2, CODEC_V3,
+    BlockInfo, CollectionConfig, DType, DirStore, Durability, ManualClock, StoreConfig, TensorKind,
+    Tier, CODEC_V2, CODEC_V3,
 };
 
 const HD: u32 = 64;
@@ -45,24 +46,8 @@ fn rel_rmse(a: &[f32], b: &[f32]) -> f64 {
     (num / den).sqrt()
 }
 
-type Mem = TensorStore<Arc<ManualClock>, BufferBlockIO, MemMetaLog>;
-
 fn store(geo: CollectionConfig) -> Mem {
-    let cfg = StoreConfig {
-        collection: geo,
-        durability: Durability::Os,
-        ..StoreConfig::default()
-    };
-    TensorStore::open(
-        "t",
-        "c",
-        Arc::new(ManualClock::new(1)),
-        BufferBlockIO::new(&geo),
-        MemMetaLog::new(geo),
-        Catalog::in_memory(),
-        cfg,
-    )
-    .unwrap()
+    mem_store("c", geo)
 }
 
 fn kv(codec: u8) -> CollectionConfig {

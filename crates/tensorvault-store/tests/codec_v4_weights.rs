@@ -2,35 +2,20 @@
 //! segments that fit each tier's slot and beat codec v3's layouts on heavy-tailed data,
 //! other kinds keep codec v3's bytes, and the codec survives a reopen.
 
-use std::sync::Arc;
+mod mem;
+use mem::{mem_store, Mem};
 
 use tensorvault_store::{
-    BlockInfo, BufferBlockIO, Catalog, CollectionConfig, DType, DirStore, Durability, ManualClock,
-    MemMetaLog, StoreConfig, TensorKind, TensorStore, Tier, CODEC_V3, CODEC_V4,
+    BlockInfo, CollectionConfig, DType, DirStore, Durability, ManualClock, StoreConfig, TensorKind,
+    Tier, CODEC_V3, CODEC_V4,
 };
-
-type Mem = TensorStore<Arc<ManualClock>, BufferBlockIO, MemMetaLog>;
 
 fn store(codec: u8) -> Mem {
     let geo = CollectionConfig {
         codec,
         ..CollectionConfig::default()
     };
-    let cfg = StoreConfig {
-        collection: geo,
-        durability: Durability::Os,
-        ..StoreConfig::default()
-    };
-    TensorStore::open(
-        "t",
-        "c",
-        Arc::new(ManualClock::new(1)),
-        BufferBlockIO::new(&geo),
-        MemMetaLog::new(geo),
-        Catalog::in_memory(),
-        cfg,
-    )
-    .unwrap()
+    mem_store("c", geo)
 }
 
 /// Weight-like values: Laplace-distributed with rows of different scales and a few

@@ -3,13 +3,14 @@
 //! flag, take fewer payload bytes, survive a reopen (MetaLog header flags byte), migrate
 //! between tiers, and a header with an unknown flag bit is refused.
 
-use std::sync::Arc;
+mod mem;
+use mem::{mem_store, Mem};
 
 use half::f16;
 use tensorvault_store::meta_log::{decode_header, encode_header};
 use tensorvault_store::{
-    BlockInfo, BufferBlockIO, Catalog, CollectionConfig, DType, DirStore, Durability, ManualClock,
-    MemMetaLog, StoreConfig, TensorKind, TensorStore, Tier, CODEC_V1, CODEC_V3,
+    BlockInfo, CollectionConfig, DType, DirStore, Durability, ManualClock, StoreConfig, TensorKind,
+    Tier, CODEC_V1, CODEC_V3,
 };
 
 const HD: u32 = 64;
@@ -37,24 +38,8 @@ fn tokens(n: u64) -> Vec<u8> {
         .collect()
 }
 
-type Mem = TensorStore<Arc<ManualClock>, BufferBlockIO, MemMetaLog>;
-
 fn store(geo: CollectionConfig) -> Mem {
-    let cfg = StoreConfig {
-        collection: geo,
-        durability: Durability::Os,
-        ..StoreConfig::default()
-    };
-    TensorStore::open(
-        "t",
-        "c",
-        Arc::new(ManualClock::new(1)),
-        BufferBlockIO::new(&geo),
-        MemMetaLog::new(geo),
-        Catalog::in_memory(),
-        cfg,
-    )
-    .unwrap()
+    mem_store("c", geo)
 }
 
 fn kv(entropy: bool) -> CollectionConfig {

@@ -2,7 +2,8 @@
 //! reads return post-RoPE keys, the spec persists in the MetaLog header (and a reopen
 //! with another spec is refused), and codec v4 sizes tier slots for the wider kind.
 
-use std::sync::Arc;
+mod mem;
+use mem::{mem_store, Mem};
 
 use half::f16;
 use tensorvault_core::checksum::crc32c;
@@ -12,9 +13,8 @@ use tensorvault_store::meta_log::layout::{
 };
 use tensorvault_store::meta_log::{decode_header, encode_header};
 use tensorvault_store::{
-    BlockInfo, BufferBlockIO, Catalog, CollectionConfig, DType, DirStore, Durability, KvAgePolicy,
-    KvCache, KvKind, KvSlot, ManualClock, MemMetaLog, StoreConfig, StoreErr, TensorKind,
-    TensorStore, Tier, CODEC_V4,
+    BlockInfo, CollectionConfig, DType, DirStore, Durability, KvAgePolicy, KvCache, KvKind, KvSlot,
+    ManualClock, StoreConfig, StoreErr, TensorKind, Tier, CODEC_V4,
 };
 
 const HD: u32 = 64;
@@ -36,22 +36,8 @@ fn pre_key(t: u64) -> Vec<f16> {
         .collect()
 }
 
-fn store(geo: CollectionConfig) -> TensorStore<Arc<ManualClock>, BufferBlockIO, MemMetaLog> {
-    let cfg = StoreConfig {
-        collection: geo,
-        durability: Durability::Os,
-        ..StoreConfig::default()
-    };
-    TensorStore::open(
-        "t",
-        "kv",
-        Arc::new(ManualClock::new(1)),
-        BufferBlockIO::new(&geo),
-        MemMetaLog::new(geo),
-        Catalog::in_memory(),
-        cfg,
-    )
-    .unwrap()
+fn store(geo: CollectionConfig) -> Mem {
+    mem_store("kv", geo)
 }
 
 fn post_rope(spec: &RopeSpec, pre: &[f16], first: u64) -> Vec<f32> {
