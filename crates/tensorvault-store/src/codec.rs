@@ -184,38 +184,26 @@ pub fn encode_for_tier(
         };
         return encode_quantized(&p, values);
     }
-    let mut enc = if let Some(p) = crate::codec_weights::v4_layout(geo, tier, place.kind, place.len)
-    {
-        let bytes = segment_v4::encode(&p, values)?;
-        let scale = SegmentV4::parse(&bytes)
-            .map(|s| s.max_scale())
-            .unwrap_or(0.0);
-        Encoded {
-            bytes,
-            bits: p.bits,
-            scale,
-        }
-    } else if let Some(p) = v3_layout(geo, tier, place) {
-        let bytes = segment_rot::encode(&p, values)?;
-        let scale = SegmentV3::parse(&bytes)
-            .map(|s| s.max_scale())
-            .unwrap_or(0.0);
-        Encoded {
-            bytes,
-            bits: p.bits,
-            scale,
-        }
-    } else {
-        let p = v2_layout(geo, tier, place);
-        let bytes = segment_v2::encode(&p, values)?;
-        let scale = SegmentV2::parse(&bytes)
-            .map(|s| s.max_scale())
-            .unwrap_or(0.0);
-        Encoded {
-            bytes,
-            bits: p.bits,
-            scale,
-        }
+    // (segment bytes, bit width, largest group scale as the segment reports it)
+    let (bytes, bits, scale) =
+        if let Some(p) = crate::codec_weights::v4_layout(geo, tier, place.kind, place.len) {
+            let bytes = segment_v4::encode(&p, values)?;
+            let scale = SegmentV4::parse(&bytes).map(|s| s.max_scale());
+            (bytes, p.bits, scale)
+        } else if let Some(p) = v3_layout(geo, tier, place) {
+            let bytes = segment_rot::encode(&p, values)?;
+            let scale = SegmentV3::parse(&bytes).map(|s| s.max_scale());
+            (bytes, p.bits, scale)
+        } else {
+            let p = v2_layout(geo, tier, place);
+            let bytes = segment_v2::encode(&p, values)?;
+            let scale = SegmentV2::parse(&bytes).map(|s| s.max_scale());
+            (bytes, p.bits, scale)
+        };
+    let mut enc = Encoded {
+        bytes,
+        bits,
+        scale: scale.unwrap_or(0.0),
     };
     // Tier 1 stays unwrapped: its 8-bit codes save 0.1-0.2 bits/value (1-2.5%) while
     // decoding the hottest blocks would cost ~5x the v2 decode (bench/RESULTS.md,
