@@ -46,8 +46,12 @@ pub struct ConstantMemory {
     /// and fp16 weights, f32 payloads that are not 4-byte aligned (v1 files), integers.
     pub converted_bytes: u64,
     /// Conv2D and FullyConnected weights packed once into the gemm's panel layout (a
-    /// second copy, next to the bytes above, zero-padded to whole panels).
+    /// copy of those weights, zero-padded to whole panels).
     pub packed_bytes: u64,
+    /// Bytes of mapped weights whose resident pages were given back to the kernel once
+    /// packed (`Payload::release_pages`): they stay mapped, and are read again from the
+    /// file only if touched, so packing does not keep two copies in memory.
+    pub released_bytes: u64,
 }
 
 /// A model ready to run.
@@ -186,10 +190,20 @@ impl Session {
             last_use.insert(*id, usize::MAX);
         }
         let fused = ops::fusion_plan(&model.operators, &last_use);
+        // Each operator's weights are packed, then the pages of their mapped original
+        // given back (the run reads the packed copy): while loading, resident memory
+        // holds the file's pages or their packed copy, not both.
         let packed: Vec<Option<ops::Prepacked>> = model
             .operators
             .iter()
-            .map(|op| ops::prepack(op, &constants, limits.max_elements))
+            .map(|op| {
+                let p = ops::prepack(op, &constants, limits.max_elements)?;
+                let weights = op.inputs.get(1).and_then(|id| constants.get(id));
+                if let Some(Data::SharedF32(s)) = weights.map(|t| &t.data) {
+                    memory.released_bytes += s.release_pages() as u64;
+                }
+                Some(p)
+            })
             .collect();
         memory.packed_bytes = packed.iter().flatten().map(|p| p.bytes() as u64).sum();
         let per_image = sub_batch::per_image(model, &constants);
