@@ -19,7 +19,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok((_, model)) = read_with(data, &opts) else {
         return;
     };
-    let Ok(session) = Session::with_limits(&model, Limits { max_elements: MAX_ELEMENTS }) else {
+    let limits = Limits { max_elements: MAX_ELEMENTS, ..Limits::default() };
+    let Ok(session) = Session::with_limits(&model, limits) else {
         return;
     };
     let mut feeds = Vec::new();

@@ -10,7 +10,10 @@
 //! convolution a polyphase kernel of contiguous taps (AVX2 when the CPU has it). A Relu
 //! or Clip (ReLU6) right after a Conv2D, DepthwiseConv2D or FullyConnected that only it
 //! reads is fused into that operator's output loop, and the buffers of freed values are
-//! reused by later operators and runs.
+//! reused by later operators and runs. A graph that is per-image along the batch axis
+//! ([`Session::per_image`], the rule decided from its operators when the session is
+//! prepared) runs a batch in slices of images whose largest activation fits
+//! [`Limits::sub_batch_elements`] (a cache budget), with bitwise the results of one run.
 //!
 //! Nothing a crafted model or input asks for is allocated before it is checked against
 //! [`Limits::max_elements`]; shape problems inside the graph are typed errors naming the
@@ -31,6 +34,7 @@
 mod error;
 mod ops;
 mod session;
+mod sub_batch;
 mod tensor;
 
 pub use error::RuntimeError;

@@ -8,6 +8,7 @@ use tensorvault_formats::mobi::{ConstantTensor, DataType, Dim, Model, Operator};
 
 use crate::error::RuntimeError;
 use crate::ops::{self, Ctx, OpError};
+use crate::sub_batch::{self, Assembled};
 use crate::tensor::{numel, Data, SharedF32, Tensor};
 
 /// Bounds on the work a run may do.
@@ -16,12 +17,19 @@ pub struct Limits {
     /// Most elements of any one value or scratch buffer (default 2^28: 1 GiB of f32). A
     /// crafted shape that would need more is refused before anything is allocated.
     pub max_elements: u64,
+    /// Cache budget of sub-batch execution, in elements (default 2^18: 1 MiB of f32,
+    /// half an L2 cache of current x86 cores). A per-image graph (see
+    /// [`Session::per_image`]) given a batch runs one image first, then as many images
+    /// per slice as keep its largest activation within this budget (at least one).
+    /// 0 runs every batch whole.
+    pub sub_batch_elements: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_elements: 1 << 28,
+            sub_batch_elements: 1 << 18,
         }
     }
 }
@@ -38,8 +46,12 @@ pub struct ConstantMemory {
     /// and fp16 weights, f32 payloads that are not 4-byte aligned (v1 files), integers.
     pub converted_bytes: u64,
     /// Conv2D and FullyConnected weights packed once into the gemm's panel layout (a
-    /// second copy, next to the bytes above, zero-padded to whole panels).
+    /// copy of those weights, zero-padded to whole panels).
     pub packed_bytes: u64,
+    /// Bytes of mapped weights whose resident pages were given back to the kernel once
+    /// packed (`Payload::release_pages`): they stay mapped, and are read again from the
+    /// file only if touched, so packing does not keep two copies in memory.
+    pub released_bytes: u64,
 }
 
 /// A model ready to run.
@@ -57,6 +69,8 @@ pub struct Session {
     packed: Vec<Option<ops::Prepacked>>,
     /// Buffers of freed values and scratch, reused by the next runs.
     pool: ops::Pool,
+    /// Whether the graph is per-image along axis 0 ([`sub_batch::per_image`]).
+    per_image: bool,
     limits: Limits,
     memory: ConstantMemory,
 }
@@ -176,12 +190,23 @@ impl Session {
             last_use.insert(*id, usize::MAX);
         }
         let fused = ops::fusion_plan(&model.operators, &last_use);
+        // Each operator's weights are packed, then the pages of their mapped original
+        // given back (the run reads the packed copy): while loading, resident memory
+        // holds the file's pages or their packed copy, not both.
         let packed: Vec<Option<ops::Prepacked>> = model
             .operators
             .iter()
-            .map(|op| ops::prepack(op, &constants, limits.max_elements))
+            .map(|op| {
+                let p = ops::prepack(op, &constants, limits.max_elements)?;
+                let weights = op.inputs.get(1).and_then(|id| constants.get(id));
+                if let Some(Data::SharedF32(s)) = weights.map(|t| &t.data) {
+                    memory.released_bytes += s.release_pages() as u64;
+                }
+                Some(p)
+            })
             .collect();
         memory.packed_bytes = packed.iter().flatten().map(|p| p.bytes() as u64).sum();
+        let per_image = sub_batch::per_image(model, &constants);
         Ok(Session {
             inputs: model
                 .inputs
@@ -195,6 +220,7 @@ impl Session {
             fused,
             packed,
             pool: ops::Pool::default(),
+            per_image,
             limits,
             memory,
         })
@@ -209,6 +235,20 @@ impl Session {
     /// `Model::open`), not copied: [`ConstantMemory::mapped_bytes`].
     pub fn mapped_bytes(&self) -> u64 {
         self.memory.mapped_bytes
+    }
+
+    /// Whether the graph is per-image along axis 0 of its inputs, so that a batch may run
+    /// in slices of images ([`Limits::sub_batch_elements`]) with the same results. The rule,
+    /// decided from the operators and their parameters: every graph input has rank >= 1
+    /// with the batch on axis 0; element-wise operators (constant operands of smaller
+    /// rank or size 1 on axis 0), convolutions, pools, normalizations, FullyConnected and
+    /// MatMul by a constant keep it; Softmax, Concat, Split, ArgMax/ArgMin, Reduce*,
+    /// Transpose, Flatten, Reshape, Squeeze and Unsqueeze keep it when they do not act on
+    /// or move axis 0; anything else (Slice, Pad, Gather, Resize, a MatMul of two run-time
+    /// values, a reduction over the batch) makes the graph run whole. Every graph output
+    /// must carry the batch.
+    pub fn per_image(&self) -> bool {
+        self.per_image
     }
 
     /// The graph input names, in order.
@@ -292,6 +332,67 @@ impl Session {
                 return Err(RuntimeError::MissingInput { name: name.clone() });
             }
         }
+        if let Some(n) = self.split_batch(&feeds) {
+            if let Some(out) = self.run_sliced(&feeds, n)? {
+                return Ok(out);
+            }
+        }
+        self.run_once(&feeds).map(|(out, _)| out)
+    }
+
+    /// The batch size of a run that may go in slices: the graph is per-image, the
+    /// budget is not 0, and every input has the same size `n >= 2` on axis 0.
+    fn split_batch(&self, feeds: &HashMap<u32, &Tensor>) -> Option<usize> {
+        if !self.per_image || self.limits.sub_batch_elements == 0 {
+            return None;
+        }
+        let mut sizes = feeds.values().map(|t| t.shape.first().copied());
+        let n = sizes.next()??;
+        (n >= 2 && sizes.all(|m| m == Some(n))).then_some(n)
+    }
+
+    /// Run a batch of `n` images in slices: image 0 alone, which measures the largest
+    /// activation per image, then as many images per slice as fit
+    /// [`Limits::sub_batch_elements`]. `None` when a slice's outputs do not carry its
+    /// images on axis 0 (the caller runs the batch whole).
+    fn run_sliced(
+        &self,
+        feeds: &HashMap<u32, &Tensor>,
+        n: usize,
+    ) -> Result<Option<Vec<(String, Tensor)>>, RuntimeError> {
+        let slice = |start: usize, count: usize| -> HashMap<u32, Tensor> {
+            feeds
+                .iter()
+                .map(|(&id, t)| (id, sub_batch::rows(t, n, start, count)))
+                .collect()
+        };
+        let first = slice(0, 1);
+        let (out, largest) = self.run_once(&first.iter().map(|(&k, v)| (k, v)).collect())?;
+        let Some(mut all) = Assembled::new(out, 1, n) else {
+            return Ok(None);
+        };
+        let per_slice = (self.limits.sub_batch_elements / (largest as u64).max(1)).max(1);
+        let per_slice = usize::try_from(per_slice).unwrap_or(usize::MAX);
+        let mut start = 1;
+        while start < n {
+            let count = per_slice.min(n - start);
+            let part = slice(start, count);
+            let (out, _) = self.run_once(&part.iter().map(|(&k, v)| (k, v)).collect())?;
+            if !all.push(out, count) {
+                return Ok(None);
+            }
+            start += count;
+        }
+        Ok(all.finish())
+    }
+
+    /// One run over `feeds` (checked); also returns the element count of the largest
+    /// value it computed.
+    fn run_once(
+        &self,
+        feeds: &HashMap<u32, &Tensor>,
+    ) -> Result<(Vec<(String, Tensor)>, usize), RuntimeError> {
+        let mut largest = 0;
         let mut values: HashMap<u32, Tensor> = HashMap::new();
         let mut skip = false;
         let buffers = self.pool.lend();
@@ -355,6 +456,7 @@ impl Session {
                 None => &op.outputs,
             };
             for (&id, t) in out_ids.iter().zip(outs) {
+                largest = largest.max(t.len());
                 values.insert(id, t);
             }
             for &id in &op.inputs {
@@ -377,7 +479,7 @@ impl Session {
                 })?;
             out.push((name.clone(), t));
         }
-        Ok(out)
+        Ok((out, largest))
     }
 
     /// Input 0 of operator `index` when it is a value computed by this run that no later

@@ -36,6 +36,12 @@ impl SharedF32 {
         bytemuck::try_cast_slice(&self.payload).unwrap_or_default()
     }
 
+    /// Give back the resident pages of mapped values ([`Payload::release_pages`]; the
+    /// values stay readable, from the file); returns the bytes released.
+    pub fn release_pages(&self) -> usize {
+        self.payload.release_pages()
+    }
+
     /// Whether the values live in a file's memory map ([`Payload::is_mapped`]).
     pub fn is_mapped(&self) -> bool {
         self.payload.is_mapped()

@@ -52,7 +52,16 @@ fn opened_f32_model_runs_from_the_map_and_equals_the_copied_path() {
             mapped_bytes: all,
             converted_bytes: 0,
             packed_bytes: s.constant_memory().packed_bytes,
+            released_bytes: s.constant_memory().released_bytes,
         }
+    );
+    // The mapped pages of the packed weights were given back (whole pages inside those
+    // payloads: the fully-connected 400 x 120 and 120 x 84 matrices alone span 50 4-KiB
+    // pages); the run below reads the packed copy and still equals the copied path.
+    let released = s.constant_memory().released_bytes;
+    assert!(
+        released >= 40 * 4096 && released <= all,
+        "{released} of {all}"
     );
     // LeNet-5's 6 -> 16 5x5 convolution and its fully-connected layers are packed (its
     // first convolution, one input channel, runs as a depthwise one): at least their
@@ -65,6 +74,11 @@ fn opened_f32_model_runs_from_the_map_and_equals_the_copied_path() {
     assert!(copied.tensors.iter().all(|t| !t.data.is_mapped()));
     let sc = Session::new(&copied).unwrap();
     assert_eq!(sc.mapped_bytes(), 0);
+    assert_eq!(
+        sc.constant_memory().released_bytes,
+        0,
+        "owned bytes are kept"
+    );
     assert_eq!(bits(&s), bits(&sc));
     assert_eq!(bits(&s), bits(&Session::new(&model).unwrap()));
     // The session keeps the map alive after the model is gone.

@@ -162,6 +162,7 @@ fn crafted_huge_shapes_are_refused_before_allocation() {
             &m,
             Limits {
                 max_elements: 1 << 20,
+                ..Limits::default()
             },
         )
         .unwrap();

@@ -50,10 +50,64 @@ impl Payload {
         self.mapped
     }
 
+    /// Give back to the kernel the resident pages of a mapped payload that no longer need
+    /// to stay in memory (a caller that made its own copy of the values, e.g. packed
+    /// weights): `madvise(MADV_DONTNEED)` over the whole pages inside the payload. The
+    /// map is a read-only file mapping that is never written, so the bytes stay the same:
+    /// a later read faults the file's pages back in. Returns the bytes released from the
+    /// process's mapping (0 for a payload that is not mapped, one shorter than a page, or
+    /// on a platform or kernel without the call). Peak memory, not correctness, is at
+    /// stake: reading the payload afterwards is as valid as before.
+    pub fn release_pages(&self) -> usize {
+        if !self.mapped {
+            return 0;
+        }
+        release(&self.bytes)
+    }
+
     /// The bytes as a cheap-clone `bytes::Bytes` handle (shares the same memory).
     pub fn to_bytes(&self) -> Bytes {
         self.bytes.clone()
     }
+}
+
+/// `madvise(MADV_DONTNEED)` over the whole pages inside `bytes` (part of a read-only file
+/// mapping); returns the bytes released.
+#[cfg(target_os = "linux")]
+fn release(bytes: &[u8]) -> usize {
+    // SAFETY: sysconf only reads its integer argument.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let Ok(page) = usize::try_from(page) else {
+        return 0;
+    };
+    if page == 0 {
+        return 0;
+    }
+    let begin = bytes.as_ptr() as usize;
+    let (start, end) = (
+        begin.div_ceil(page) * page,
+        (begin + bytes.len()) / page * page,
+    );
+    if end <= start {
+        return 0;
+    }
+    // SAFETY: `start..end` is a whole number of pages inside `bytes`, which lie in a
+    // read-only (PROT_READ) file mapping kept alive by `self` (only payloads of
+    // `Model::open`'s map are `mapped`); nothing writes through it. MADV_DONTNEED on a
+    // file mapping drops the page-table entries only: the memory stays mapped and a
+    // later access refills it from the file, so every reference into the range keeps
+    // seeing the same bytes (the map's usual caveat: the file is not modified meanwhile).
+    let rc = unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+    if rc == 0 {
+        end - start
+    } else {
+        0
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn release(_bytes: &[u8]) -> usize {
+    0
 }
 
 impl Deref for Payload {
@@ -128,5 +182,9 @@ mod tests {
         assert_eq!(format!("{s:?}"), "Payload { len: 4, mapped: true }");
         let c: Payload = [5u8, 6].into_iter().collect();
         assert_eq!(c.as_slice(), &[5, 6]);
+        // Owned bytes are never released (advice on them would zero anonymous memory).
+        let big = Payload::share(&Bytes::from(vec![7u8; 1 << 16]), 0, 1 << 16, false).unwrap();
+        assert_eq!(big.release_pages(), 0);
+        assert!(big.iter().all(|&b| b == 7));
     }
 }

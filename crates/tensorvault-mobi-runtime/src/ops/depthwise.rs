@@ -73,14 +73,18 @@ impl Depthwise {
     }
 
     /// Scratch elements [`Depthwise::run`] needs (the caller checks them against the
-    /// element limit before calling); `None` on overflow.
+    /// element limit before calling); `None` on overflow: the phase planes, `LANES`
+    /// zeros after them (so the last, partial block of wide outputs is computed as a
+    /// whole register block: its reads past the planes' end land there), and the wide
+    /// output rounded up to whole blocks.
     pub fn scratch_len(&self) -> Option<usize> {
         let p = self.phases()?;
         let planes = self.ay.stride.checked_mul(self.ax.stride)?;
         planes
             .checked_mul(p.qh)?
             .checked_mul(p.qw)?
-            .checked_add(p.wide_len)
+            .checked_add(LANES)?
+            .checked_add(p.wide_len.div_ceil(LANES).checked_mul(LANES)?)
     }
 
     /// Compute `y` (dense `[n, m, oh, ow]`) from `x` and `wt`, then add `bias` and apply
@@ -172,9 +176,9 @@ impl Depthwise {
         let mult = self.m / self.c;
         // The padding positions of the phase planes are never written: zero once. The
         // wide output is zeroed block by block before its taps are added.
-        let (phases, wide) = scratch.split_at_mut(sy * sx * phase_len);
+        let (phases, wide) = scratch.split_at_mut(sy * sx * phase_len + LANES);
         phases.fill(0.0);
-        let wide = &mut wide[..ph.wide_len];
+        let wide = &mut wide[..ph.wide_len.div_ceil(LANES) * LANES];
         // Per tap, its start in `phases` (phase plane, then offset in it).
         let starts: Vec<usize> = (0..self.kh * self.kw)
             .map(|t| {
@@ -228,11 +232,12 @@ impl Depthwise {
                     let k = &wt[oc * self.kh * self.kw..][..self.kh * self.kw];
                     taps::<M>(wide, phases, &starts, k);
                     let out = &mut y[(b * self.m + oc) * plane..][..plane];
-                    // Bias and activation on each row right after its copy (in L1).
+                    // Bias and activation over the wide output in one pass (in L1),
+                    // then its useful columns copied out row by row.
                     let b = bias.map(|b| &b[oc..oc + 1]);
+                    epilogue(&mut wide[..ph.wide_len], ph.wide_len, b, act);
                     for (oy, orow) in out.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
                         orow.copy_from_slice(&wide[oy * ph.qw..][..ow]);
-                        epilogue(orow, ow, b, act);
                     }
                 }
             }
@@ -268,11 +273,13 @@ impl MulAdd for Plain {
 
 /// `wide[j] = sum over taps t of k[t] * phases[starts[t] + j]`, `LANES` outputs at a
 /// time kept in registers across the taps (in tap order, like the reference loop).
+/// `wide` is a whole number of blocks; `phases` holds `LANES` elements past every
+/// tap's last useful read, so the last block (partly past the useful outputs) reads in
+/// bounds: its extra outputs are never copied out.
 #[inline(always)]
 fn taps<M: MulAdd>(wide: &mut [f32], phases: &[f32], starts: &[usize], k: &[f32]) {
-    let mut blocks = wide.chunks_exact_mut(LANES);
-    let mut j0 = 0;
-    for out in &mut blocks {
+    for (blk, out) in wide.chunks_exact_mut(LANES).enumerate() {
+        let j0 = blk * LANES;
         let mut acc = [0f32; LANES];
         for (&s, &kv) in starts.iter().zip(k) {
             let src = &phases[s + j0..][..LANES];
@@ -281,14 +288,5 @@ fn taps<M: MulAdd>(wide: &mut [f32], phases: &[f32], starts: &[usize], k: &[f32]
                 .for_each(|(a, &v)| *a = M::mul_add(kv, v, *a));
         }
         out.copy_from_slice(&acc);
-        j0 += LANES;
-    }
-    let rest = blocks.into_remainder();
-    rest.fill(0.0);
-    for (&s, &kv) in starts.iter().zip(k) {
-        let src = &phases[s + j0..][..rest.len()];
-        rest.iter_mut()
-            .zip(src)
-            .for_each(|(a, &v)| *a = M::mul_add(kv, v, *a));
     }
 }
