@@ -5,7 +5,8 @@
 //! to a `.mobi` file (an absolute path: cargo runs benches in the crate's directory; e.g.
 //! `tensorvault mobi convert` of the EfficientNet-Lite0 ONNX file that
 //! `tests/mobi_models/build_efficientnet.py` writes) it also runs that model end to end
-//! at batch 1 on a `[1, C, H, W]` input of its declared size.
+//! at the batch sizes of `TV_MOBI_BENCH_BATCH` (comma-separated, default 1) on inputs of
+//! its declared size (a symbolic first dimension takes the batch size).
 //!
 //! Times are the benchmark thread's CPU time (`cpu_time::CpuTime`), not wall time: on
 //! the shared 2-core VM wall time mostly measures waiting for a core.
@@ -105,19 +106,32 @@ fn bench_model_file(c: &mut Criterion<CpuTime>) {
     let model = Model::open(&path).expect("TV_MOBI_BENCH_MODEL: a readable .mobi file");
     let session = Session::new(&model).expect("session");
     let spec = &model.inputs[0];
-    let shape: Vec<usize> = spec
-        .shape
-        .iter()
-        .map(|d| d.fixed().map_or(1, |v| v as usize))
+    // TV_MOBI_BENCH_BATCH: the batch sizes to run (comma-separated, default 1).
+    let batches: Vec<usize> = std::env::var("TV_MOBI_BENCH_BATCH")
+        .unwrap_or_else(|_| "1".into())
+        .split(',')
+        .map(|b| b.trim().parse().expect("TV_MOBI_BENCH_BATCH: batch sizes"))
         .collect();
-    let n = shape.iter().product();
-    let x = Tensor::f32(shape, values(n, 4)).expect("input");
     let name = spec.name.clone();
     let mut g = c.benchmark_group("model_file");
     g.sample_size(10);
-    g.bench_function("batch1", |b| {
-        b.iter(|| session.run(&[(&name, black_box(x.clone()))]).expect("run"))
-    });
+    for batch in batches {
+        let shape: Vec<usize> = spec
+            .shape
+            .iter()
+            .enumerate()
+            .map(|(i, d)| match d.fixed() {
+                Some(v) => v as usize,
+                None if i == 0 => batch,
+                None => 1,
+            })
+            .collect();
+        let n = shape.iter().product();
+        let x = Tensor::f32(shape, values(n, 4)).expect("input");
+        g.bench_function(format!("batch{batch}"), |b| {
+            b.iter(|| session.run(&[(&name, black_box(x.clone()))]).expect("run"))
+        });
+    }
     g.finish();
 }
 

@@ -191,6 +191,35 @@ fn pointwise_1x1_batch_and_groups() {
 }
 
 #[test]
+fn small_planes_at_batch_run_in_several_chunks() {
+    // A 10x10 output plane (its last 16-column panel mostly padding) at batch 3 takes the
+    // chunked path; 300 input channels x 3x3 make one image's column panels larger than
+    // a chunk's budget (2^18 elements), so every image is its own chunk. Then 2 channels
+    // (all three images in one chunk, columns of two images sharing a panel), strided
+    // and padded.
+    // Output planes: 10x10 both times.
+    for (c, [h, w], s, p) in [
+        (300, [12, 12], [1, 1], [0; 4]),
+        (2, [18, 11], [2, 1], [1, 0, 2, 1]),
+    ] {
+        let g = Geo {
+            n: 3,
+            c,
+            h,
+            w,
+            m: 5,
+            kh: 3,
+            kw: 3,
+            s,
+            d: [1, 1],
+            p,
+            g: 1,
+        };
+        check(&g, Op::Conv2D, 11);
+    }
+}
+
+#[test]
 fn many_output_channels_span_several_column_blocks() {
     // 1100 output channels: the sgemm runs in column blocks of 256 (65,536 output
     // elements per block, at least 256 columns), so a 17x17 plane takes two blocks; 1x1

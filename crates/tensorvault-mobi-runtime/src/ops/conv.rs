@@ -1,32 +1,36 @@
 //! 2-D convolution, NCHW: Conv2D (OIHW weights, `group`) and DepthwiseConv2D
 //! ([C*m, 1, kh, kw]). Paths, chosen by shape:
 //! - one input channel per group (depthwise, any multiplier): `depthwise::Depthwise`;
-//! - a 1x1 kernel at stride 1 without pads: one gemm per image and group straight on
-//!   the input (its `[C/group, H*W]` block already is the im2col matrix);
 //! - small planes at batch > 1 without groups whose size is not close to a multiple of
-//!   the gemm's 16-column panel (LeNet's 10x10, EfficientNet's 7x7): one im2col and one
-//!   gemm for the whole batch, then a scatter to NCHW;
-//! - otherwise im2col into one scratch buffer reused for every image and group, then
-//!   gemm into the output.
+//!   the gemm's 16-column panel (LeNet's 10x10, EfficientNet's 7x7): the batch in chunks
+//!   of images, one im2col and one gemm per chunk, then a scatter to NCHW;
+//! - a 1x1 kernel at stride 1 without pads: one gemm per image and group straight on
+//!   the input (its `[C/group, H*W]` block already is the column matrix);
+//! - otherwise one im2col and one gemm per image and group.
 //!
-//! The weights are the gemm's left operand, packed once by the session
-//! (`prepack::Prepacked::Conv`); the per-channel bias and a fused activation ([`Act`])
-//! are applied by the gemm as it stores each tile.
+//! The im2col writes the gemm's column panels directly ([`Im2col`], `Rhs::Panels`), into
+//! buffers of the running thread reused across runs. The weights are the gemm's left
+//! operand, packed once by the session (`prepack::Prepacked::Conv`); the per-channel bias
+//! and a fused activation ([`Act`]) are applied by the gemm as it stores each tile.
+
+use std::cell::RefCell;
 
 use super::act::Act;
 use super::depthwise::Depthwise;
 use super::gemm::{gemm, Bias, Epilogue, Kernel, Lhs, PackedA, Rhs, NR};
+use super::im2col::Im2col;
 use super::prepack::Prepacked;
-use super::window::{geometry, nchw, Axis};
+use super::window::{geometry, nchw};
 use super::{f32_tensor, to_usize, Ctx, OpError, OpResult};
 use crate::tensor::Tensor;
 
 /// Output planes smaller than this (32x32) may be convolved for the whole batch at once...
 const BATCH_PLANE: usize = 1024;
 
-/// ...when the batch's im2col matrix has at most this many elements (64 MiB). One gemm
-/// per image would run on a few column panels, the last one mostly padding.
-const BATCH_COL_ELEMENTS: usize = 1 << 24;
+/// ...in chunks of images whose column panels have about this many elements (1 MiB: they
+/// stay in L2 between the im2col and the gemm). One gemm per image would run on a few
+/// column panels, the last one mostly padding.
+const CHUNK_PANEL_ELEMENTS: usize = 1 << 18;
 
 /// Conv2D (OIHW weights, `group`) and DepthwiseConv2D ([C*m, 1, kh, kw]), with the
 /// activation `act` fused into the output loop.
@@ -74,6 +78,8 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
     let total = cx.alloc(&out_shape)?;
     // Every element is written: by the depthwise kernel's row copies or by sgemm (beta 0).
     let mut y = cx.buffer(total);
+    // One input channel per group: depthwise (LeNet's single-channel first layer too:
+    // measured against the gemm path at batch 1 and 64, it was as fast or faster).
     if cg == 1 {
         let dw = Depthwise {
             n,
@@ -113,58 +119,107 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
     // columns computed would be zeros): only then pay the batch's im2col and scatter.
     let padding = plane.next_multiple_of(NR) - plane;
     if group == 1 && n > 1 && plane < BATCH_PLANE && padding * 10 > plane {
-        let wide = n.checked_mul(plane).and_then(|v| v.checked_mul(kdim));
-        if wide.is_some_and(|v| v <= BATCH_COL_ELEMENTS) {
-            let tmp = cx.scratch(m.checked_mul(n * plane))?;
-            let kernel = Batched {
-                nchw: [n, c, h, w],
-                mk: [m, kh, kw],
-                ay,
-                ax,
-            };
-            kernel.run(cx, (x, lhs(0), bias), act, &mut y, tmp);
-            return Ok(f32_tensor(out_shape, y));
-        }
+        let per_image = kdim.saturating_mul(plane).max(1);
+        let chunk = (CHUNK_PANEL_ELEMENTS / per_image).clamp(1, n);
+        let tmp = cx.scratch(m.checked_mul(chunk * plane))?;
+        let kernel = Batched {
+            nchw: [n, c, h, w],
+            m,
+            im: Im2col { c, kh, kw, ay, ax },
+            chunk,
+        };
+        kernel.run(cx, (x, lhs(0), bias), act, &mut y, tmp)?;
+        return Ok(f32_tensor(out_shape, y));
     }
-    let mut col = if pointwise {
-        Vec::new()
-    } else {
-        // Every element is written by im2col.
-        cx.buffer(cx.scratch(kdim.checked_mul(plane))?)
+    if pointwise {
+        for b in 0..n {
+            for g in 0..group {
+                let xg = &x[(b * c + g * cg) * h * w..][..cg * h * w];
+                let out = &mut y[(b * m + g * mg) * plane..][..mg * plane];
+                let epi = Epilogue {
+                    bias: bias.map_or(Bias::None, |b| Bias::Rows(&b[g * mg..][..mg])),
+                    act,
+                };
+                // Its [C/group, H*W] block is the column matrix.
+                let rhs = Rhs::Strided {
+                    data: xg,
+                    rs: plane,
+                    cs: 1,
+                };
+                gemm(
+                    [mg, kdim, plane],
+                    lhs(g),
+                    rhs,
+                    out,
+                    plane,
+                    epi,
+                    Kernel::Auto,
+                );
+            }
+        }
+        return Ok(f32_tensor(out_shape, y));
+    }
+    let im = Im2col {
+        c: cg,
+        kh,
+        kw,
+        ay,
+        ax,
     };
-    for b in 0..n {
-        for g in 0..group {
-            let xg = &x[(b * c + g * cg) * h * w..][..cg * h * w];
-            let src: &[f32] = if pointwise {
-                xg
-            } else {
-                im2col(xg, cg, [kh, kw], ay, ax, &mut col, plane);
-                &col
-            };
-            let out = &mut y[(b * m + g * mg) * plane..][..mg * plane];
-            let epi = Epilogue {
-                bias: bias.map_or(Bias::None, |b| Bias::Rows(&b[g * mg..][..mg])),
-                act,
-            };
-            // Bias and activation are applied as each tile is stored.
-            let rhs = Rhs::Strided {
-                data: src,
-                rs: plane,
-                cs: 1,
-            };
-            gemm(
-                [mg, kdim, plane],
-                lhs(g),
-                rhs,
-                out,
-                plane,
-                epi,
-                Kernel::Auto,
-            );
+    let pad_len = cx.scratch(im.padded_len(1))?;
+    let panels_len = cx.scratch(im.panels_len(1))?;
+    with_scratch(pad_len, panels_len, |pad, panels| {
+        for b in 0..n {
+            for g in 0..group {
+                let xg = &x[(b * c + g * cg) * h * w..][..cg * h * w];
+                im.pad(xg, 1, pad);
+                im.panels(pad, 1, panels);
+                let out = &mut y[(b * m + g * mg) * plane..][..mg * plane];
+                let epi = Epilogue {
+                    bias: bias.map_or(Bias::None, |b| Bias::Rows(&b[g * mg..][..mg])),
+                    act,
+                };
+                // Bias and activation are applied as each tile is stored.
+                let rhs = Rhs::Panels(panels);
+                gemm(
+                    [mg, kdim, plane],
+                    lhs(g),
+                    rhs,
+                    out,
+                    plane,
+                    epi,
+                    Kernel::Auto,
+                );
+            }
         }
-    }
-    cx.give(col);
+    });
     Ok(f32_tensor(out_shape, y))
+}
+
+thread_local! {
+    /// im2col space of the running thread: a padded input and its column panels, grown to
+    /// the largest convolution run so far (each size checked against the element limit
+    /// first) and reused, so no run zero-fills or page-faults fresh memory for them.
+    static SCRATCH: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// `f` with this thread's im2col buffers, at least `pad_len` and `panels_len` long.
+fn with_scratch<R>(
+    pad_len: usize,
+    panels_len: usize,
+    f: impl FnOnce(&mut [f32], &mut [f32]) -> R,
+) -> R {
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        let (pad, panels) = &mut *s;
+        if pad.len() < pad_len {
+            pad.resize(pad_len, 0.0);
+        }
+        if panels.len() < panels_len {
+            panels.resize(panels_len, 0.0);
+        }
+        f(&mut pad[..pad_len], &mut panels[..panels_len])
+    })
 }
 
 /// The weights the session packed for this operator, if they match the shapes the run
@@ -180,16 +235,18 @@ fn packed_weights<'a>(cx: &Ctx<'a>, group: usize, mg: usize, kdim: usize) -> Opt
     }
 }
 
-/// One im2col and one sgemm for the whole batch (small planes, where one sgemm per image
-/// is mostly call overhead): `col` is `[kdim, n * plane]` (image `b` in columns
-/// `b * plane..`), the product `[m, n * plane]` is then scattered to NCHW with the bias
-/// and activation. `tmp_len` (`m * n * plane`) and the `col` size were checked against
-/// the element limit.
+/// One im2col and one gemm for a chunk of images at a time (small planes, where one gemm
+/// per image would leave its last column panel mostly padding): the chunk's columns are
+/// panels of `[kdim, images * plane]` (image `b` in columns `b * plane..`), the product
+/// `[m, images * plane]` is then scattered to NCHW (bias and activation applied by the
+/// gemm). `tmp_len` (`m * images * plane` for a whole chunk) was checked against the
+/// element limit.
 struct Batched {
     nchw: [usize; 4],
-    mk: [usize; 3],
-    ay: Axis,
-    ax: Axis,
+    m: usize,
+    im: Im2col,
+    /// Images per chunk.
+    chunk: usize,
 }
 
 impl Batched {
@@ -200,79 +257,43 @@ impl Batched {
         act: Option<Act>,
         y: &mut [f32],
         tmp_len: usize,
-    ) {
-        let ([n, c, h, w], [m, kh, kw], ay, ax) = (self.nchw, self.mk, self.ay, self.ax);
-        let plane = ay.out * ax.out;
-        let (wide, kdim) = (n * plane, c * kh * kw);
-        // Every element of both is written: by im2col and by sgemm (beta 0).
-        let mut col = cx.buffer(kdim * wide);
-        for b in 0..n {
-            let xb = &x[b * c * h * w..][..c * h * w];
-            im2col(xb, c, [kh, kw], ay, ax, &mut col[b * plane..], wide);
-        }
+    ) -> OpResult<()> {
+        let ([n, c, h, w], m, im) = (self.nchw, self.m, self.im);
+        let plane = im.ay.out * im.ax.out;
+        let kdim = im.depth();
+        let pad_len = cx.scratch(im.padded_len(self.chunk))?;
+        let panels_len = cx.scratch(im.panels_len(self.chunk))?;
+        // Every element is written by the gemm (beta 0) before the scatter reads it.
         let mut tmp = cx.buffer(tmp_len);
         let epi = Epilogue {
             bias: bias.map_or(Bias::None, Bias::Rows),
             act,
         };
-        let rhs = Rhs::Strided {
-            data: &col,
-            rs: wide,
-            cs: 1,
-        };
-        gemm([m, kdim, wide], wt, rhs, &mut tmp, wide, epi, Kernel::Auto);
-        for b in 0..n {
-            for oc in 0..m {
-                let dst = &mut y[(b * m + oc) * plane..][..plane];
-                dst.copy_from_slice(&tmp[oc * wide + b * plane..][..plane]);
-            }
-        }
-        cx.give(col);
-        cx.give(tmp);
-    }
-}
-
-/// im2col of one group of one image (`x`: `[cg, h, w]`) into `col`, row `(ci, ky, kx)`
-/// (rows `pitch` apart), column `(oy, ox)`: each output row is a copy (stride 1) or a
-/// strided gather of an input row between zero-filled borders.
-fn im2col(
-    x: &[f32],
-    cg: usize,
-    [kh, kw]: [usize; 2],
-    ay: Axis,
-    ax: Axis,
-    col: &mut [f32],
-    pitch: usize,
-) {
-    let (h, w) = (ay.input, ax.input);
-    let (oh, ow) = (ay.out, ax.out);
-    let plane = oh * ow;
-    for ci in 0..cg {
-        let xin = &x[ci * h * w..][..h * w];
-        for ky in 0..kh {
-            for kx in 0..kw {
-                let s = ax.span(kx);
-                let row = &mut col[((ci * kh + ky) * kw + kx) * pitch..][..plane];
-                for (oy, r) in row.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
-                    let Some(iy) = ay.at(oy, ky) else {
-                        r.fill(0.0);
-                        continue;
-                    };
-                    let xrow = &xin[iy * w..][..w];
-                    r[..s.lo].fill(0.0);
-                    r[s.hi..].fill(0.0);
-                    if s.lo < s.hi {
-                        let start = s.at(s.lo, ax.stride);
-                        let dst = &mut r[s.lo..s.hi];
-                        if ax.stride == 1 {
-                            dst.copy_from_slice(&xrow[start..start + dst.len()]);
-                        } else {
-                            let src = xrow[start..].iter().step_by(ax.stride);
-                            dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v);
-                        }
+        with_scratch(pad_len, panels_len, |pad, panels| {
+            for b0 in (0..n).step_by(self.chunk) {
+                let images = self.chunk.min(n - b0);
+                let wide = images * plane;
+                im.pad(&x[b0 * c * h * w..][..images * c * h * w], images, pad);
+                im.panels(pad, images, panels);
+                let out = &mut tmp[..m * wide];
+                gemm(
+                    [m, kdim, wide],
+                    wt,
+                    Rhs::Panels(panels),
+                    out,
+                    wide,
+                    epi,
+                    Kernel::Auto,
+                );
+                for b in 0..images {
+                    for oc in 0..m {
+                        let dst = &mut y[((b0 + b) * m + oc) * plane..][..plane];
+                        dst.copy_from_slice(&out[oc * wide + b * plane..][..plane]);
                     }
                 }
             }
-        }
+        });
+        cx.give(tmp);
+        Ok(())
     }
 }

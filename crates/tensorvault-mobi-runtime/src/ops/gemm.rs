@@ -196,11 +196,17 @@ pub enum Lhs<'a> {
     },
 }
 
-/// The right operand: packed ahead of time or a strided matrix packed per block.
+/// The right operand: packed ahead of time, already in panels, or a strided matrix packed
+/// per block.
 #[derive(Debug, Clone, Copy)]
 pub enum Rhs<'a> {
     /// Packed once ([`PackedB::new`]).
     Packed(&'a PackedB),
+    /// A `k x n` operand already in [`PackedB`]'s layout: `n.div_ceil(NR)` panels of
+    /// `[k][NR]` values each, one after the other (e.g. written straight into panels by a
+    /// convolution's im2col). Values in the columns past `n` of the last panel only reach
+    /// results that are not stored.
+    Panels(&'a [f32]),
     /// Element `(p, j)` at `data[p * rs + j * cs]`.
     Strided {
         /// The values.
@@ -270,6 +276,12 @@ fn extent(rs: usize, cs: usize, rows: usize, cols: usize) -> usize {
     }
 }
 
+/// Values in `n.div_ceil(NR)` panels of `k` rows of [`NR`] (the length of an
+/// [`Rhs::Panels`] operand), `None` on overflow.
+pub fn panels_len(k: usize, n: usize) -> Option<usize> {
+    n.div_ceil(NR).checked_mul(NR)?.checked_mul(k)
+}
+
 /// `c = epilogue(a * b)` for `[m, k, n]`, `c` row-major with rows `rsc` apart; see
 /// [`sgemm`]. A packed operand must have the shape given (`m x k` / `k x n`).
 ///
@@ -294,6 +306,7 @@ pub fn gemm(
     };
     let b_ok = match b {
         Rhs::Packed(p) => p.k == k && p.n == n,
+        Rhs::Panels(d) => panels_len(k, n).is_some_and(|l| l <= d.len()),
         Rhs::Strided { data, rs, cs } => extent(rs, cs, k, n) <= data.len(),
     };
     let bias_ok = match epi.bias {
@@ -385,6 +398,7 @@ impl Blocks<'_, '_> {
         rsc: usize,
         store: Store,
     ) {
+        let k = self.mkn[1];
         let mut jr = 0;
         while jr < nc {
             // Two column panels at once for the AVX-512 kernel (a 12 x 32 or 6 x 32 tile).
@@ -393,6 +407,7 @@ impl Blocks<'_, '_> {
             let j = jc + jr;
             let bpanel = |q: usize| match self.b {
                 Rhs::Packed(p) => &p.data[(q / NR) * p.k * NR + pc * NR..][..kc * NR],
+                Rhs::Panels(d) => &d[(q / NR) * k * NR + pc * NR..][..kc * NR],
                 Rhs::Strided { .. } => &self.bbuf[((q - jc) / NR) * kc * NR..][..kc * NR],
             };
             let bp = bpanel(j);

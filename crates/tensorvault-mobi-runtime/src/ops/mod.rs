@@ -12,6 +12,7 @@ mod conv_transpose;
 mod depthwise;
 mod elementwise;
 pub mod gemm;
+mod im2col;
 mod linalg;
 mod logic;
 mod movement;
