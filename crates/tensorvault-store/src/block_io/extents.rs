@@ -256,7 +256,13 @@ impl ExtentAlloc {
 ///
 /// # Errors
 /// [`StoreErr::InvalidArgument`] naming `offset` or `len`.
-pub(crate) fn check_read(tier: Tier, unit: u64, max_len: u64, offset: u64, len: u32) -> Result<u64> {
+pub(crate) fn check_read(
+    tier: Tier,
+    unit: u64,
+    max_len: u64,
+    offset: u64,
+    len: u32,
+) -> Result<u64> {
     if u64::from(len) > max_len {
         return Err(StoreErr::InvalidArgument {
             field: "len",
@@ -327,9 +333,17 @@ mod tests {
         assert_eq!(a.free_units(), 5 + 9);
         // Runs: 0..5 (5 units). A 1-unit hole at 10 after freeing it is the best fit.
         assert_eq!(a.free(10 * 64).unwrap(), 64);
-        assert_eq!(a.free_tail(), 10, "a free run at the end goes back to the tail");
+        assert_eq!(
+            a.free_tail(),
+            10,
+            "a free run at the end goes back to the tail"
+        );
         assert_eq!(a.alloc(4), Some(0));
-        assert_eq!(a.alloc(2), Some(10), "the 1-unit remainder at 4 is too short");
+        assert_eq!(
+            a.alloc(2),
+            Some(10),
+            "the 1-unit remainder at 4 is too short"
+        );
         assert_eq!(a.alloc(1), Some(4));
         assert!(a.free(64).is_err(), "not a live extent start");
         assert!(a.free(4 * 64 + 1).is_err(), "not aligned");
@@ -355,7 +369,14 @@ mod tests {
         assert_eq!(a.alloc(1), None, "no room left without growing");
         let e = check_live([64; 4], max, &mut [(T, 0, 65), (T, 64, 1)].into_iter());
         assert!(
-            matches!(e, Err(StoreErr::ExtentOverlap { offset: 64, other: 0, .. })),
+            matches!(
+                e,
+                Err(StoreErr::ExtentOverlap {
+                    offset: 64,
+                    other: 0,
+                    ..
+                })
+            ),
             "{e:?}"
         );
         assert!(check_live([64; 4], max, &mut [(T, 32, 1)].into_iter()).is_err());

@@ -128,9 +128,7 @@ impl MmapBlockIO {
     /// [`StoreErr::Io`] if a tier file is missing or cannot be opened.
     pub fn open_snapshot(dir: &Path, geometry: &CollectionConfig) -> Result<Self> {
         geometry.validate()?;
-        let open = |tier: Tier| {
-            MmapTier::open(tier, dir.join(tier.file_name()), geometry, true)
-        };
+        let open = |tier: Tier| MmapTier::open(tier, dir.join(tier.file_name()), geometry, true);
         let setup = [
             open(Tier::Tier0)?,
             open(Tier::Tier1)?,

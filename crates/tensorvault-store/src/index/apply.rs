@@ -83,7 +83,12 @@ impl BlockIndex {
             .map(|e| {
                 let unit = units[e.tier.index()].max(1);
                 let len = u64::from(e.data_len).max(1).div_ceil(unit) * unit;
-                (e.tier, e.data_offset, e.data_offset.saturating_add(len), e.key())
+                (
+                    e.tier,
+                    e.data_offset,
+                    e.data_offset.saturating_add(len),
+                    e.key(),
+                )
             })
             .collect();
         spans.sort_unstable_by_key(|s| (s.0.index(), s.1, s.3));
