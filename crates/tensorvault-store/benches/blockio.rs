@@ -1,6 +1,7 @@
 //! BlockIO micro-benchmarks on `MmapBlockIO` in a temporary directory (fsync off):
 //! `write_block` of a full Tier0 slot (16 KiB) and a full Tier3 slot (1600 B), and the
-//! warm read path `with_block` + CRC32C of 16 KiB, alone and from 2 threads.
+//! warm read path `with_block` + CRC32C of 16 KiB, alone and from 2 threads; a churn of
+//! mixed-size Tier3 blocks with slot and with extent allocation.
 //!
 //! `cargo bench -p tensorvault-store --bench blockio`
 
@@ -197,5 +198,5 @@ fn bench_read(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_write, bench_read);
+criterion_group!(benches, bench_write, bench_churn, bench_read);
 criterion_main!(benches);
