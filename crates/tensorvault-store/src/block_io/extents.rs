@@ -202,12 +202,14 @@ impl ExtentAlloc {
     }
 
     /// Free the live extent at byte `offset`, coalescing with its free neighbours;
-    /// returns its length in bytes.
+    /// returns `(extent end, run start, run end)` in bytes: the end of the freed extent
+    /// and the free run it is now part of (the caller gives back the pages of the extent
+    /// that lie wholly inside the run, including those it shared with a free neighbour).
     ///
     /// # Errors
     /// [`StoreErr::InvalidArgument`] (field `offset`) if no live extent starts there
     /// (a double free, or a bad offset).
-    pub(crate) fn free(&mut self, offset: u64) -> Result<u64> {
+    pub(crate) fn free(&mut self, offset: u64) -> Result<(u64, u64, u64)> {
         let (start, n) = self.live_at(offset)?;
         self.live.remove(&start);
         let (mut s, mut e) = (start, start + n);
@@ -226,7 +228,7 @@ impl ExtentAlloc {
         } else {
             self.put_run(s, e - s);
         }
-        Ok(n * self.unit)
+        Ok(((start + n) * self.unit, s * self.unit, e * self.unit))
     }
 
     /// Make exactly `live` (sorted `(start unit, units)`, validated by [`check_live`])
@@ -328,11 +330,15 @@ mod tests {
         a.add_units(20).unwrap();
         let s: Vec<u64> = [3, 2, 5, 1].iter().map(|&n| a.alloc(n).unwrap()).collect();
         assert_eq!(s, [0, 3, 5, 10]);
-        assert_eq!(a.free(3 * 64).unwrap(), 128);
-        assert_eq!(a.free(0).unwrap(), 192, "coalesces with the run after it");
+        assert_eq!(a.free(3 * 64).unwrap(), (320, 192, 320));
+        assert_eq!(
+            a.free(0).unwrap(),
+            (192, 0, 320),
+            "coalesces with the run after it"
+        );
         assert_eq!(a.free_units(), 5 + 9);
         // Runs: 0..5 (5 units). A 1-unit hole at 10 after freeing it is the best fit.
-        assert_eq!(a.free(10 * 64).unwrap(), 64);
+        assert_eq!(a.free(10 * 64).unwrap(), (704, 640, 704));
         assert_eq!(
             a.free_tail(),
             10,

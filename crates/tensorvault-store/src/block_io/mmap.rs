@@ -394,14 +394,13 @@ impl TierMedium for MmapTier {
         Ok(())
     }
 
-    /// Punch a hole over the whole pages inside the freed slot or extent
-    /// (`fallocate(PUNCH_HOLE | KEEP_SIZE)`: the file keeps its length and the bytes read
-    /// as zeros until reused). Best effort: a file system without hole punching keeps the
-    /// bytes, which costs space, never correctness, since the store only frees a block's
-    /// bytes once no durable record and no reader refers to them. An extent shares its
-    /// first and last pages with its neighbours, so only the pages wholly inside it go;
-    /// the free neighbours' own frees punched theirs (the pages between two adjacent free
-    /// extents stay until one of them is reused and freed again).
+    /// Punch a hole over the whole pages inside the freed slot, or inside the free run
+    /// a freed extent joined (`fallocate(PUNCH_HOLE | KEEP_SIZE)`: the file keeps its
+    /// length and the bytes read as zeros until reused). Best effort: a file system
+    /// without hole punching keeps the bytes, which costs space, never correctness, since
+    /// the store only frees a block's bytes once no durable record and no reader refers
+    /// to them. A page shared with a live neighbour stays; one the extent shared with a
+    /// free neighbour goes with the run.
     fn release(&self, offset: u64, len: u64) {
         const PAGE: u64 = 4096;
         let start = offset.div_ceil(PAGE) * PAGE;

@@ -84,6 +84,9 @@ pub(crate) trait TierMedium: Send + Sync {
     }
 }
 
+/// The page size freed extents are given back in (what hole punching works on).
+const RELEASE_PAGE: u64 = 4096;
+
 /// One tier's allocator: fixed slots or extents.
 enum Alloc {
     Slots(SlotAlloc),
@@ -164,11 +167,22 @@ impl Alloc {
         }
     }
 
-    /// Free the slot or extent at byte `offset`; its allocated length in bytes.
-    fn free(&mut self, offset: u64, unit: u64) -> Result<u64> {
+    /// Free the slot or extent at byte `offset`; the byte range whose storage may go
+    /// back: the slot, or the pages of the extent that lie wholly inside the free run it
+    /// joined (a page it shared with a free neighbour goes too, one shared with a live
+    /// neighbour stays).
+    fn free(&mut self, offset: u64, unit: u64) -> Result<(u64, u64)> {
         match self {
-            Self::Slots(a) => a.free(offset).map(|()| unit),
-            Self::Extents(a) => a.free(offset),
+            Self::Slots(a) => a.free(offset).map(|()| (offset, offset + unit)),
+            Self::Extents(a) => {
+                let (end, run_start, run_end) = a.free(offset)?;
+                let lo = (offset / RELEASE_PAGE * RELEASE_PAGE).max(run_start);
+                let hi = end
+                    .div_ceil(RELEASE_PAGE)
+                    .saturating_mul(RELEASE_PAGE)
+                    .min(run_end);
+                Ok((lo, hi.max(lo)))
+            }
         }
     }
 
@@ -372,7 +386,7 @@ impl<M: TierMedium> BlockIO for SlotStore<M> {
     fn free_block(&self, tier: Tier, offset: u64) -> Result<()> {
         let t = self.tier(tier);
         let mut alloc = t.lock();
-        let len = alloc.free(offset, t.unit)?;
+        let (start, end) = alloc.free(offset, t.unit)?;
         let used = alloc.units() - alloc.free_tail();
         if let Some(keep) = t.medium.shrink_target(used, alloc.units()) {
             // Best effort, like `release`: the block's bytes are free either way (and
@@ -383,9 +397,9 @@ impl<M: TierMedium> BlockIO for SlotStore<M> {
                 Err(e) => tracing::warn!(%tier, error = %e, "cannot cut the free tail"),
             }
         }
-        let end = (offset + len).min(alloc.units() * t.unit);
-        if end > offset {
-            t.medium.release(offset, end - offset);
+        let end = end.min(alloc.units() * t.unit);
+        if end > start {
+            t.medium.release(start, end - start);
         }
         Ok(())
     }
