@@ -141,17 +141,19 @@ def evaluate(m, ids: np.ndarray, log=print) -> Dict:
         ppl = run(m, ids, c)
         st = c.stats()
         payload = int(sum(st["payload_bytes"])) if "payload_bytes" in st else None
+        # Bytes the live blocks take in the tier files (slots, or extents).
+        live = int(sum(u.get("live_bytes", 0) for u in st.get("usage", []))) or None
         c.close()
         disk, apparent = _disk_bytes(root)
         f16 = len(ids) * m.hd * 2 * 2 * m.n_kv * m.n_layer
         tiers = list(st["blocks"]) if "blocks" in st else "-"
         r = {"tokens": int(len(ids)), "ppl_ref": ref, "ppl": ppl, "ppl_change_pct": (ppl / ref - 1) * 100,
              "disk_bytes": disk, "apparent_bytes": apparent, "f16_bytes": f16, "tier_blocks": tiers,
-             "payload_bytes": payload,
+             "payload_bytes": payload, "live_bytes": live,
              "chunk": CHUNK, "policy": {k: list(v) if isinstance(v, tuple) else v for k, v in p.items()}}
         log(f"    store cache ({p}): perplexity {ppl:.3f} ({r['ppl_change_pct']:+.2f}%), {disk} bytes on disk "
             f"= {disk / f16 * 100:.1f}% of the f16 cache (apparent {apparent / f16 * 100:.1f}%, "
-            f"payload {(payload or 0) / f16 * 100:.1f}%), "
+            f"payload {(payload or 0) / f16 * 100:.1f}%, live {(live or 0) / f16 * 100:.1f}%), "
             f"blocks per tier {tiers} ({time.time() - t0:.0f}s)")
         return r
     except (TypeError, AttributeError) as e:

@@ -20,7 +20,8 @@ Sections:
   `tensorvault.KvCache` (append per head, the cache's age policy demotes every full block
   to the tier, read back): post-RoPE keys against keys stored before RoPE
   (`rope=(1e5, 64, "interleaved")`, applied at read), codec 2 against codec 4 (4-bit keys
-  next to 3-bit values at tier 3). `disk_bits` counts the tier slots the blocks occupy.
+  next to 3-bit values at tier 3). `disk_bits` counts the tier slots (or, with
+  `allocation="extent"`, the extents) the blocks occupy.
 * `ref`: the rotated codec's choices, transcribed in numpy (not the product; same math as
   `segment_rot.rs`, docs/formats/quant.md section 10) on the values at 3 bits, keys through
   the store's tier 3: rotation on/off, Lloyd-Max vs uniform levels, RMS vs max scales.
@@ -163,9 +164,11 @@ class KvCacheConfig:
 
     AGE = {1: (0, 1 << 40, 0), 2: (0, 0, 1 << 40), 3: (0, 0, 0)}
 
-    def __init__(self, label: str, tier: int, codec: int, rope=None, entropy: bool = False) -> None:
+    def __init__(self, label: str, tier: int, codec: int, rope=None, entropy: bool = False,
+                 allocation: str = "slot") -> None:
         self.label, self.tier, self.codec, self.rope = label, tier, codec, rope
         self.entropy = entropy
+        self.allocation = allocation
         self.pre_rope = rope is not None
         self.slot_bytes = 0
 
@@ -179,6 +182,8 @@ class KvCacheConfig:
                 kw["rope"] = self.rope
             if self.entropy:
                 kw["entropy"] = True
+            if self.allocation != "slot":
+                kw["allocation"] = self.allocation
             c = tv.KvCache(d, "q", "kv", head_dim=m.hd, durability="os",
                            age_tiers=self.AGE[self.tier], **kw)
             for h in range(m.n_kv):
@@ -191,7 +196,10 @@ class KvCacheConfig:
         finally:
             shutil.rmtree(d, ignore_errors=True)
         stored = int(sum(st["payload_bytes"]))
-        self.slot_bytes += sum(u["slot_len"] * n for u, n in zip(st["usage"], st["blocks"]))
+        # What the live blocks take in the tier files: their slots, or their extents
+        # (`live_bytes`; older bindings: slot lengths times blocks).
+        self.slot_bytes += sum(u.get("live_bytes", u["slot_len"] * n)
+                               for u, n in zip(st["usage"], st["blocks"]))
         return kk, vv, stored, k.size + v.size
 
 
@@ -325,7 +333,9 @@ def main() -> int:
                         KvCacheConfig("KvCache codec 4 tier 3, post-RoPE 4-bit keys", 3, 4),
                         KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys", 3, 4, r),
                         KvCacheConfig("KvCache codec 4 tier 1, pre-RoPE keys", 1, 4, r),
-                        KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy", 3, 4, r, True)]
+                        KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy", 3, 4, r, True),
+                        KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy + extents",
+                                      3, 4, r, True, "extent")]
         only = os.environ.get("TVQ_ONLY")
         if only:  # harness knob: a subset of the configurations by label substring
             configs = [c for c in configs if any(o in c.label for o in only.split("|"))]

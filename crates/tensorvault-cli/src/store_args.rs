@@ -8,6 +8,15 @@ use clap::{Args, ValueEnum};
 use crate::error::CliError;
 use tensorvault_store::{Durability, TensorKind, Tier};
 
+/// Tier-file allocation of a new collection on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AllocationArg {
+    /// One worst-case slot per block.
+    Slot,
+    /// A payload-sized extent per block (MetaLog flag bit 1).
+    Extent,
+}
+
 /// Durability on the command line.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum DurabilityArg {
@@ -93,6 +102,12 @@ pub struct PutArgs {
     /// ~5x slower than plain codes). An existing collection keeps its own setting.
     #[arg(long)]
     pub entropy: bool,
+    /// Allocation of a NEW collection's tier files: `slot` (every block takes a
+    /// worst-case slot) or `extent` (a block takes its payload rounded up to 64 bytes, so
+    /// entropy-coded and short blocks take less disk; builds before it refuse such a
+    /// collection). An existing collection keeps its own.
+    #[arg(long, value_enum, default_value_t = AllocationArg::Slot)]
+    pub allocation: AllocationArg,
     /// Write durability.
     #[arg(long, value_enum, default_value_t = DurabilityArg::EveryWrite)]
     pub durability: DurabilityArg,

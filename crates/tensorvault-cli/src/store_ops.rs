@@ -10,7 +10,7 @@ use tensorvault_store::{BlockInfo, CollectionConfig, StoreConfig, StoreErr, Stor
 use crate::error::CliError;
 use crate::npy;
 use crate::report;
-use crate::store_args::{tier_of, PutArgs};
+use crate::store_args::{tier_of, AllocationArg, PutArgs};
 use crate::store_backend::{Backend, Mode};
 use crate::store_print::{print_collections, print_stats, print_tensors, print_verify, Verified};
 
@@ -35,6 +35,7 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
         (None, None) => CollectionConfig::default(),
     };
     geometry.entropy = a.entropy;
+    geometry.extents = a.allocation == AllocationArg::Extent;
     let cfg = StoreConfig {
         collection: geometry,
         durability: a.durability.durability(),
@@ -128,6 +129,7 @@ pub fn stats<B: Backend>(b: &B, json: bool) -> Result<i32, CliError> {
             total.raw_bytes[i] += st.raw_bytes[i];
             total.usage[i].bytes += st.usage[i].bytes;
             total.usage[i].allocated_bytes += st.usage[i].allocated_bytes;
+            total.usage[i].live_bytes += st.usage[i].live_bytes;
             total.usage[i].slots += st.usage[i].slots;
             total.usage[i].free_slots += st.usage[i].free_slots;
             // Across collections: the largest of their medians.

@@ -94,7 +94,8 @@ pub fn print_collections(rows: &[(String, String, StoreStats)], json: bool) {
 fn stats_json(s: &StoreStats) -> serde_json::Value {
     json!({"tensors": s.tensors, "blocks": s.blocks, "payload_bytes": s.payload_bytes, "raw_bytes": s.raw_bytes,
         "file_bytes": s.usage.map(|u| u.bytes), "allocated_bytes": s.usage.map(|u| u.allocated_bytes),
-        "slot_len": s.usage.map(|u| u.slot_len),
+        "slot_len": s.usage.map(|u| u.slot_len), "alloc_unit": s.usage.map(|u| u.alloc_unit),
+        "live_bytes": s.usage.map(|u| u.live_bytes),
         "free_slots": s.usage.map(|u| u.free_slots), "log_records": s.log_records,
         "step_median": s.step_median,
         "replay_ms": s.replay_nanos as f64 / 1e6, "replay_skipped": s.replay_skipped,
@@ -131,6 +132,7 @@ pub fn print_stats(per: &[(String, String, StoreStats, Extra)], total: &StoreSta
         "raw",
         "stored",
         "ratio",
+        "live",
         "file",
         "on disk",
         "free slots",
@@ -147,6 +149,7 @@ pub fn print_stats(per: &[(String, String, StoreStats, Extra)], total: &StoreSta
                 "{:.2}x",
                 total.raw_bytes[i] as f64 / total.payload_bytes[i].max(1) as f64
             ),
+            report::size(total.usage[i].live_bytes),
             report::size(total.usage[i].bytes),
             report::size(total.usage[i].allocated_bytes),
             total.usage[i].free_slots.to_string(),

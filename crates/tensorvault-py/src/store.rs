@@ -255,12 +255,26 @@ pub(crate) fn apply_tier_limits(
     Ok(())
 }
 
+/// `allocation="slot"` or `"extent"` of `Store(...)` / `KvCache(...)`: whether a new
+/// collection takes payload-sized extents.
+pub(crate) fn parse_allocation(allocation: &str) -> PyResult<bool> {
+    match allocation {
+        "slot" => Ok(false),
+        "extent" => Ok(true),
+        other => Err(arg_err(format!(
+            "allocation {other:?} is not \"slot\" or \"extent\""
+        ))),
+    }
+}
+
 /// Store-wide statistics as a dict (shared by `Store.stats` and `KvCache.stats`).
 pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &StoreStats) -> PyResult<Bound<'py, PyDict>> {
     let usage = PyList::empty(py);
     for u in &s.usage {
         let d = PyDict::new(py);
         d.set_item("slot_len", u.slot_len)?;
+        d.set_item("alloc_unit", u.alloc_unit)?;
+        d.set_item("live_bytes", u.live_bytes)?;
         d.set_item("slots", u.slots)?;
         d.set_item("free_slots", u.free_slots)?;
         d.set_item("bytes", u.bytes)?;
@@ -339,7 +353,11 @@ impl Store {
     /// With `entropy` (new collections, codec 2 and later): tier 2 and 3 blocks are stored
     /// entropy-coded (TQTC version 5, lossless) where that is shorter; reads are
     /// bit-identical and `stats()["payload_bytes"]` counts the coded bytes.
-    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false, entropy=false))]
+    /// With `allocation="extent"` (new collections, codec 2 and later): each block takes
+    /// `roundup(payload, slot_align)` bytes of its tier file instead of a worst-case slot
+    /// (`"slot"`, the default); `stats()["usage"][t]["live_bytes"]` and
+    /// `["allocated_bytes"]` show what the blocks take and what the disk holds.
+    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false, entropy=false, allocation="slot"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -354,6 +372,7 @@ impl Store {
         codec: Option<u8>,
         read_only: bool,
         entropy: bool,
+        allocation: &str,
     ) -> PyResult<Self> {
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
@@ -386,6 +405,7 @@ impl Store {
         // Entropy-code quantized payloads (TQTC v5) where shorter; a new collection only
         // (an existing one keeps the flag in its header).
         cfg.collection.entropy = entropy;
+        cfg.collection.extents = parse_allocation(allocation)?;
         let store = py
             .detach(|| {
                 if read_only {
@@ -447,6 +467,7 @@ impl Store {
         d.set_item("codec", g.codec)?;
         d.set_item("sink_values", g.sink_values)?;
         d.set_item("entropy", g.entropy)?;
+        d.set_item("allocation", if g.extents { "extent" } else { "slot" })?;
         Ok(d)
     }
 

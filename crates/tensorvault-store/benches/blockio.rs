@@ -1,6 +1,7 @@
 //! BlockIO micro-benchmarks on `MmapBlockIO` in a temporary directory (fsync off):
 //! `write_block` of a full Tier0 slot (16 KiB) and a full Tier3 slot (1600 B), and the
-//! warm read path `with_block` + CRC32C of 16 KiB, alone and from 2 threads.
+//! warm read path `with_block` + CRC32C of 16 KiB, alone and from 2 threads; a churn of
+//! mixed-size Tier3 blocks with slot and with extent allocation.
 //!
 //! `cargo bench -p tensorvault-store --bench blockio`
 
@@ -60,6 +61,49 @@ fn bench_write(c: &mut Criterion) {
                     io.free_block(tier, off).unwrap();
                 }
                 e
+            });
+        });
+    }
+    group.finish();
+}
+
+/// The allocator on a churn of mixed sizes, slots against extents: 2048 live Tier3 blocks
+/// of 75-100% of the worst-case slot (what entropy coding leaves), each iteration
+/// replacing one at random (write the new payload, free the old one), as a migration or
+/// a tail rewrite does.
+fn bench_churn(c: &mut Criterion) {
+    let mut group = c.benchmark_group("blockio_mmap/churn_tier3_mixed");
+    for extents in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let g = CollectionConfig {
+            extents,
+            ..CollectionConfig::default()
+        };
+        let io = MmapBlockIO::open(dir.path(), &g).unwrap();
+        let slot = io.slot_len(Tier::Tier3) as usize;
+        let lens: Vec<usize> = (0..4096)
+            .map(|i| slot * (75 + (i * 37) % 26) / 100)
+            .collect();
+        let src = payload(slot, 7);
+        let mut live: Vec<u64> = (0..2048u32)
+            .map(|i| {
+                io.write_block(Tier::Tier3, BlockKey::new(1, i), &src[..lens[i as usize]])
+                    .unwrap()
+                    .0
+            })
+            .collect();
+        let mut i = 0usize;
+        group.throughput(Throughput::Elements(1));
+        group.bench_function(if extents { "extent" } else { "slot" }, |b| {
+            b.iter(|| {
+                i = i.wrapping_add(1);
+                let victim = (i * 7919) % live.len();
+                let len = lens[i % lens.len()];
+                let (off, _) = io
+                    .write_block(Tier::Tier3, BlockKey::new(2, 0), black_box(&src[..len]))
+                    .unwrap();
+                io.free_block(Tier::Tier3, live[victim]).unwrap();
+                live[victim] = off;
             });
         });
     }
@@ -154,5 +198,5 @@ fn bench_read(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_write, bench_read);
+criterion_group!(benches, bench_write, bench_churn, bench_read);
 criterion_main!(benches);

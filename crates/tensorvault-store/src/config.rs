@@ -13,6 +13,9 @@ pub const DEFAULT_BLOCK_ELEMS: u32 = 4096;
 pub const KV_BLOCK_RAW_BYTES: u32 = 32 * 1024;
 /// Default slot alignment in tier files (ARCHITECTURE.md section 7).
 pub const DEFAULT_SLOT_ALIGN: u32 = 64;
+/// With [`CollectionConfig::extents`], a quantized block may be up to this many worst-case
+/// slot lengths long ([`CollectionConfig::max_block_len`]).
+pub const EXTENT_CAP_SLOTS: u64 = 2;
 /// Largest accepted block (elements); bounds every slot and every decode buffer.
 pub const MAX_BLOCK_ELEMS: u32 = 1 << 22;
 /// Default [`StoreConfig::lock_wait`]: readers hold a collection for the length of a
@@ -77,6 +80,11 @@ pub struct CollectionConfig {
     /// Lossless; the slot size is unchanged. MetaLog header flags bit 0
     /// (`docs/formats/store.md`).
     pub entropy: bool,
+    /// Blocks take payload-sized extents in their tier files (`roundup(data_len,
+    /// slot_align)` bytes at any `slot_align` multiple) instead of worst-case slots, and
+    /// may be up to [`CollectionConfig::max_block_len`] long. New collections only (codecs
+    /// v2 and later); MetaLog header flags bit 1 (`docs/formats/store.md`).
+    pub extents: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
     /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
@@ -107,6 +115,7 @@ impl CollectionConfig {
             codec: CODEC_V2,
             sink_values: 0,
             entropy: false,
+            extents: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
@@ -285,6 +294,32 @@ impl CollectionConfig {
         u32::try_from(len).unwrap_or(u32::MAX)
     }
 
+    /// The unit blocks of `tier` are allocated in: `slot_align` with
+    /// [`CollectionConfig::extents`], else the slot length (every block takes one slot).
+    #[must_use]
+    pub fn alloc_unit(&self, tier: Tier) -> u32 {
+        if self.extents {
+            self.slot_align.max(1)
+        } else {
+            self.slot_len(tier)
+        }
+    }
+
+    /// Longest payload a block of `tier` may have. Slots: the slot length. Extents:
+    /// [`EXTENT_CAP_SLOTS`] slot lengths for the quantized tiers (a codec may use a finer
+    /// layout that sometimes needs more than the worst-case slot), one slot length for
+    /// Tier0 (raw values never exceed it); at most `u32::MAX` rounded down to the unit.
+    #[must_use]
+    pub fn max_block_len(&self, tier: Tier) -> u32 {
+        let slot = u64::from(self.slot_len(tier));
+        if !self.extents || tier == Tier::Tier0 {
+            return self.slot_len(tier);
+        }
+        let a = u64::from(self.slot_align.max(1));
+        let cap = (slot * EXTENT_CAP_SLOTS).min(u64::from(u32::MAX) / a * a);
+        u32::try_from(cap).unwrap_or(u32::MAX)
+    }
+
     /// Check every field.
     ///
     /// # Errors
@@ -363,6 +398,12 @@ impl CollectionConfig {
         }
         if self.codec == CODEC_V1 && self.entropy {
             return bad("entropy", "codec v1 collections cannot entropy-code".into());
+        }
+        if self.codec == CODEC_V1 && self.extents {
+            return bad(
+                "extents",
+                "codec v1 collections keep slots (their header has no flags)".into(),
+            );
         }
         if !self.per_kind_keys() && (self.key_bits != [0; 3] || self.key_group_size != [0; 3]) {
             return bad(

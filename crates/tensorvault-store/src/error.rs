@@ -146,6 +146,20 @@ pub enum StoreErr {
         /// Why.
         reason: String,
     },
+    /// Two live blocks claim overlapping bytes of a tier file (extent allocation; a
+    /// consistent log never produces it: only a lost or forged record does). Field
+    /// `data_offset` of the block whose extent starts at `offset`.
+    #[error("{tier}: the extent at data_offset {offset} overlaps the live extent at {other} ({other_len} bytes)")]
+    ExtentOverlap {
+        /// The tier.
+        tier: Tier,
+        /// Start of the later extent.
+        offset: u64,
+        /// Start of the extent it overlaps.
+        other: u64,
+        /// Allocated length of that extent in bytes.
+        other_len: u64,
+    },
     /// A tenant, collection or tensor name that could escape the store root or is empty.
     #[error("invalid {field} name {name:?}: {reason}")]
     InvalidName {
@@ -351,6 +365,7 @@ impl StoreErr {
                 | StoreErr::TensorIncomplete { .. }
                 | StoreErr::LineageTooDeep { .. }
                 | StoreErr::LineageCycle { .. }
+                | StoreErr::ExtentOverlap { .. }
         ) || self.is_header_checksum()
     }
 

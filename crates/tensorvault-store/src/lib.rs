@@ -58,7 +58,8 @@ pub use builder::{DirStoreBuilder, OpenMode};
 pub use catalog::Catalog;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    CollectionConfig, Durability, RecoveryMode, StoreConfig, CODEC_V1, CODEC_V2, CODEC_V3, CODEC_V4,
+    CollectionConfig, Durability, RecoveryMode, StoreConfig, CODEC_V1, CODEC_V2, CODEC_V3,
+    CODEC_V4, EXTENT_CAP_SLOTS,
 };
 pub use error::{Result, StoreErr};
 pub use finite::{HeldBlock, HoldReason};

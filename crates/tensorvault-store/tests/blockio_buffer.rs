@@ -120,7 +120,7 @@ fn restore_from_persisted_tiers() {
         tiers[tier.index()] = data;
     }
     let io = BufferBlockIO::from_tiers(tiers, &g);
-    io.reset_allocation(&mut live.iter().map(|(t, o, ..)| (*t, *o)))
+    io.reset_allocation(&mut live.iter().map(|(t, o, ..)| (*t, *o, 1)))
         .unwrap();
     for (tier, off, len, data) in &live {
         assert_eq!(&read(&io, *tier, *off, *len).unwrap(), data);

@@ -39,7 +39,7 @@ fn reopen_sees_the_same_bytes() {
     let io = MmapBlockIO::open(dir.path(), &g).unwrap();
     assert_eq!(io.dir(), dir.path());
     // Before the reset every slot is free; after it exactly the live ones are used.
-    io.reset_allocation(&mut live.iter().map(|(t, off, ..)| (*t, *off)))
+    io.reset_allocation(&mut live.iter().map(|(t, off, ..)| (*t, *off, 1)))
         .unwrap();
     for (tier, off, len, data) in &live {
         assert_eq!(
@@ -79,7 +79,7 @@ fn torn_file_counts_whole_slots_only() {
     ));
     // A live slot in the torn part: the tier is extended, the surviving bytes kept and
     // the rest zero-filled.
-    io.reset_allocation(&mut [(Tier::Tier3, 0), (Tier::Tier3, 2 * s)].into_iter())
+    io.reset_allocation(&mut [(Tier::Tier3, 0, 1), (Tier::Tier3, 2 * s, 1)].into_iter())
         .unwrap();
     let got = read(&io, Tier::Tier3, 2 * s, s as u32).unwrap();
     assert_eq!(&got[..(s / 2) as usize], &bytes[(2 * s) as usize..]);
@@ -279,7 +279,7 @@ fn a_snapshot_takes_slots_the_writer_grew_after_it_opened() {
     writer.sync().unwrap();
     let last = live.iter().map(|(off, ..)| *off).max().unwrap();
     assert!(last / u64::from(snap.slot_len(Tier::Tier0)) >= seen);
-    snap.reset_allocation(&mut live.iter().map(|(off, ..)| (Tier::Tier0, *off)))
+    snap.reset_allocation(&mut live.iter().map(|(off, ..)| (Tier::Tier0, *off, 1)))
         .unwrap();
     for (off, len, data) in &live {
         assert_eq!(
@@ -294,7 +294,7 @@ fn a_snapshot_takes_slots_the_writer_grew_after_it_opened() {
         .len();
     let beyond = file_len + 1000 * u64::from(snap.slot_len(Tier::Tier0));
     let e = snap
-        .reset_allocation(&mut std::iter::once((Tier::Tier0, beyond)))
+        .reset_allocation(&mut std::iter::once((Tier::Tier0, beyond, 1)))
         .unwrap_err();
     assert!(
         matches!(e, StoreErr::NotWritable { op: "grow", .. }),

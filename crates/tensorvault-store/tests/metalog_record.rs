@@ -464,8 +464,13 @@ fn every_header_rejection() {
     header_rejected(&reseal(h, H_MAGIC, b"TVMETLOX"), "magic", 0);
     header_rejected(&reseal(h, H_VERSION, &3u32.to_le_bytes()), "version", 8);
     header_rejected(&reseal(h, H_CODEC, &[6]), "codec", H_CODEC as u64);
-    // Byte 49 is the flags byte: bit 0 (entropy) is known, any other bit is refused.
-    header_rejected(&reseal(h, H_CODEC + 1, &[2]), "flags", (H_CODEC + 1) as u64);
+    // Byte 49 is the flags byte: bits 0 (entropy) and 1 (extents) are known, any other
+    // bit is refused.
+    header_rejected(
+        &reseal(h, H_CODEC + 1, &[0x80]),
+        "flags",
+        (H_CODEC + 1) as u64,
+    );
     header_rejected(
         &reseal(h, H_SINK_VALUES, &5000u16.to_le_bytes()),
         "sink_values",

@@ -208,6 +208,21 @@ fn power_cut_during_migrations_and_compactions_keeps_every_block_in_one_tier() {
     }
 }
 
+/// The extent allocator under power cuts at every operation: acknowledged data
+/// survives, each block keeps its own extent (see `check_after_kill`).
+#[test]
+fn power_cut_with_extents_loses_nothing_and_shares_no_extent() {
+    common::with_extents(|| {
+        if long_mode() {
+            suite(Mode::Mixed, 0x9C07_0011, 6, 60, 1250);
+            suite(Mode::Migrate, 0x9C07_0012, 6, 60, 600);
+        } else {
+            suite(Mode::Mixed, 0x9C07_0011, 1, 30, 100);
+            suite(Mode::Migrate, 0x9C07_0012, 1, 25, 50);
+        }
+    });
+}
+
 /// The commit whose records reached the disk without its data (the two are synced
 /// together) is rolled back at open: the block reads as it was before. After a clean
 /// close (a commit mark ends the log) the same damage is reported as corruption instead.

@@ -103,6 +103,9 @@ class KvCache:
         entropy: Create the collection with the entropy flag: quantized blocks are
             stored entropy-coded (lossless, TQTC version 5) where that is shorter. The
             tier slots keep their size; the payload shrinks.
+        allocation: ``"slot"`` (default) or ``"extent"``: a new collection whose blocks
+            take payload-sized extents of their tier files instead of worst-case slots,
+            so the disk follows the (entropy-coded) payload. Older builds refuse it.
 
     Use it as a context manager or call :meth:`close`.
     """
@@ -122,6 +125,7 @@ class KvCache:
         rope: Optional[Tuple[float, int, str]] = None,
         codec: Optional[int] = None,
         entropy: bool = False,
+        allocation: str = "slot",
     ) -> None:
         self._head_dim = _index(head_dim, "head_dim")
         age = None
@@ -144,6 +148,7 @@ class KvCache:
             _rope(rope),
             None if codec is None else _index(codec, "codec"),
             bool(entropy),
+            str(allocation),
         )
 
     @property

@@ -134,6 +134,12 @@ class Store:
             same values in about 0.2-0.4 fewer bits per value of payload, read ~5x
             slower than plain codes. Existing collections keep their setting
             (``geometry["entropy"]``).
+        allocation: ``"slot"`` (default) or ``"extent"``: with ``"extent"`` a new
+            collection gives each block ``roundup(payload, slot_align)`` bytes of its
+            tier file instead of a worst-case slot, so entropy-coded and short blocks
+            take less disk (``stats()["usage"][t]["live_bytes"]`` /
+            ``["allocated_bytes"]``). Older builds refuse such a collection. Existing
+            collections keep theirs (``geometry["allocation"]``).
 
     Use it as a context manager (``with tv.Store(...) as s:``) or call :meth:`close`;
     a writable collection stays locked until then (a second writable ``Store`` on it, in
@@ -159,6 +165,7 @@ class Store:
         codec: Optional[int] = None,
         read_only: bool = False,
         entropy: bool = False,
+        allocation: str = "slot",
     ) -> None:
         if isinstance(durability, int) and not isinstance(durability, bool):
             durability = f"every-{durability}"
@@ -167,7 +174,7 @@ class Store:
         limits = None if max_blocks_per_tier is None else list(max_blocks_per_tier)
         self._s = _native.Store(
             fspath(root), str(tenant), str(collection), bool(create), durability, limits,
-            block_elems, kv_head_dim, codec, bool(read_only), bool(entropy),
+            block_elems, kv_head_dim, codec, bool(read_only), bool(entropy), str(allocation),
         )
 
     @property

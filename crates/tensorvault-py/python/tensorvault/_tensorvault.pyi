@@ -145,6 +145,7 @@ class KvCache:
         rope: Optional[Tuple[float, int, str]] = None,
         codec: Optional[int] = None,
         entropy: bool = False,
+        allocation: str = 'slot',
     ) -> None: ...
     @property
     def age_tiers(self) -> Optional[Tuple[int, int, int]]:
@@ -444,6 +445,7 @@ class Store:
         codec: Optional[int] = None,
         read_only: bool = False,
         entropy: bool = False,
+        allocation: str = 'slot',
     ) -> None: ...
     def __repr__(self, /) -> str: ...
     def close(self) -> None:

@@ -121,7 +121,9 @@ impl ObjectBlockIO {
         readahead: u32,
     ) -> Self {
         Self {
-            slot_len: Tier::ALL.map(|t| geo.slot_len(t).max(1)),
+            // With extent allocation a block may exceed the worst-case slot up to the
+            // tier's cap: objects are payload-sized anyway, pack strides take the cap.
+            slot_len: Tier::ALL.map(|t| geo.max_block_len(t).max(1)),
             hwm: coll.manifest().next_slot.map(AtomicU64::new),
             layout: coll.manifest().layout,
             pack_live: Mutex::new(HashMap::new()),
@@ -253,11 +255,11 @@ impl BlockIO for ObjectBlockIO {
         Ok(())
     }
 
-    fn reset_allocation(&self, live: &mut dyn Iterator<Item = (Tier, u64)>) -> Result<()> {
+    fn reset_allocation(&self, live: &mut dyn Iterator<Item = (Tier, u64, u32)>) -> Result<()> {
         let mut counts = [0u64; 4];
         let mut packs: HashMap<(u8, u64), u32> = HashMap::new();
         let hwm = self.hwm.each_ref().map(|h| h.load(Ordering::Acquire));
-        for (tier, offset) in live {
+        for (tier, offset, _len) in live {
             let sl = u64::from(self.slot_len[tier.index()]);
             if offset % sl != 0 || offset / sl >= hwm[tier.index()] {
                 return Err(StoreErr::InvalidArgument {
@@ -338,8 +340,10 @@ impl BlockIO for ObjectBlockIO {
         };
         TierUsage {
             slot_len: sl,
+            alloc_unit: sl,
             slots,
             free_slots: 0,
+            live_bytes: slots.saturating_mul(u64::from(sl)),
             bytes: slots.saturating_mul(u64::from(sl)),
             allocated_bytes: slots.saturating_mul(u64::from(sl)),
         }

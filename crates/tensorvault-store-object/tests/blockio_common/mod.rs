@@ -76,7 +76,7 @@ impl BlockIO for StoreIo {
     }
     fn reset_allocation(
         &self,
-        live: &mut dyn Iterator<Item = (Tier, u64)>,
+        live: &mut dyn Iterator<Item = (Tier, u64, u32)>,
     ) -> tensorvault_store::Result<()> {
         self.0.block_io().reset_allocation(live)
     }

@@ -64,7 +64,9 @@ impl BufferBlockIO {
         let setup = tiers.map(|mut data| {
             let tier = Tier::ALL[i];
             i += 1;
-            let slot_len = slots::slot_bytes(geometry.slot_len(tier));
+            let extents = super::slot_store::extents_of(geometry, tier);
+            let slot_len =
+                slots::slot_bytes(extents.map_or(geometry.slot_len(tier), |(unit, _)| unit));
             let slots = slots::whole_slots(data.len() as u64, slot_len);
             // Fits: at most data.len().
             let keep = (slots * slot_len) as usize;
@@ -81,7 +83,8 @@ impl BufferBlockIO {
                     hook: None,
                 },
                 slot_len: geometry.slot_len(tier),
-                slots,
+                extents,
+                units: slots,
             }
         });
         Self {
@@ -152,7 +155,7 @@ impl TierMedium for BufTier {
         Ok(())
     }
 
-    fn read_at(&self, _index: u64, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+    fn read_at(&self, _end: u64, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
         let data = self.read_data();
         // The buffer is exactly the tier's slots: a range inside it is inside the tier.
         let Some(bytes) = usize::try_from(offset)

@@ -15,8 +15,12 @@
 //!   a free tail of two growth steps or more by truncation (keeping one step).
 //! - [`BlockIO::sync`] calls `fdatasync` on every tier file written since the last sync.
 //!
-//! A file whose length is not a multiple of its slot length (growth torn by a crash)
-//! opens fine: only whole slots count.
+//! With extent allocation the same holds in units of `slot_align` bytes (a block takes
+//! the units its payload needs); growth and truncation keep the byte sizes of the slot
+//! layout (64 worst-case slots' worth at least), so an extent tier file grows as often.
+//!
+//! A file whose length is not a multiple of its unit (growth torn by a crash) opens fine:
+//! only whole units count.
 //!
 //! [`MmapBlockIO::open_snapshot`] opens the files read-only for a reader that holds no
 //! lock while a writer in another process goes on: it reads slots with `pread` instead
@@ -32,7 +36,7 @@ use memmap2::{Mmap, MmapOptions};
 use tensorvault_core::fsio;
 
 use super::forward_block_io;
-use super::slot_store::{SlotStore, TierMedium, TierSetup};
+use super::slot_store::{extents_of, SlotStore, TierMedium, TierSetup};
 use super::slots;
 use super::BlockIO;
 use crate::config::CollectionConfig;
@@ -70,7 +74,10 @@ struct MmapTier {
     tier: Tier,
     path: PathBuf,
     file: File,
+    /// Allocation unit in bytes (the slot length, or `slot_align` with extents).
     slot_len: u64,
+    /// Fewest units a growth step adds (64 worst-case slots' worth of bytes).
+    min_grow: u64,
     /// Held for reading by readers while they use the mapped bytes; for writing only to
     /// publish growth or a cut.
     view: RwLock<View>,
@@ -95,7 +102,7 @@ impl MmapBlockIO {
         let mut open = |tier: Tier| -> Result<TierSetup<MmapTier>> {
             let path = dir.join(tier.file_name());
             created |= !path.exists();
-            MmapTier::open(tier, path, geometry.slot_len(tier), false)
+            MmapTier::open(tier, path, geometry, false)
         };
         let setup = [
             open(Tier::Tier0)?,
@@ -121,14 +128,7 @@ impl MmapBlockIO {
     /// [`StoreErr::Io`] if a tier file is missing or cannot be opened.
     pub fn open_snapshot(dir: &Path, geometry: &CollectionConfig) -> Result<Self> {
         geometry.validate()?;
-        let open = |tier: Tier| {
-            MmapTier::open(
-                tier,
-                dir.join(tier.file_name()),
-                geometry.slot_len(tier),
-                true,
-            )
-        };
+        let open = |tier: Tier| MmapTier::open(tier, dir.join(tier.file_name()), geometry, true);
         let setup = [
             open(Tier::Tier0)?,
             open(Tier::Tier1)?,
@@ -175,7 +175,14 @@ fn sync_dir(dir: &Path) -> Result<()> {
 impl MmapTier {
     /// Open (or create) the file and map its whole slots; `snapshot`: open an existing
     /// file read-only, map nothing (reads use `pread`). The file must be a regular file.
-    fn open(tier: Tier, path: PathBuf, slot_len: u32, snapshot: bool) -> Result<TierSetup<Self>> {
+    fn open(
+        tier: Tier,
+        path: PathBuf,
+        geometry: &CollectionConfig,
+        snapshot: bool,
+    ) -> Result<TierSetup<Self>> {
+        let slot_len = geometry.slot_len(tier);
+        let extents = extents_of(geometry, tier);
         let file = StoreErr::open_regular(
             "open",
             &path,
@@ -189,13 +196,15 @@ impl MmapTier {
             .metadata()
             .map_err(|e| StoreErr::io("stat", &path, e))?
             .len();
-        let bytes = slots::slot_bytes(slot_len);
+        let bytes = slots::slot_bytes(extents.map_or(slot_len, |(unit, _)| unit));
         let slots = slots::whole_slots(file_len, bytes);
+        let min_grow = (MIN_GROW_SLOTS * slots::slot_bytes(slot_len)).div_ceil(bytes);
         let mut medium = Self {
             tier,
             path,
             file,
             slot_len: bytes,
+            min_grow,
             view: RwLock::new(View {
                 map: None,
                 slots: 0,
@@ -211,7 +220,8 @@ impl MmapTier {
         Ok(TierSetup {
             medium,
             slot_len,
-            slots,
+            extents,
+            units: slots,
         })
     }
 
@@ -273,11 +283,11 @@ impl MmapTier {
 }
 
 impl TierMedium for MmapTier {
-    /// 1/8 of the slots, at least [`MIN_GROW_SLOTS`], at most [`MAX_GROW_BYTES`] (and at
-    /// least one slot).
+    /// 1/8 of the units, at least [`MIN_GROW_SLOTS`] slots' worth, at most
+    /// [`MAX_GROW_BYTES`] (and at least one unit).
     fn grow_step(&self, slots: u64) -> u64 {
         (slots / 8)
-            .max(MIN_GROW_SLOTS)
+            .max(self.min_grow)
             .min((MAX_GROW_BYTES / self.slot_len).max(1))
     }
 
@@ -325,14 +335,14 @@ impl TierMedium for MmapTier {
         Ok(())
     }
 
-    fn read_at(&self, index: u64, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+    fn read_at(&self, end: u64, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
         let view = self.read_view();
-        if index >= view.slots {
+        if end > view.slots {
             return false;
         }
         if self.pread {
-            // `len` is at most a slot (checked by the slot layer against the geometry),
-            // not a length read from the file.
+            // `len` is at most the tier's cap (checked by the allocation layer against
+            // the geometry), not a length read from the file.
             let mut buf = vec![0u8; len];
             if pread_exact(&self.file, &mut buf, offset).is_err() {
                 return false;
@@ -362,7 +372,7 @@ impl TierMedium for MmapTier {
         if used == 0 {
             return (slots > 0).then_some(0);
         }
-        (slots - used >= 2 * MIN_GROW_SLOTS).then_some(used + MIN_GROW_SLOTS)
+        (slots - used >= 2 * self.min_grow).then_some(used + self.min_grow)
     }
 
     /// Readers never touch a free slot (a slot is freed only once no index entry refers
@@ -384,15 +394,17 @@ impl TierMedium for MmapTier {
         Ok(())
     }
 
-    /// Punch a hole over the whole pages inside the slot (`fallocate(PUNCH_HOLE |
-    /// KEEP_SIZE)`: the file keeps its length and the slot reads as zeros until it is
-    /// reused). Best effort: a file system without hole punching keeps the bytes, which
-    /// costs space, never correctness, since the store only frees a slot once no durable
-    /// record and no reader refers to it.
-    fn release(&self, offset: u64) {
+    /// Punch a hole over the whole pages inside the freed slot, or inside the free run
+    /// a freed extent joined (`fallocate(PUNCH_HOLE | KEEP_SIZE)`: the file keeps its
+    /// length and the bytes read as zeros until reused). Best effort: a file system
+    /// without hole punching keeps the bytes, which costs space, never correctness, since
+    /// the store only frees a block's bytes once no durable record and no reader refers
+    /// to them. A page shared with a live neighbour stays; one the extent shared with a
+    /// free neighbour goes with the run.
+    fn release(&self, offset: u64, len: u64) {
         const PAGE: u64 = 4096;
         let start = offset.div_ceil(PAGE) * PAGE;
-        let end = (offset + self.slot_len) / PAGE * PAGE;
+        let end = (offset + len) / PAGE * PAGE;
         if end > start {
             let _ = fsio::punch_hole(&self.file, &self.path, start, end - start);
         }

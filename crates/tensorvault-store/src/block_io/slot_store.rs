@@ -1,69 +1,74 @@
-//! The slot layer shared by the local [`BlockIO`] backends: [`SlotStore`] implements
-//! [`BlockIO`] once (lowest-free-slot allocation, capacity checks, growth, the undo of a
-//! failed write, in-place rewrite checks, frees, [`BlockIO::reset_allocation`]) over a
-//! small per-backend byte layer, a [`TierMedium`] per tier (a file, a buffer).
+//! The allocation layer shared by the local [`BlockIO`] backends: [`SlotStore`]
+//! implements [`BlockIO`] once (allocation, capacity checks, growth, the undo of a failed
+//! write, in-place rewrite checks, frees, [`BlockIO::reset_allocation`]) over a small
+//! per-backend byte layer, a [`TierMedium`] per tier (a file, a buffer).
+//!
+//! A tier is a row of allocation units: worst-case slots (`slots.rs`, lowest free slot
+//! first), or with extent allocation units of `slot_align` bytes of which a block takes
+//! as many as its payload needs (`extents.rs`, best fit).
 //!
 //! Locking: each tier has one allocator mutex, held by a writer for the whole of a write,
 //! rewrite, free or reset, so a medium's mutating methods never run concurrently for the
 //! same tier. [`TierMedium::read_at`] runs without that lock (readers never wait for a
-//! writer's I/O), so a medium publishes grown slots to readers only once they exist.
+//! writer's I/O), so a medium publishes grown units to readers only once they exist.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use super::extents::{self, ExtentAlloc};
 use super::slots::{self, SlotAlloc};
 use super::{BlockIO, TierUsage};
 use crate::error::{Result, StoreErr};
 use crate::types::{BlockKey, Tier};
 
-/// The bytes under one tier's slots. Slot `i` spans bytes `i * slot_len ..
-/// (i + 1) * slot_len`; the slot layer hands in only slot starts it has checked, and
-/// calls every method but [`TierMedium::read_at`] with the tier's allocator lock held.
+/// The bytes under one tier's units. Unit `i` spans bytes `i * unit .. (i + 1) * unit`;
+/// the allocation layer hands in only ranges it has checked, and calls every method but
+/// [`TierMedium::read_at`] with the tier's allocator lock held.
 pub(crate) trait TierMedium: Send + Sync {
-    /// How many slots to add when all `slots` slots of the tier are live (the slot layer
-    /// clamps it to the tier's maximum size).
-    fn grow_step(&self, slots: u64) -> u64;
+    /// How many units to add when the tier holding `units` units needs more (the layer
+    /// adds at least what the write needs and clamps to the tier's maximum size).
+    fn grow_step(&self, units: u64) -> u64;
 
-    /// Make the medium hold at least `slots` whole slots (the new ones reading as zeros)
+    /// Make the medium hold at least `units` whole units (the new ones reading as zeros)
     /// and make them readable.
     ///
     /// # Errors
     /// [`StoreErr::Io`] if the medium cannot grow; [`StoreErr::CapacityExceeded`] if it
     /// cannot be that large on this platform.
-    fn extend_to(&self, slots: u64) -> Result<()>;
+    fn extend_to(&self, units: u64) -> Result<()>;
 
-    /// Copy `src` (at most one slot) to byte `offset`, a slot start inside the medium.
+    /// Copy `src` to byte `offset`, the start of a slot or extent inside the medium.
     ///
     /// # Errors
-    /// [`StoreErr::Io`] (the slot layer then hands the slot back).
+    /// [`StoreErr::Io`] (the layer then hands the slot or extent back).
     fn write_at(&self, offset: u64, src: &[u8]) -> Result<()>;
 
-    /// Call `f` with the `len` bytes at `offset`, the start of slot `index` (`len` at most
-    /// one slot). Returns `false`, without calling `f`, if the slot is not readable (it
-    /// lies beyond the medium's end).
-    fn read_at(&self, index: u64, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool;
+    /// Call `f` with the `len` bytes at `offset`, which end inside unit `end - 1`.
+    /// Returns `false`, without calling `f`, if those units are not readable (they lie
+    /// beyond the medium's end).
+    fn read_at(&self, end: u64, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool;
 
-    /// After a free: the slot count to cut the medium down to, given that `used` of its
-    /// `slots` slots reach up to the last live one; `None` keeps its length.
-    fn shrink_target(&self, used: u64, slots: u64) -> Option<u64> {
-        let _ = (used, slots);
+    /// After a free: the unit count to cut the medium down to, given that `used` of its
+    /// `units` units reach up to the end of the last live block; `None` keeps its length.
+    fn shrink_target(&self, used: u64, units: u64) -> Option<u64> {
+        let _ = (used, units);
         None
     }
 
-    /// Cut the medium down to `slots` slots (every slot cut is free, and no reader is
+    /// Cut the medium down to `units` units (every unit cut is free, and no reader is
     /// using one).
     ///
     /// # Errors
-    /// [`StoreErr::Io`]; the medium then keeps its length and every slot stays readable
-    /// (the slot layer logs the error and keeps the slots).
-    fn shrink_to(&self, slots: u64) -> Result<()> {
-        let _ = slots;
+    /// [`StoreErr::Io`]; the medium then keeps its length and every unit stays readable
+    /// (the layer logs the error and keeps the units).
+    fn shrink_to(&self, units: u64) -> Result<()> {
+        let _ = units;
         Ok(())
     }
 
-    /// Give the storage of the free slot at `offset` back (best effort: the slot keeps
-    /// its place and reads as anything until it is reused).
-    fn release(&self, offset: u64) {
-        let _ = offset;
+    /// Give the storage of the `len` freed bytes at `offset` back (best effort: they
+    /// keep their place and read as anything until reused).
+    fn release(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
     }
 
     /// Make every change so far durable.
@@ -73,29 +78,153 @@ pub(crate) trait TierMedium: Send + Sync {
     fn sync(&self) -> Result<()>;
 
     /// The medium's `(bytes, allocated_bytes)` for [`TierUsage`], or `None` to report the
-    /// span of the slots for both.
+    /// span of the units for both.
     fn size(&self) -> Option<(u64, u64)> {
         None
     }
 }
 
+/// The page size freed extents are given back in (what hole punching works on).
+const RELEASE_PAGE: u64 = 4096;
+
+/// One tier's allocator: fixed slots or extents.
+enum Alloc {
+    Slots(SlotAlloc),
+    Extents(ExtentAlloc),
+}
+
+impl Alloc {
+    fn units(&self) -> u64 {
+        match self {
+            Self::Slots(a) => a.slots(),
+            Self::Extents(a) => a.units(),
+        }
+    }
+
+    fn max_units(&self) -> u64 {
+        match self {
+            Self::Slots(a) => a.max_slots(),
+            Self::Extents(a) => a.max_units(),
+        }
+    }
+
+    fn add_units(&mut self, n: u64) -> Result<()> {
+        match self {
+            Self::Slots(a) => a.add_slots(n),
+            Self::Extents(a) => a.add_units(n),
+        }
+    }
+
+    fn free_tail(&self) -> u64 {
+        match self {
+            Self::Slots(a) => a.free_tail(),
+            Self::Extents(a) => a.free_tail(),
+        }
+    }
+
+    fn shrink_to(&mut self, units: u64) {
+        match self {
+            Self::Slots(a) => a.shrink_to(units),
+            Self::Extents(a) => a.shrink_to(units),
+        }
+    }
+
+    fn full(&self) -> StoreErr {
+        match self {
+            Self::Slots(a) => a.full(),
+            Self::Extents(a) => a.full(),
+        }
+    }
+
+    fn check_payload(&self, len: usize) -> Result<()> {
+        match self {
+            Self::Slots(a) => a.check_payload(len),
+            Self::Extents(a) => a.check_payload(len),
+        }
+    }
+
+    /// Units a payload of `len` bytes needs.
+    fn units_of(&self, len: usize) -> u64 {
+        match self {
+            Self::Slots(_) => 1,
+            Self::Extents(a) => a.units_of(len as u64),
+        }
+    }
+
+    /// Units the tail lacks for `n` units.
+    fn tail_shortfall(&self, n: u64) -> u64 {
+        match self {
+            Self::Slots(a) => n.saturating_sub(a.free_tail()),
+            Self::Extents(a) => a.tail_shortfall(n),
+        }
+    }
+
+    /// Take `n` units; the start unit.
+    fn alloc(&mut self, n: u64) -> Option<u64> {
+        match self {
+            Self::Slots(a) => a.pop_free(),
+            Self::Extents(a) => a.alloc(n),
+        }
+    }
+
+    /// Free the slot or extent at byte `offset`; the byte range whose storage may go
+    /// back: the slot, or the pages of the extent that lie wholly inside the free run it
+    /// joined (a page it shared with a free neighbour goes too, one shared with a live
+    /// neighbour stays).
+    fn free(&mut self, offset: u64, unit: u64) -> Result<(u64, u64)> {
+        match self {
+            Self::Slots(a) => a.free(offset).map(|()| (offset, offset + unit)),
+            Self::Extents(a) => {
+                let (end, run_start, run_end) = a.free(offset)?;
+                let lo = (offset / RELEASE_PAGE * RELEASE_PAGE).max(run_start);
+                let hi = end
+                    .div_ceil(RELEASE_PAGE)
+                    .saturating_mul(RELEASE_PAGE)
+                    .min(run_end);
+                Ok((lo, hi.max(lo)))
+            }
+        }
+    }
+
+    fn check_rewrite(&self, offset: u64, len: usize) -> Result<()> {
+        match self {
+            Self::Slots(a) => a.check_rewrite(offset, len),
+            Self::Extents(a) => a.check_rewrite(offset, len),
+        }
+    }
+
+    /// `(free units, live bytes)` for [`TierUsage`].
+    fn occupancy(&self, unit: u64) -> (u64, u64) {
+        match self {
+            Self::Slots(a) => (a.free_slots(), (a.slots() - a.free_slots()) * unit),
+            Self::Extents(a) => (a.free_units(), (a.units() - a.free_units()) * unit),
+        }
+    }
+}
+
 /// One tier: its allocator and its medium. Lock order: `alloc`, then the medium's own.
 struct SlotTier<M> {
-    /// Slot length in bytes (at least 1).
-    slot_len: u64,
-    /// Free list and slot count; held by writers for the whole operation.
-    alloc: Mutex<SlotAlloc>,
+    /// Allocation unit in bytes (at least 1): the slot length, or `slot_align`.
+    unit: u64,
+    /// Worst-case slot length (reported by [`BlockIO::slot_len`]).
+    slot_len: u32,
+    /// Longest payload a block may have.
+    max_len: u64,
+    /// Whether blocks take extents.
+    extents: bool,
+    /// Free list and unit count; held by writers for the whole operation.
+    alloc: Mutex<Alloc>,
     medium: M,
 }
 
 impl<M> SlotTier<M> {
-    fn lock(&self) -> MutexGuard<'_, SlotAlloc> {
+    fn lock(&self) -> MutexGuard<'_, Alloc> {
         // The allocator is updated by single assignments that cannot be torn by a panic.
         self.alloc.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-/// Four tiers of fixed-size slots over media `M`; implements [`BlockIO`].
+/// Four tiers of slots or extents over media `M`; implements [`BlockIO`].
 pub(crate) struct SlotStore<M> {
     tiers: [SlotTier<M>; 4],
 }
@@ -106,21 +235,51 @@ pub(crate) struct TierSetup<M> {
     pub(crate) medium: M,
     /// Slot length from the collection's geometry (0 is treated as 1).
     pub(crate) slot_len: u32,
-    /// Whole slots the medium holds now (clamped to the largest tier).
-    pub(crate) slots: u64,
+    /// Extent allocation: `Some((unit, max_len))` (`slot_align` and the tier's cap), else
+    /// every block takes one slot.
+    pub(crate) extents: Option<(u32, u32)>,
+    /// Whole units the medium holds now (clamped to the largest tier).
+    pub(crate) units: u64,
+}
+
+/// The allocation unit and longest payload of `tier` in `geometry`, as
+/// [`TierSetup::extents`] wants them.
+pub(crate) fn extents_of(
+    geometry: &crate::config::CollectionConfig,
+    tier: Tier,
+) -> Option<(u32, u32)> {
+    geometry
+        .extents
+        .then(|| (geometry.alloc_unit(tier), geometry.max_block_len(tier)))
 }
 
 impl<M: TierMedium> SlotStore<M> {
-    /// Tiers over `setup` (indexed by [`Tier::index`]), every slot free: the store calls
-    /// [`BlockIO::reset_allocation`] with the live ones after its replay.
+    /// Tiers over `setup` (indexed by [`Tier::index`]), every unit free: the store calls
+    /// [`BlockIO::reset_allocation`] with the live blocks after its replay.
     pub(crate) fn new(setup: [TierSetup<M>; 4]) -> Self {
         let mut i = 0;
         let tiers = setup.map(|s| {
             let tier = Tier::ALL[i];
             i += 1;
+            let slot = slots::slot_bytes(s.slot_len);
+            let (unit, max_len, alloc) = match s.extents {
+                Some((unit, max_len)) => (
+                    slots::slot_bytes(unit),
+                    u64::from(max_len.max(1)),
+                    Alloc::Extents(ExtentAlloc::new(tier, unit, max_len, s.units)),
+                ),
+                None => (
+                    slot,
+                    slot,
+                    Alloc::Slots(SlotAlloc::new(tier, s.slot_len, s.units)),
+                ),
+            };
             SlotTier {
-                slot_len: slots::slot_bytes(s.slot_len),
-                alloc: Mutex::new(SlotAlloc::new(tier, s.slot_len, s.slots)),
+                unit,
+                slot_len: slot as u32,
+                max_len,
+                extents: s.extents.is_some(),
+                alloc: Mutex::new(alloc),
                 medium: s.medium,
             }
         });
@@ -141,43 +300,59 @@ impl<M: TierMedium> SlotStore<M> {
         &self.tiers[tier.index()]
     }
 
-    /// Grow `t` by one step of its medium; caller holds `alloc`.
-    fn grow(t: &SlotTier<M>, alloc: &mut SlotAlloc) -> Result<()> {
-        let room = alloc.max_slots() - alloc.slots();
-        let step = t.medium.grow_step(alloc.slots()).min(room);
-        if step == 0 {
+    /// Grow `t` by one step of its medium, and at least by `need` units; caller holds
+    /// `alloc`.
+    fn grow(t: &SlotTier<M>, alloc: &mut Alloc, need: u64) -> Result<()> {
+        let room = alloc.max_units() - alloc.units();
+        let step = t.medium.grow_step(alloc.units()).max(need).min(room);
+        if step == 0 || step < need {
             return Err(alloc.full());
         }
-        t.medium.extend_to(alloc.slots() + step)?;
-        alloc.add_slots(step)
+        t.medium.extend_to(alloc.units() + step)?;
+        alloc.add_units(step)
+    }
+
+    /// Check a read of `len` bytes at `offset`: the unit just past it.
+    fn check_read(t: &SlotTier<M>, tier: Tier, offset: u64, len: u32) -> Result<u64> {
+        if t.extents {
+            extents::check_read(tier, t.unit, t.max_len, offset, len)
+        } else {
+            slots::check_read(tier, t.unit, offset, len).map(|i| i + 1)
+        }
     }
 }
 
 impl<M: TierMedium> BlockIO for SlotStore<M> {
     fn slot_len(&self, tier: Tier) -> u32 {
-        // At most a `u32` slot length (or 1).
-        self.tier(tier).slot_len as u32
+        self.tier(tier).slot_len
+    }
+
+    fn max_block_len(&self, tier: Tier) -> u32 {
+        // At most a `u32` (the geometry's cap, or the slot length).
+        self.tier(tier).max_len as u32
     }
 
     fn write_block(&self, tier: Tier, _key: BlockKey, src: &[u8]) -> Result<(u64, u32)> {
         let t = self.tier(tier);
         let mut alloc = t.lock();
         alloc.check_payload(src.len())?;
-        let index = match alloc.pop_free() {
+        let n = alloc.units_of(src.len());
+        let start = match alloc.alloc(n) {
             Some(i) => i,
             None => {
-                Self::grow(t, &mut alloc)?;
-                alloc.pop_free().ok_or_else(|| alloc.full())?
+                let need = alloc.tail_shortfall(n);
+                Self::grow(t, &mut alloc, need)?;
+                alloc.alloc(n).ok_or_else(|| alloc.full())?
             }
         };
-        let offset = index * t.slot_len;
+        let offset = start * t.unit;
         if let Err(e) = t.medium.write_at(offset, src) {
-            // The slot never became live: hand it back (it is live in the allocator now,
-            // so this cannot fail).
-            let _ = alloc.free(offset);
+            // The slot or extent never became live: hand it back (it is live in the
+            // allocator now, so this cannot fail).
+            let _ = alloc.free(offset, t.unit);
             return Err(e);
         }
-        // At most one slot, checked above.
+        // At most the tier's cap (a u32), checked above.
         Ok((offset, src.len() as u32))
     }
 
@@ -197,8 +372,8 @@ impl<M: TierMedium> BlockIO for SlotStore<M> {
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<()> {
         let t = self.tier(tier);
-        let index = slots::check_read(tier, t.slot_len, offset, len)?;
-        if t.medium.read_at(index, offset, len as usize, f) {
+        let end = Self::check_read(t, tier, offset, len)?;
+        if t.medium.read_at(end, offset, len as usize, f) {
             Ok(())
         } else {
             Err(StoreErr::NotFound {
@@ -211,10 +386,10 @@ impl<M: TierMedium> BlockIO for SlotStore<M> {
     fn free_block(&self, tier: Tier, offset: u64) -> Result<()> {
         let t = self.tier(tier);
         let mut alloc = t.lock();
-        alloc.free(offset)?;
-        let used = alloc.slots() - alloc.free_tail();
-        if let Some(keep) = t.medium.shrink_target(used, alloc.slots()) {
-            // Best effort, like `release`: the slot is free either way (and
+        let (start, end) = alloc.free(offset, t.unit)?;
+        let used = alloc.units() - alloc.free_tail();
+        if let Some(keep) = t.medium.shrink_target(used, alloc.units()) {
+            // Best effort, like `release`: the block's bytes are free either way (and
             // `BlockIO::free_block` fails only for a bad offset); a failed cut keeps the
             // tail, costing space until a later free cuts it.
             match t.medium.shrink_to(keep) {
@@ -222,24 +397,45 @@ impl<M: TierMedium> BlockIO for SlotStore<M> {
                 Err(e) => tracing::warn!(%tier, error = %e, "cannot cut the free tail"),
             }
         }
-        if offset / t.slot_len < alloc.slots() {
-            t.medium.release(offset);
+        let end = end.min(alloc.units() * t.unit);
+        if end > start {
+            t.medium.release(start, end - start);
         }
         Ok(())
     }
 
-    fn reset_allocation(&self, live: &mut dyn Iterator<Item = (Tier, u64)>) -> Result<()> {
-        let lens = Tier::ALL.map(|t| self.tier(t).slot_len);
-        let sets = slots::check_live(lens, live)?;
+    fn reset_allocation(&self, live: &mut dyn Iterator<Item = (Tier, u64, u32)>) -> Result<()> {
+        if self.tiers.iter().any(|t| t.extents) {
+            let units = Tier::ALL.map(|t| self.tier(t).unit);
+            let caps = Tier::ALL.map(|t| self.tier(t).max_len);
+            let sets = extents::check_live(units, caps, live)?;
+            for tier in Tier::ALL {
+                let t = self.tier(tier);
+                let set = &sets[tier.index()];
+                let mut alloc = t.lock();
+                let needed = set.last().map_or(0, |&(s, n)| s + n);
+                if needed > alloc.units() {
+                    t.medium.extend_to(needed)?;
+                }
+                if let Alloc::Extents(a) = &mut *alloc {
+                    a.reset(set);
+                }
+            }
+            return Ok(());
+        }
+        let lens = Tier::ALL.map(|t| self.tier(t).unit);
+        let sets = slots::check_live(lens, &mut live.map(|(t, o, _)| (t, o)))?;
         for tier in Tier::ALL {
             let t = self.tier(tier);
             let set = &sets[tier.index()];
             let mut alloc = t.lock();
             let needed = set.last().map_or(0, |&i| i + 1);
-            if needed > alloc.slots() {
+            if needed > alloc.units() {
                 t.medium.extend_to(needed)?;
             }
-            alloc.reset(set);
+            if let Alloc::Slots(a) = &mut *alloc {
+                a.reset(set);
+            }
         }
         Ok(())
     }
@@ -251,11 +447,15 @@ impl<M: TierMedium> BlockIO for SlotStore<M> {
     fn usage(&self, tier: Tier) -> TierUsage {
         let t = self.tier(tier);
         let alloc = t.lock();
-        let (bytes, allocated_bytes) = t.medium.size().unwrap_or((alloc.bytes(), alloc.bytes()));
+        let span = alloc.units() * t.unit;
+        let (bytes, allocated_bytes) = t.medium.size().unwrap_or((span, span));
+        let (free, live_bytes) = alloc.occupancy(t.unit);
         TierUsage {
-            slot_len: t.slot_len as u32,
-            slots: alloc.slots(),
-            free_slots: alloc.free_slots(),
+            slot_len: t.slot_len,
+            alloc_unit: t.unit as u32,
+            slots: alloc.units(),
+            free_slots: free,
+            live_bytes,
             bytes,
             allocated_bytes,
         }
@@ -307,7 +507,7 @@ mod tests {
             Ok(())
         }
 
-        fn read_at(&self, _: u64, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        fn read_at(&self, _end: u64, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
             let d = self.data.lock().unwrap();
             let at = offset as usize;
             d.get(at..at + len).map(f).is_some()
@@ -325,7 +525,8 @@ mod tests {
             Ok(())
         }
 
-        fn release(&self, offset: u64) {
+        fn release(&self, offset: u64, len: u64) {
+            assert_eq!(len, LEN, "a whole slot");
             self.released.lock().unwrap().push(offset);
         }
 
@@ -338,7 +539,8 @@ mod tests {
         SlotStore::new([(); 4].map(|()| TierSetup {
             medium: Fake::default(),
             slot_len: LEN as u32,
-            slots: 0,
+            extents: None,
+            units: 0,
         }))
     }
 
@@ -430,7 +632,7 @@ mod tests {
     fn reset_names_the_live_slots_and_extends_the_medium() {
         let s = store();
         s.write_block(T, KEY, b"a").unwrap();
-        s.reset_allocation(&mut [(T, 4 * LEN), (Tier::Tier2, 0)].into_iter())
+        s.reset_allocation(&mut [(T, 4 * LEN, 1), (Tier::Tier2, 0, 1)].into_iter())
             .unwrap();
         assert_eq!(s.usage(T).slots, 5);
         assert_eq!(s.usage(T).free_slots, 4);
@@ -441,8 +643,8 @@ mod tests {
             "slot 0 is free now"
         );
         assert!(s
-            .reset_allocation(&mut [(T, 0), (T, 0)].into_iter())
+            .reset_allocation(&mut [(T, 0, 1), (T, 0, 1)].into_iter())
             .is_err());
-        assert!(s.reset_allocation(&mut [(T, 3)].into_iter()).is_err());
+        assert!(s.reset_allocation(&mut [(T, 3, 1)].into_iter()).is_err());
     }
 }

@@ -67,11 +67,6 @@ impl SlotAlloc {
         self.holes.len() as u64 + (self.slots - self.next)
     }
 
-    /// Bytes the tier's slots span.
-    pub(crate) fn bytes(&self) -> u64 {
-        self.slots * self.slot_len
-    }
-
     /// Take the lowest free slot, `None` when every slot is live.
     pub(crate) fn pop_free(&mut self) -> Option<u64> {
         if let Some(i) = self.holes.pop_first() {

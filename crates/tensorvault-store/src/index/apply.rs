@@ -1,7 +1,5 @@
 //! Applying replayed records to the index, and the checks a record must pass to apply.
 
-use std::collections::HashMap;
-
 use tensorvault_core::checksum::crc32c;
 
 use crate::block_io::BlockIO;
@@ -20,6 +18,18 @@ pub enum Ignored {
     StaleMigrate,
     /// A slot offset or length that does not fit the collection geometry.
     BadSlot(String),
+    /// Extent allocation: a `data_len` outside `1..=limit` (the tier's cap) or a
+    /// `data_offset` that is not a multiple of `limit` (the collection's `slot_align`).
+    BadExtent {
+        /// The tier the record names.
+        tier: Tier,
+        /// `data_offset` or `data_len`.
+        field: &'static str,
+        /// The record's value.
+        value: u64,
+        /// The cap (`data_len`) or the alignment (`data_offset`).
+        limit: u64,
+    },
     /// A Create whose shape no tensor of this collection can have: more elements than
     /// 2^32 blocks hold.
     BadShape(String),
@@ -31,47 +41,102 @@ impl std::fmt::Display for Ignored {
             Self::UnknownBlock => f.write_str("names a block that is not live"),
             Self::StaleMigrate => f.write_str("migrates the block from a tier it is not in"),
             Self::BadSlot(why) => write!(f, "impossible slot: {why}"),
+            Self::BadExtent {
+                tier,
+                field,
+                value,
+                limit,
+            } => match *field {
+                "data_len" => write!(
+                    f,
+                    "impossible extent: data_len {value} not in 1..={limit} for {tier}"
+                ),
+                _ => write!(
+                    f,
+                    "impossible extent: {field} {value} in {tier} is not a multiple of {limit}"
+                ),
+            },
             Self::BadShape(why) => write!(f, "impossible shape: {why}"),
         }
     }
 }
 
 impl BlockIndex {
-    /// Resolve blocks that claim the same slot, which a consistent log never produces:
-    /// it takes a lost record (a corrupt Delete, Migrate or replacing Create skipped by
-    /// replay) to leave a block pointing at a slot that was freed and reused. Of each
-    /// group, the first block (in key order) whose checksum matches the slot's bytes
-    /// keeps it (the slot's real occupant); if none matches, the first block keeps it
-    /// (so reads and `verify` report it as corrupt). The others are dropped with a
-    /// warning. Returns the dropped blocks.
-    pub(crate) fn drop_shared_slots(&mut self, io: &dyn BlockIO) -> Vec<BlockMeta> {
-        let mut by_slot: HashMap<(Tier, u64), Vec<BlockKey>> = HashMap::new();
-        for e in &self.entries {
-            by_slot
-                .entry((e.tier, e.data_offset))
-                .or_default()
-                .push(e.key());
+    /// Resolve blocks that claim the same slot, or (extent allocation) overlapping bytes,
+    /// which a consistent log never produces: it takes a lost record (a corrupt Delete,
+    /// Migrate or replacing Create skipped by replay) or a forged one to leave a block
+    /// pointing at bytes that were freed and reused. Within each group of overlapping
+    /// blocks, those whose checksum matches their bytes come first (then key order), and
+    /// each keeps its place unless it overlaps one kept before it; if none matches, the
+    /// first block in key order keeps its place (so reads and `verify` report it as
+    /// corrupt). The others are dropped with a warning. `units` is each tier's allocation
+    /// unit (a block spans `roundup(data_len, unit)` bytes). Returns the dropped blocks.
+    pub(crate) fn drop_shared_slots(
+        &mut self,
+        io: &dyn BlockIO,
+        units: [u64; 4],
+    ) -> Vec<BlockMeta> {
+        // (tier, start, end, key) sorted by tier and start: a sweep finds the groups.
+        let mut spans: Vec<(Tier, u64, u64, BlockKey)> = self
+            .entries
+            .iter()
+            .map(|e| {
+                let unit = units[e.tier.index()].max(1);
+                let len = u64::from(e.data_len).max(1).div_ceil(unit) * unit;
+                (
+                    e.tier,
+                    e.data_offset,
+                    e.data_offset.saturating_add(len),
+                    e.key(),
+                )
+            })
+            .collect();
+        spans.sort_unstable_by_key(|s| (s.0.index(), s.1, s.3));
+        let mut groups: Vec<Vec<(u64, u64, BlockKey)>> = Vec::new();
+        let mut cur: Vec<(u64, u64, BlockKey)> = Vec::new();
+        let mut cur_tier = None;
+        let mut cur_end = 0;
+        for (tier, start, end, key) in spans {
+            if cur_tier != Some(tier) || start >= cur_end {
+                if cur.len() > 1 {
+                    groups.push(std::mem::take(&mut cur));
+                }
+                cur.clear();
+                cur_tier = Some(tier);
+                cur_end = end;
+            }
+            cur_end = cur_end.max(end);
+            cur.push((start, end, key));
+        }
+        if cur.len() > 1 {
+            groups.push(cur);
         }
         let mut dropped = Vec::new();
-        for mut keys in by_slot.into_values().filter(|k| k.len() > 1) {
-            keys.sort();
-            let matches = |m: &BlockMeta| {
-                let mut ok = false;
-                let read = io.with_block(m.tier, m.key, m.data_offset, m.data_len, &mut |b| {
-                    ok = crc32c(b) == m.checksum;
-                });
-                read.is_ok() && ok
+        for group in groups {
+            let matches = |k: &BlockKey| {
+                self.get(k).is_some_and(|m| {
+                    let mut ok = false;
+                    let read = io.with_block(m.tier, m.key, m.data_offset, m.data_len, &mut |b| {
+                        ok = crc32c(b) == m.checksum;
+                    });
+                    read.is_ok() && ok
+                })
             };
-            let keep = keys
+            let mut order: Vec<(bool, BlockKey, u64, u64)> = group
                 .iter()
-                .copied()
-                .find(|k| self.get(k).is_some_and(|m| matches(&m)))
-                .unwrap_or(keys[0]);
-            for k in keys.into_iter().filter(|k| *k != keep) {
-                if let Some(m) = self.remove(&k) {
-                    tracing::warn!(key = %k, tier = %m.tier, offset = m.data_offset, owner = %keep,
-                        "block shares its slot with another (a metalog record was lost): dropped");
-                    dropped.push(m);
+                .map(|&(s, e, k)| (!matches(&k), k, s, e))
+                .collect();
+            order.sort_unstable_by_key(|o| (o.0, o.1));
+            let mut kept: Vec<(u64, u64, BlockKey)> = Vec::new();
+            for (_, k, s, e) in order {
+                if let Some(&(_, _, owner)) = kept.iter().find(|&&(ks, ke, _)| s < ke && ks < e) {
+                    if let Some(m) = self.remove(&k) {
+                        tracing::warn!(key = %k, tier = %m.tier, offset = m.data_offset, owner = %owner,
+                            "block shares its slot or extent with another (a metalog record was lost): dropped");
+                        dropped.push(m);
+                    }
+                } else {
+                    kept.push((s, e, k));
                 }
             }
         }
@@ -180,13 +245,35 @@ pub(crate) fn shape_problem(geo: &CollectionConfig, shape: &[u32]) -> Option<Str
     None
 }
 
-/// Check that `(offset, len)` is a whole slot start with a payload that fits.
+/// Check that `(offset, len)` is a whole slot start with a payload that fits, or with
+/// extent allocation an aligned start with a length within the tier's cap.
 pub(crate) fn check_slot(
     geo: &CollectionConfig,
     tier: Tier,
     offset: u64,
     len: u32,
 ) -> Result<(), Ignored> {
+    if geo.extents {
+        let cap = u64::from(geo.max_block_len(tier));
+        if len == 0 || u64::from(len) > cap {
+            return Err(Ignored::BadExtent {
+                tier,
+                field: "data_len",
+                value: u64::from(len),
+                limit: cap,
+            });
+        }
+        let unit = u64::from(geo.alloc_unit(tier).max(1));
+        if offset % unit != 0 {
+            return Err(Ignored::BadExtent {
+                tier,
+                field: "data_offset",
+                value: offset,
+                limit: unit,
+            });
+        }
+        return Ok(());
+    }
     let slot = u64::from(geo.slot_len(tier));
     if len == 0 || u64::from(len) > slot {
         return Err(Ignored::BadSlot(format!(

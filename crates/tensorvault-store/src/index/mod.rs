@@ -222,10 +222,12 @@ impl BlockIndex {
             .map(|e| e.meta(self.tensors.get(e.tensor)))
     }
 
-    /// Every live block's `(tier, slot offset)`, in no particular order (without building
-    /// its metadata).
-    pub fn slots(&self) -> impl Iterator<Item = (Tier, u64)> + '_ {
-        self.entries.iter().map(|e| (e.tier, e.data_offset))
+    /// Every live block's `(tier, data_offset, data_len)`, in no particular order (without
+    /// building its metadata).
+    pub fn slots(&self) -> impl Iterator<Item = (Tier, u64, u32)> + '_ {
+        self.entries
+            .iter()
+            .map(|e| (e.tier, e.data_offset, e.data_len))
     }
 
     /// Every live block's `(key, tier, payload length)`, in no particular order.

@@ -31,8 +31,9 @@ pub struct IndexBuilder {
     idx: BlockIndex,
     /// Arena entries `..indexed` are in the hash table; the rest are pending.
     indexed: usize,
-    /// Slot length per tier, from the geometry of the first Create.
-    slot_lens: Option<[u64; 4]>,
+    /// Allocation unit and longest payload per tier, from the geometry of the first
+    /// Create.
+    slot_lens: Option<([u64; 4], [u64; 4])>,
 }
 
 impl IndexBuilder {
@@ -57,12 +58,15 @@ impl IndexBuilder {
     pub fn apply(&mut self, rec: MetaRecord, geo: &CollectionConfig) -> Result<(), Ignored> {
         match rec {
             MetaRecord::Create { meta } => {
-                let slots = *self
-                    .slot_lens
-                    .get_or_insert_with(|| Tier::ALL.map(|t| u64::from(geo.slot_len(t))));
-                let slot = slots[meta.tier.index()];
+                let (units, caps) = *self.slot_lens.get_or_insert_with(|| {
+                    (
+                        Tier::ALL.map(|t| u64::from(geo.alloc_unit(t))),
+                        Tier::ALL.map(|t| u64::from(geo.max_block_len(t))),
+                    )
+                });
+                let (unit, cap) = (units[meta.tier.index()], caps[meta.tier.index()]);
                 let len = u64::from(meta.data_len);
-                if len == 0 || len > slot || slot == 0 || meta.data_offset % slot != 0 {
+                if len == 0 || len > cap || unit == 0 || meta.data_offset % unit != 0 {
                     check_slot(geo, meta.tier, meta.data_offset, meta.data_len)?;
                 }
                 let attrs = TensorAttrs::of(&meta);

@@ -8,7 +8,7 @@ use crate::block_io::BlockIO;
 use crate::catalog::Catalog;
 use crate::clock::Clock;
 use crate::config::StoreConfig;
-use crate::error::Result;
+use crate::error::{Result, StoreErr};
 use crate::index::IndexBuilder;
 use crate::meta_log::{MetaLog, MetaRecord};
 use crate::tensor::{ReplayDefect, MAX_DEFECT_ENTRIES};
@@ -109,11 +109,21 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             // The dropped block is one a lost (corrupt, skipped) record would have deleted
             // or moved: that record is the defect `verify` reports (as skipped), the
             // dropped block is its recovery, not another defect.
-            let shared = index.drop_shared_slots(&io);
+            let units = Tier::ALL.map(|t| u64::from(geo.alloc_unit(t)));
+            let shared = index.drop_shared_slots(&io, units);
             if shared.is_empty() {
                 return Err(e);
             }
             ignored += shared.len() as u64;
+            if let StoreErr::ExtentOverlap { .. } = e {
+                // Extents: an overlap may also come from a forged record, which no
+                // skipped record accounts for, so each dropped block is reported with
+                // the first overlap found (its data_offset and the extent it hits).
+                for m in shared {
+                    let why = format!("dropped at open: {e}");
+                    dropped_on_open.push((m, why));
+                }
+            }
             io.reset_allocation(&mut index.slots())?;
         }
         if replay.skipped_total > 0 {

@@ -134,10 +134,10 @@ fn reset_allocation_rebuilds_exactly_the_free_list() {
         }
         let before0 = io.usage(Tier::Tier0).slots;
         let live = [
-            (Tier::Tier0, 0),
-            (Tier::Tier0, 2 * s0),
-            (Tier::Tier0, 5 * s0),
-            (Tier::Tier2, 7 * s2),
+            (Tier::Tier0, 0, 64),
+            (Tier::Tier0, 2 * s0, 64),
+            (Tier::Tier0, 5 * s0, 64),
+            (Tier::Tier2, 7 * s2, 64),
         ];
         io.reset_allocation(&mut live.into_iter()).unwrap();
         if !b.slot_files {
@@ -172,7 +172,7 @@ fn reset_allocation_rebuilds_exactly_the_free_list() {
             .collect();
         assert_eq!(got, vec![0, 1]);
         // A live slot at a freed position is no longer free: freeing it works once.
-        io.reset_allocation(&mut [(Tier::Tier0, 3 * s0)].into_iter())
+        io.reset_allocation(&mut [(Tier::Tier0, 3 * s0, 1)].into_iter())
             .unwrap();
         io.free_block(Tier::Tier0, 3 * s0).unwrap();
         assert_eq!(invalid_field(io.free_block(Tier::Tier0, 3 * s0)), "offset");
@@ -201,14 +201,14 @@ fn reset_allocation_extends_the_tier_with_zeros() {
         if !b.slot_files {
             // Only numbers this backend handed out can be live.
             assert_eq!(
-                invalid_field(io.reset_allocation(&mut [(t, 0), (t, far)].into_iter())),
+                invalid_field(io.reset_allocation(&mut [(t, 0, 1), (t, far, 1)].into_iter())),
                 "live",
                 "{}",
                 b.name
             );
             continue;
         }
-        io.reset_allocation(&mut [(t, 0), (t, far)].into_iter())
+        io.reset_allocation(&mut [(t, 0, 1), (t, far, 1)].into_iter())
             .unwrap();
         let u = io.usage(t);
         assert!(u.slots >= 301, "{}: {u:?}", b.name);
@@ -297,17 +297,17 @@ fn bad_arguments_are_errors_not_panics() {
         let (off, _) = io.write_block(t, key(2), &[5]).unwrap();
         let before = io.usage(t);
         assert_eq!(
-            invalid_field(io.reset_allocation(&mut [(t, 0), (Tier::Tier0, 3)].into_iter())),
+            invalid_field(io.reset_allocation(&mut [(t, 0, 1), (Tier::Tier0, 3, 1)].into_iter())),
             "live"
         );
         if b.slot_files {
             assert_eq!(
-                invalid_field(io.reset_allocation(&mut [(t, 0), (t, 0)].into_iter())),
+                invalid_field(io.reset_allocation(&mut [(t, 0, 1), (t, 0, 1)].into_iter())),
                 "live"
             );
         }
         assert_eq!(
-            invalid_field(io.reset_allocation(&mut [(t, 1 << 50)].into_iter())),
+            invalid_field(io.reset_allocation(&mut [(t, 1 << 50, 1)].into_iter())),
             "live"
         );
         assert_eq!(io.usage(t), before);
@@ -444,7 +444,7 @@ proptest! {
                                 .filter(|k| keep.iter().any(|&x| u64::from(x) % 3 == k % 3))
                                 .collect();
                             m.retain(|k, _| chosen.contains(k));
-                            entries.extend(chosen.iter().map(|&k| (tier, k * s)));
+                            entries.extend(chosen.iter().map(|&k| (tier, k * s, 1)));
                         }
                         io.reset_allocation(&mut entries.into_iter()).unwrap();
                     }

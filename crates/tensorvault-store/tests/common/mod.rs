@@ -102,11 +102,39 @@ pub fn block_data(seed: u64, n: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Runtime options of both suites: small blocks, fsync on every write.
+thread_local! {
+    /// Whether collections this thread creates use extent allocation (with entropy
+    /// coding, so quantized payloads vary in length): set by [`with_extents`], or in a
+    /// crash-suite child by `TV_STORE_EXTENTS=1`.
+    static EXTENTS: std::cell::Cell<bool> =
+        std::cell::Cell::new(std::env::var("TV_STORE_EXTENTS").is_ok_and(|v| v == "1"));
+}
+
+/// Run `f` with [`store_config`] creating extent-allocated, entropy-coded collections.
+pub fn with_extents<R>(f: impl FnOnce() -> R) -> R {
+    let before = EXTENTS.with(|e| e.replace(true));
+    let out = f();
+    EXTENTS.with(|e| e.set(before));
+    out
+}
+
+/// Whether [`store_config`] creates extent-allocated collections on this thread.
+#[must_use]
+pub fn extents_on() -> bool {
+    EXTENTS.with(std::cell::Cell::get)
+}
+
+/// Runtime options of both suites: small blocks, fsync on every write (extent
+/// allocation and entropy coding inside [`with_extents`]).
 #[must_use]
 pub fn store_config() -> StoreConfig {
+    let extents = extents_on();
     StoreConfig {
-        collection: CollectionConfig::with_block_elems(BLOCK_ELEMS),
+        collection: CollectionConfig {
+            extents,
+            entropy: extents,
+            ..CollectionConfig::with_block_elems(BLOCK_ELEMS)
+        },
         access_flush_every: 4,
         // Tests that keep a writer out should not wait the default 10 s for it.
         lock_wait: std::time::Duration::from_millis(200),

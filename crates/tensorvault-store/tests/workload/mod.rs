@@ -464,16 +464,23 @@ pub fn check_after_kill(
     if applied {
         tally.in_flight_applied += 1;
     }
-    // Exactly one tier holds each block: live slots per tier == index count per tier.
+    // Exactly one tier holds each block: the bytes live per tier (slots or extents) are
+    // exactly those the index's blocks take (no leaked, no shared slot or extent).
     let counts = store.tier_counts().expect("tier counts");
+    let mut taken = [0u64; 4];
+    for m in store.blocks().expect("blocks") {
+        let unit = u64::from(store.block_io().usage(m.tier).alloc_unit);
+        taken[m.tier.index()] += u64::from(m.data_len).div_ceil(unit) * unit;
+    }
     for t in Tier::ALL {
         let u = store.block_io().usage(t);
         assert_eq!(
-            u.slots - u.free_slots,
-            counts[t.index()] as u64,
-            "{ctx}: {t} has {} live slots for {} blocks (leaked or shared slots)",
-            u.slots - u.free_slots,
-            counts[t.index()]
+            u.live_bytes,
+            taken[t.index()],
+            "{ctx}: {t} has {} live bytes for {} blocks taking {} (leaked or shared)",
+            u.live_bytes,
+            counts[t.index()],
+            taken[t.index()]
         );
     }
     let report = store.verify().expect("verify");
