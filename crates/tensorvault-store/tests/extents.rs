@@ -122,6 +122,48 @@ fn extents_follow_the_payload_and_survive_a_reopen() {
     }
 }
 
+/// A snapshot reader of an extent collection, opened while the writer holds it, reads
+/// every block and writes nothing (tier files and log keep their bytes).
+#[test]
+fn a_snapshot_reads_extents_and_writes_nothing() {
+    let tmp = common::scratch_dir("extents-snapshot");
+    let w = open(tmp.path(), true);
+    let mut want = BTreeMap::new();
+    for i in 0..6u32 {
+        let tier = Tier::ALL[(i % 4) as usize];
+        want.insert(i, (tier, put(&w, 3, i, tier, 30 + 40 * i, u64::from(i))));
+    }
+    w.delete_block(&BlockKey::new(3, 2)).unwrap();
+    want.remove(&2);
+    let dir = common::coll_dir(tmp.path(), TENANT, COLL);
+    let files = || -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file())
+            .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = files();
+    let snap = DirStore::open_path_snapshot(tmp.path(), TENANT, COLL, config(true)).unwrap();
+    assert!(snap.geometry().extents);
+    let mut buf = Vec::new();
+    for (i, (tier, data)) in &want {
+        let m = snap.get_block(&BlockKey::new(3, *i), &mut buf).unwrap();
+        assert_eq!(m.tier, *tier);
+        assert_eq!(buf.len(), data.len());
+        if *tier == Tier::Tier0 {
+            assert_eq!(&buf, data, "Tier0 is bit-exact");
+        }
+    }
+    assert!(snap.meta(&BlockKey::new(3, 2)).unwrap().is_none());
+    drop(snap);
+    assert!(files() == before, "the snapshot changed a file");
+    drop(w);
+}
+
 #[test]
 fn a_block_may_exceed_the_worst_case_slot_up_to_the_cap() {
     let geo = CollectionConfig {
