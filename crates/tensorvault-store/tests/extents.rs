@@ -427,3 +427,44 @@ proptest! {
         prop_assert_eq!(s.verify().unwrap().defects(), 0);
     }
 }
+
+/// Freed neighbouring extents give back the pages they share: 3000-byte extents straddle
+/// page boundaries, so only the coalesced run's punching returns those pages.
+#[test]
+fn freed_extents_give_back_the_pages_they_share() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let geo = CollectionConfig {
+        extents: true,
+        ..CollectionConfig::default()
+    };
+    let io = tensorvault_store::MmapBlockIO::open(dir.path(), &geo).unwrap();
+    let t = Tier::Tier2;
+    let len = 2000usize; // 2048-byte extents: two per page, none holds a whole page
+    assert!(len as u32 <= io.max_block_len(t));
+    let offs: Vec<u64> = (0..200u32)
+        .map(|i| {
+            io.write_block(t, BlockKey::new(1, i), &vec![i as u8 | 1; len])
+                .unwrap()
+                .0
+        })
+        .collect();
+    io.sync().unwrap();
+    let path = dir.path().join(t.file_name());
+    let used = || std::fs::metadata(&path).unwrap().blocks() * 512;
+    let full = used();
+    assert!(full >= 200 * 2048, "{full}");
+    // Free every block but the last: the run they form is punched page by page.
+    for off in &offs[..199] {
+        io.free_block(t, *off).unwrap();
+    }
+    let after = used();
+    assert!(
+        after <= full - 190 * 2048,
+        "{after} of {full} bytes still allocated"
+    );
+    let mut out = vec![0; len];
+    io.read_block(t, BlockKey::new(1, 199), offs[199], len as u32, &mut out)
+        .unwrap();
+    assert_eq!(out, vec![199u8 | 1; len], "the live extent keeps its bytes");
+}
