@@ -291,8 +291,11 @@ class Store:
 
     def stats(self) -> Dict[str, Any]:
         """Store-wide numbers: ``tensors``; per tier 0-3 ``blocks``, ``payload_bytes``,
-        ``raw_bytes`` and ``usage`` (``slot_len``, ``slots``, ``free_slots``,
-        ``bytes`` of the tier file); ``log_records``; counters since open (``reads``,
+        ``raw_bytes`` and ``usage`` (``slot_len``; ``alloc_unit``, the slot length or,
+        with ``allocation="extent"``, 64 bytes; ``slots`` and ``free_slots`` in those
+        units; ``live_bytes``, what the live blocks take in the file, their slots or
+        extents; ``bytes`` of the tier file and ``allocated_bytes`` on disk);
+        ``log_records``; counters since open (``reads``,
         ``writes``, ``migrations``, ``deletes``, ``checksum_failures``); replay numbers
         of the open (``replay_nanos``, ``replay_skipped``, ``replay_ignored``);
         ``held_blocks``, blocks tiering found it cannot move (NaN or infinity, see

@@ -122,8 +122,12 @@ impl ObjectBlockIO {
     ) -> Self {
         Self {
             // With extent allocation a block may exceed the worst-case slot up to the
-            // tier's cap: objects are payload-sized anyway, pack strides take the cap.
-            slot_len: Tier::ALL.map(|t| geo.max_block_len(t).max(1)),
+            // tier's cap where objects are payload-sized anyway (`objects`); packs keep
+            // their slot stride (a cap-sized stride would pad every block to the cap).
+            slot_len: Tier::ALL.map(|t| match coll.manifest().layout {
+                Layout::Objects => geo.max_block_len(t).max(1),
+                Layout::Packs => geo.slot_len(t).max(1),
+            }),
             hwm: coll.manifest().next_slot.map(AtomicU64::new),
             layout: coll.manifest().layout,
             pack_live: Mutex::new(HashMap::new()),
