@@ -5,7 +5,7 @@
 //! per candidate).
 //!
 //! `cargo run --release -p tensorvault-quant --example v4_sweep -- IN.f32 OUT.f32 SLOT
-//! ENTROPY(0|1) BITS,G_LOG2,S_LOG2,SC_BITS,MIN_BITS,ROT,NORM_MATCH [MORE ...]`
+//! ENTROPY(0|1) BITS,G_LOG2,S_LOG2,SC_BITS,MIN_BITS,ROT,NORM_MATCH,CLIP [MORE ...]`
 
 use tensorvault_quant::layout::V4_DEFAULT_SEED;
 use tensorvault_quant::segment_v4::{encode_with, SegmentV4, V4Encoder, V4Params};
@@ -15,7 +15,7 @@ const BLOCK: usize = 4096;
 
 fn parse(spec: &str) -> Result<(V4Params, V4Encoder), Box<dyn std::error::Error>> {
     let f: Vec<u8> = spec.split(',').map(str::parse).collect::<Result<_, _>>()?;
-    let [bits, group_log2, super_log2, scale_bits, min_bits, rot, nm] = f[..] else {
+    let [bits, group_log2, super_log2, scale_bits, min_bits, rot, nm, clip] = f[..] else {
         return Err(format!("bad spec {spec}").into());
     };
     let enc = V4Encoder {
@@ -30,7 +30,7 @@ fn parse(spec: &str) -> Result<(V4Params, V4Encoder), Box<dyn std::error::Error>
             min_bits,
             rotate: rot != 0,
             seed: V4_DEFAULT_SEED,
-            clip_search: true,
+            clip_search: clip != 0,
         },
         enc,
     ))
