@@ -276,6 +276,24 @@ fn encoder_output_is_stable() {
     );
 }
 
+/// The norm-matched encoder's output for a fixed input is pinned as well (what codec 4
+/// writes for embeddings; a change must be deliberate).
+#[test]
+fn norm_matched_encoder_output_is_stable() {
+    let x = weights(64, 7);
+    let p = params(3, 3, 5, true);
+    let b = encode_with(&p, V4Encoder { norm_match: true }, &x).unwrap();
+    let hex: String = b.iter().map(|v| format!("{v:02x}")).collect();
+    assert_eq!(
+        hex,
+        include_str!("../../../tests/fixtures/quant/v4_encoder_norm_matched.hex").trim()
+    );
+    // Only the units differ from the fitted encoder's output.
+    let f = encode(&p, &x).unwrap();
+    assert_eq!(b[32..], f[32..]);
+    assert_ne!(b[24..32], f[24..32]);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
