@@ -29,7 +29,10 @@ Sections:
   (v4: TQTC version 4 super-block segments, `crates/tensorvault-store/src/codec_weights.rs`), on
   SmolLM2's token table (rows of 576 rotated as nine blocks of 64) and on the
   all-MiniLM-L6-v2 sentence embeddings of the passages (rows of 384: three blocks of 128;
-  this set was never used to choose anything).
+  this set was never used to choose anything). Since session 11 codec 4 writes embeddings
+  with norm-matched super-block units (docs/formats/quant.md §11.2); the layout studies
+  behind that choice use the encoder alone (`examples/v4_sweep.rs`, bench/RESULTS.md
+  "Session 11: quant-emb").
 
 The held-out texts (`texts/apache2.txt`, `texts/compound.txt`, see texts/README.md) were
 added for this round and never used to choose anything; gpl3 and execmodel are the texts

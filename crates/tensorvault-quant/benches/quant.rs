@@ -196,6 +196,13 @@ fn bench_v4(c: &mut Criterion) {
         g.bench_function(format!("encode_{name}"), |b| {
             b.iter(|| segment_v4::encode(&p, black_box(&x)).unwrap())
         });
+        if rotate {
+            // What codec 4 does for embeddings: the same fit, then norm-matched units.
+            let nm = segment_v4::V4Encoder { norm_match: true };
+            g.bench_function(format!("encode_{name}_norm_matched"), |b| {
+                b.iter(|| segment_v4::encode_with(&p, nm, black_box(&x)).unwrap())
+            });
+        }
         g.bench_function(format!("parse_decode_{name}"), |b| {
             b.iter(|| {
                 SegmentV4::parse(black_box(&seg))

@@ -276,6 +276,24 @@ fn encoder_output_is_stable() {
     );
 }
 
+/// The norm-matched encoder's output for a fixed input is pinned as well (what codec 4
+/// writes for embeddings; a change must be deliberate).
+#[test]
+fn norm_matched_encoder_output_is_stable() {
+    let x = weights(64, 7);
+    let p = params(3, 3, 5, true);
+    let b = encode_with(&p, V4Encoder { norm_match: true }, &x).unwrap();
+    let hex: String = b.iter().map(|v| format!("{v:02x}")).collect();
+    assert_eq!(
+        hex,
+        include_str!("../../../tests/fixtures/quant/v4_encoder_norm_matched.hex").trim()
+    );
+    // Only the units differ from the fitted encoder's output.
+    let f = encode(&p, &x).unwrap();
+    assert_eq!(b[32..], f[32..]);
+    assert_ne!(b[24..32], f[24..32]);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -307,5 +325,115 @@ proptest! {
             prop_assert!(err <= 0.02 * norm + 1e-3, "err {} norm {}", err, norm);
         }
         prop_assert_eq!(encode(&p, &vals).unwrap(), bytes);
+    }
+}
+
+/// Relative norm mismatch `| ||y|| / ||x|| - 1 |` of each whole super-block of `s` values.
+fn super_norm_mismatch(x: &[f32], y: &[f32], s: usize) -> Vec<f64> {
+    x.chunks(s)
+        .zip(y.chunks(s))
+        .map(|(a, b)| {
+            let n = |v: &[f32]| v.iter().map(|t| f64::from(*t).powi(2)).sum::<f64>().sqrt();
+            (n(b) / n(a) - 1.0).abs()
+        })
+        .collect()
+}
+
+fn decode_bytes(b: &[u8], n: usize) -> Vec<f32> {
+    let mut y = vec![0f32; n];
+    SegmentV4::parse(b).unwrap().decode(&mut y).unwrap();
+    y
+}
+
+#[test]
+fn norm_matched_units_keep_each_super_blocks_norm_and_only_change_the_units() {
+    for (p, seed) in [
+        (params(3, 5, 10, true), 3),
+        (params(3, 5, 8, false), 4),
+        (params(5, 6, 10, true), 5),
+    ] {
+        let x = weights(4096, seed);
+        let fitted = encode(&p, &x).unwrap();
+        assert_eq!(encode_with(&p, V4Encoder::default(), &x).unwrap(), fitted);
+        let nm = encode_with(&p, V4Encoder { norm_match: true }, &x).unwrap();
+        // Same length, header, scale/min codes and value codes: only units differ.
+        let units = V4_HEADER_LEN + V4_SUPER_BYTES * 4096usize.div_ceil(p.super_block());
+        assert_eq!(nm.len(), fitted.len());
+        assert_eq!(nm[..V4_HEADER_LEN], fitted[..V4_HEADER_LEN]);
+        assert_eq!(nm[units..], fitted[units..]);
+        assert_ne!(nm[V4_HEADER_LEN..units], fitted[V4_HEADER_LEN..units]);
+        let (yf, yn) = (decode_bytes(&fitted, 4096), decode_bytes(&nm, 4096));
+        let sb = p.super_block();
+        let worst = |v: Vec<f64>| v.into_iter().fold(0f64, f64::max);
+        let (ef, en) = (
+            worst(super_norm_mismatch(&x, &yf, sb)),
+            worst(super_norm_mismatch(&x, &yn, sb)),
+        );
+        // f16 units round to 2^-11 relative: the norm is kept to ~0.1%; the fitted
+        // units (clip search) are off by more.
+        assert!(en < 1.5e-3, "norm-matched mismatch {en} ({p:?})");
+        assert!(ef > 2.0 * en, "fitted {ef} vs norm-matched {en} ({p:?})");
+        // The squared error grows only a little (same codes, units moved by ~1%).
+        let (rf, rn) = (rel_rmse(&x, &yf), rel_rmse(&x, &yn));
+        assert!(rn < rf * 1.1, "{rn} vs {rf} ({p:?})");
+    }
+}
+
+#[test]
+fn norm_matching_leaves_zero_and_constant_blocks_alone() {
+    // Unrotated: a rotated constant block is one spike, a different test.
+    let p = params(4, 5, 8, false);
+    let nm = V4Encoder { norm_match: true };
+    for x in [vec![0f32; 600], vec![0.75f32; 600]] {
+        let b = encode_with(&p, nm, &x).unwrap();
+        let y = decode_bytes(&b, x.len());
+        let ex = encode(&p, &x).unwrap();
+        if x[0] == 0.0 {
+            assert_eq!(b, ex, "zero blocks have no gain to apply");
+            assert!(y.iter().all(|&v| v == 0.0));
+        } else {
+            assert!(x.iter().zip(&y).all(|(a, b)| (a - b).abs() < 2e-3), "{y:?}");
+        }
+    }
+    // A super-block whose units would overflow f16 when scaled keeps its fitted units.
+    assert_eq!(scaled_units(0x7BFF, 0, 2.0), None);
+    assert_eq!(scaled_units(0x3C00, 0xBC00, 0.0), None);
+    assert_eq!(scaled_units(0x3C00, 0xBC00, f32::NAN), None);
+    assert_eq!(
+        scaled_units(0x3C00, 0xBC00, 2.0),
+        Some((f16::from_f32(2.0).to_bits(), f16::from_f32(-2.0).to_bits()))
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn norm_matched_segments_round_trip_with_the_input_norm(
+        vals in proptest::collection::vec(-1000f32..1000.0, 1..1500usize),
+        bits in 2u8..=8,
+        group_log2 in 3u8..=6,
+        extra in 0u8..=3,
+        rotate in any::<bool>(),
+        seed in any::<u32>(),
+    ) {
+        let p = V4Params { bits, group_log2, super_log2: group_log2 + extra, scale_bits: 6,
+                           min_bits: 6, rotate, seed, clip_search: true };
+        let bytes = encode_with(&p, V4Encoder { norm_match: true }, &vals).unwrap();
+        prop_assert_eq!(bytes.len(), p.encoded_len(vals.len()).unwrap());
+        let y = decode_bytes(&bytes, vals.len());
+        let yf = decode_bytes(&encode(&p, &vals).unwrap(), vals.len());
+        let sb = p.super_block();
+        let (mn, mf) = (super_norm_mismatch(&vals, &y, sb), super_norm_mismatch(&vals, &yf, sb));
+        for (i, (a, b)) in mn.iter().zip(&mf).enumerate() {
+            // Never further from the input's norm than the fitted units (up to the f16
+            // rounding of the scaled units), and within 0.2% wherever the block has any
+            // norm (values >= ~1e-3 here keep the units normal f16 numbers).
+            let norm: f32 = vals.chunks(sb).nth(i).unwrap().iter().map(|v| v * v).sum();
+            if norm > 1.0 {
+                prop_assert!(*a <= b + 2e-3, "super-block {}: {} vs fitted {}", i, a, b);
+                prop_assert!(*a < 2e-3, "super-block {}: mismatch {}", i, a);
+            }
+        }
     }
 }

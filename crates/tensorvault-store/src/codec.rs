@@ -16,7 +16,7 @@ use tensorvault_quant::layout as q;
 use tensorvault_quant::segment::{self, Segment};
 use tensorvault_quant::segment_rot::{self, SegmentV3, V3Params};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
-use tensorvault_quant::segment_v4::{self, SegmentV4};
+use tensorvault_quant::segment_v4::SegmentV4;
 use tensorvault_quant::segment_v5::{self, SegmentV5};
 use tensorvault_quant::QuantError;
 
@@ -187,7 +187,7 @@ pub fn encode_for_tier(
     // (segment bytes, bit width, largest group scale as the segment reports it)
     let (bytes, bits, scale) =
         if let Some(p) = crate::codec_weights::v4_layout(geo, tier, place.kind, place.len) {
-            let bytes = segment_v4::encode(&p, values)?;
+            let bytes = crate::codec_weights::encode(&p, place.kind, values)?;
             let scale = SegmentV4::parse(&bytes).map(|s| s.max_scale());
             (bytes, p.bits, scale)
         } else if let Some(p) = v3_layout(geo, tier, place) {

@@ -13,9 +13,16 @@
 //! wider side codes (3 bits: groups of 32 with 5+4-bit codes 15.0% against groups of 64
 //! with 6+6 16.8%), codes under 4 bits lose (groups of 16 with 2+2: 16.9%), and rotation
 //! lowered the error of every layout tried (e.g. 15.03% -> 14.74%, 4.23% -> 4.11%).
+//!
+//! Embeddings are encoded with norm-matched super-block units ([`encoder`]): the same
+//! layout and codes, each super-block's two f16 units scaled so it decodes with its
+//! input's norm, which keeps nearest-neighbour rankings (inner products) from shrinking
+//! by a factor that differs between super-blocks (bench/RESULTS.md, "Session 11:
+//! quant-emb"). Weights keep the fitted units (least squared error).
 
 use tensorvault_quant::layout as q;
-use tensorvault_quant::segment_v4::V4Params;
+use tensorvault_quant::segment_v4::{self, V4Encoder, V4Params};
+use tensorvault_quant::QuantError;
 
 use crate::config::{CollectionConfig, CODEC_V4};
 use crate::types::{TensorKind, Tier};
@@ -78,6 +85,24 @@ pub fn v4_layout(
     }
     let bits = geo.bits(tier)?;
     choose(bits, len, u64::from(geo.slot_len(tier)))
+}
+
+/// The encoder choices codec v4 uses for a `kind` tensor: norm-matched units for
+/// embeddings (ranked by inner products), the fitted units otherwise.
+#[must_use]
+pub fn encoder(kind: TensorKind) -> V4Encoder {
+    V4Encoder {
+        norm_match: kind == TensorKind::Embedding,
+    }
+}
+
+/// Encode one block of a `kind` tensor with the v4 layout `p` ([`v4_layout`]) and the
+/// kind's encoder choices ([`encoder`]).
+///
+/// # Errors
+/// As [`segment_v4::encode_with`]: non-finite values, scale overflow.
+pub fn encode(p: &V4Params, kind: TensorKind, values: &[f32]) -> Result<Vec<u8>, QuantError> {
+    segment_v4::encode_with(p, encoder(kind), values)
 }
 
 #[cfg(test)]

@@ -144,3 +144,44 @@ fn codec_v4_survives_a_reopen_and_reads_bit_identically() {
         "bit-identical reread"
     );
 }
+
+/// `| ||y|| / ||x|| - 1 |` of each 1024-value super-block (codec 4's default super-block
+/// in a 4096-value block), worst of all.
+fn worst_super_norm_mismatch(x: &[f32], y: &[f32]) -> f64 {
+    let n = |v: &[f32]| v.iter().map(|t| f64::from(*t).powi(2)).sum::<f64>().sqrt();
+    x.chunks(1024)
+        .zip(y.chunks(1024))
+        .map(|(a, b)| (n(b) / n(a) - 1.0).abs())
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn embeddings_decode_with_each_super_blocks_norm_and_weights_keep_the_fitted_units() {
+    // 64 unit-norm rows of 576 (SmolLM2's token table width): 9 blocks of 4096 values.
+    let shape = [64u32, 576];
+    let mut vals = weights(shape[0], shape[1]);
+    for row in vals.chunks_mut(576) {
+        let n = row.iter().map(|v| v * v).sum::<f32>().sqrt();
+        row.iter_mut().for_each(|v| *v /= n);
+    }
+    let s = store(CODEC_V4);
+    for tier in [Tier::Tier1, Tier::Tier2, Tier::Tier3] {
+        let emb = put_get(&s, TensorKind::Embedding, &vals, &shape, tier);
+        let w = put_get(&s, TensorKind::Weight, &vals, &shape, tier);
+        let (me, mw) = (
+            worst_super_norm_mismatch(&vals, &emb),
+            worst_super_norm_mismatch(&vals, &w),
+        );
+        assert!(me < 1.5e-3, "{tier:?}: embedding norm off by {me}");
+        // At 8 bits the fitted units are already within the f16 rounding of the
+        // gain (nothing to correct); at 5 and 3 bits the clip search shrinks them.
+        if tier == Tier::Tier1 {
+            assert!(mw >= me, "{tier:?}: weight {mw} vs embedding {me}");
+        } else {
+            assert!(mw > 2.0 * me, "{tier:?}: weight {mw} vs embedding {me}");
+        }
+        // Same codes, units moved by about the shrinkage: the error barely changes.
+        let (ee, ew) = (rel_rmse(&vals, &emb), rel_rmse(&vals, &w));
+        assert!(ee < ew * 1.1, "{tier:?}: {ee} vs {ew}");
+    }
+}
