@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use tensorvault_formats::mobi::{models, DataType, Model, ModelBuilder, OperatorType as Op};
 use tensorvault_formats::mobi::{ParamValue, Value};
-use tensorvault_mobi_runtime::{Limits, Session, Tensor};
+use tensorvault_mobi_runtime::{Limits, RuntimeError, Session, Tensor};
 
 fn ints(v: &[i64]) -> ParamValue {
     ParamValue::Ints(v.to_vec())
@@ -197,6 +197,24 @@ fn real_cnns_in_slices_match_one_run() {
             assert_bitwise(&whole, &sliced);
         }
     }
+}
+
+#[test]
+fn an_error_names_the_batch_shapes_not_a_slice() {
+    // FullyConnected with weights for 5 features on a 4-feature input: the Shape error
+    // shows the whole batch's input shape.
+    let mut b = ModelBuilder::new("bad-fc");
+    let x = b.input("x", DataType::F32, &[1, 4]);
+    let w = b.constant_f32(&[3, 5], &[0.5; 15]).unwrap();
+    let y = b.op(Op::FullyConnected, &[x, w], vec![]);
+    b.output("y", DataType::F32, &[1, 3], y);
+    let s = session(&b.build().unwrap(), 1);
+    assert!(s.per_image());
+    let e = s.run(&[("x", batch(&[6, 4], 3))]).unwrap_err();
+    assert!(
+        matches!(&e, RuntimeError::Shape { index: 0, shape, .. } if shape == &vec![6, 4]),
+        "{e:?}"
+    );
 }
 
 proptest! {
