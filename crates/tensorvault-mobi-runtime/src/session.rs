@@ -373,7 +373,7 @@ impl Session {
         else {
             return Ok(None);
         };
-        let Some(mut all) = Assembled::new(out, 1, n) else {
+        let Some(mut all) = Assembled::new(out, 1, n, self.limits.max_elements) else {
             return Ok(None);
         };
         let per_slice = (self.limits.sub_batch_elements / (largest as u64).max(1)).max(1);

@@ -217,6 +217,33 @@ fn an_error_names_the_batch_shapes_not_a_slice() {
     );
 }
 
+#[test]
+fn outputs_over_the_element_limit_are_refused_as_for_one_run() {
+    // Concat doubles each image (8 -> 16 elements): 3 images give a 48-element output
+    // over the 32-element limit, though the input (24) and every slice fit.
+    let mut b = ModelBuilder::new("big-out");
+    let x = b.input("x", DataType::F32, &[1, 8]);
+    let y = b.op(
+        Op::Concat,
+        &[x, x],
+        vec![("axis".into(), ParamValue::Int(1))],
+    );
+    b.output("y", DataType::F32, &[1, 16], y);
+    let limits = Limits {
+        max_elements: 32,
+        sub_batch_elements: 1,
+    };
+    let s = Session::with_limits(&b.build().unwrap(), limits).unwrap();
+    assert!(s.per_image());
+    let two = s.run(&[("x", batch(&[2, 8], 1))]).unwrap();
+    assert_eq!(two[0].1.shape, vec![2, 16]);
+    let e = s.run(&[("x", batch(&[3, 8], 1))]).unwrap_err();
+    assert!(
+        matches!(e, RuntimeError::TooLarge { index: 0, .. }),
+        "{e:?}"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
