@@ -353,8 +353,8 @@ impl Session {
 
     /// Run a batch of `n` images in slices: image 0 alone, which measures the largest
     /// activation per image, then as many images per slice as fit
-    /// [`Limits::sub_batch_elements`]. `None` when a slice's outputs do not carry its
-    /// images on axis 0 (the caller runs the batch whole).
+    /// [`Limits::sub_batch_elements`]. `None` when image 0 fails or a slice's outputs do
+    /// not carry its images on axis 0 (the caller runs the batch whole).
     fn run_sliced(
         &self,
         feeds: &HashMap<u32, &Tensor>,
@@ -367,8 +367,13 @@ impl Session {
                 .collect()
         };
         let first = slice(0, 1);
-        let (out, largest) = self.run_once(&first.iter().map(|(&k, v)| (k, v)).collect())?;
-        let Some(mut all) = Assembled::new(out, 1, n) else {
+        // A graph that fails on one image fails on the batch: the caller's whole run then
+        // reports the error with the batch's shapes, not the slice's.
+        let Ok((out, largest)) = self.run_once(&first.iter().map(|(&k, v)| (k, v)).collect())
+        else {
+            return Ok(None);
+        };
+        let Some(mut all) = Assembled::new(out, 1, n, self.limits.max_elements) else {
             return Ok(None);
         };
         let per_slice = (self.limits.sub_batch_elements / (largest as u64).max(1)).max(1);

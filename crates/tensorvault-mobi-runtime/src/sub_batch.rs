@@ -288,14 +288,18 @@ pub(crate) struct Assembled {
 
 impl Assembled {
     /// Start from the first slice's outputs (`count` images), with room for `n`; `None`
-    /// when an output does not have `count` on axis 0 (the caller runs one batch).
-    pub fn new(first: Vec<(String, Tensor)>, count: usize, n: usize) -> Option<Self> {
+    /// when an output does not have `count` on axis 0 or would exceed `limit` elements
+    /// for the whole batch (the caller runs one batch, which reports it).
+    pub fn new(first: Vec<(String, Tensor)>, count: usize, n: usize, limit: u64) -> Option<Self> {
         let mut outputs = Vec::with_capacity(first.len());
         for (name, t) in first {
             if t.shape.first() != Some(&count) {
                 return None;
             }
-            let room = t.len() / count.max(1) * n;
+            let room = (t.len() / count.max(1)).checked_mul(n)?;
+            if room as u64 > limit {
+                return None;
+            }
             let mut shape = t.shape.clone();
             shape[0] = n;
             let data = match t.data {

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use tensorvault_formats::mobi::{models, DataType, Model, ModelBuilder, OperatorType as Op};
 use tensorvault_formats::mobi::{ParamValue, Value};
-use tensorvault_mobi_runtime::{Limits, Session, Tensor};
+use tensorvault_mobi_runtime::{Limits, RuntimeError, Session, Tensor};
 
 fn ints(v: &[i64]) -> ParamValue {
     ParamValue::Ints(v.to_vec())
@@ -197,6 +197,51 @@ fn real_cnns_in_slices_match_one_run() {
             assert_bitwise(&whole, &sliced);
         }
     }
+}
+
+#[test]
+fn an_error_names_the_batch_shapes_not_a_slice() {
+    // FullyConnected with weights for 5 features on a 4-feature input: the Shape error
+    // shows the whole batch's input shape.
+    let mut b = ModelBuilder::new("bad-fc");
+    let x = b.input("x", DataType::F32, &[1, 4]);
+    let w = b.constant_f32(&[3, 5], &[0.5; 15]).unwrap();
+    let y = b.op(Op::FullyConnected, &[x, w], vec![]);
+    b.output("y", DataType::F32, &[1, 3], y);
+    let s = session(&b.build().unwrap(), 1);
+    assert!(s.per_image());
+    let e = s.run(&[("x", batch(&[6, 4], 3))]).unwrap_err();
+    assert!(
+        matches!(&e, RuntimeError::Shape { index: 0, shape, .. } if shape == &vec![6, 4]),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn outputs_over_the_element_limit_are_refused_as_for_one_run() {
+    // Concat doubles each image (8 -> 16 elements): 3 images give a 48-element output
+    // over the 32-element limit, though the input (24) and every slice fit.
+    let mut b = ModelBuilder::new("big-out");
+    let x = b.input("x", DataType::F32, &[1, 8]);
+    let y = b.op(
+        Op::Concat,
+        &[x, x],
+        vec![("axis".into(), ParamValue::Int(1))],
+    );
+    b.output("y", DataType::F32, &[1, 16], y);
+    let limits = Limits {
+        max_elements: 32,
+        sub_batch_elements: 1,
+    };
+    let s = Session::with_limits(&b.build().unwrap(), limits).unwrap();
+    assert!(s.per_image());
+    let two = s.run(&[("x", batch(&[2, 8], 1))]).unwrap();
+    assert_eq!(two[0].1.shape, vec![2, 16]);
+    let e = s.run(&[("x", batch(&[3, 8], 1))]).unwrap_err();
+    assert!(
+        matches!(e, RuntimeError::TooLarge { index: 0, .. }),
+        "{e:?}"
+    );
 }
 
 proptest! {

@@ -24,6 +24,10 @@ use super::window::Axis;
 /// vectors, four AVX-512 ones: the per-tap loop overhead is paid once per 64 outputs).
 const LANES: usize = 64;
 
+/// Wide outputs up to this many elements (16 KiB) get their bias and activation in one
+/// pass before the copy out, still in L1; larger ones row by row after each row's copy.
+const WIDE_IN_L1: usize = 4096;
+
 /// The shapes of one depthwise convolution: input `[n, c, h, w]`, weights
 /// `[m, 1, kh, kw]` with `m = c * multiplier`, output `[n, m, ay.out, ax.out]`.
 pub(crate) struct Depthwise {
@@ -232,12 +236,22 @@ impl Depthwise {
                     let k = &wt[oc * self.kh * self.kw..][..self.kh * self.kw];
                     taps::<M>(wide, phases, &starts, k);
                     let out = &mut y[(b * self.m + oc) * plane..][..plane];
-                    // Bias and activation over the wide output in one pass (in L1),
-                    // then its useful columns copied out row by row.
                     let b = bias.map(|b| &b[oc..oc + 1]);
-                    epilogue(&mut wide[..ph.wide_len], ph.wide_len, b, act);
-                    for (oy, orow) in out.chunks_exact_mut(ow.max(1)).enumerate().take(oh) {
-                        orow.copy_from_slice(&wide[oy * ph.qw..][..ow]);
+                    let rows = out.chunks_exact_mut(ow.max(1)).enumerate().take(oh);
+                    if ph.wide_len <= WIDE_IN_L1 {
+                        // Bias and activation over the (small) wide output in one pass,
+                        // then its useful columns copied out: short rows cost a call
+                        // each otherwise.
+                        epilogue(&mut wide[..ph.wide_len], ph.wide_len, b, act);
+                        for (oy, orow) in rows {
+                            orow.copy_from_slice(&wide[oy * ph.qw..][..ow]);
+                        }
+                    } else {
+                        // Bias and activation on each row right after its copy (in L1).
+                        for (oy, orow) in rows {
+                            orow.copy_from_slice(&wide[oy * ph.qw..][..ow]);
+                            epilogue(orow, ow, b, act);
+                        }
                     }
                 }
             }
