@@ -42,7 +42,7 @@ pub const H_GENERATION: usize = H_SLOT_ALIGN + size_of::<u32>();
 /// u8 codec of the quantized tiers (version 2 headers; 1 or 2).
 pub const H_CODEC: usize = H_GENERATION + size_of::<u64>();
 /// u8 collection flags (version 2 headers): [`HEADER_FLAG_ENTROPY`],
-/// [`HEADER_FLAG_EXTENTS`]; other bits zero.
+/// [`HEADER_FLAG_EXTENTS`], [`HEADER_FLAG_KV_ECSQ`]; other bits zero.
 pub const H_FLAGS: usize = H_CODEC + size_of::<u8>();
 /// u16 sink values per block (version 2 headers).
 pub const H_SINK_VALUES: usize = H_FLAGS + size_of::<u8>();
