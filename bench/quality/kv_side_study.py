@@ -5,6 +5,12 @@ then the model reads them back (perplexity on held-out texts).
 
     bench/quality/.venv/bin/python bench/quality/kv_side_study.py \
         [--texts compound,formatstrings] [--tokens 1536] [--configs NAME,...]
+        [--rmse [--ecsq]]
+
+`--rmse`: K/V relative RMSE only (one forward pass per text, no perplexity); with
+`--ecsq`, the entropy-coded size (order-0 entropy of each segment's codes) and error of
+value and key codings with wider-than-optimal uniform steps (bench/RESULTS.md, "Session
+11: kv-side").
 
 Layouts (blocks of 256 tokens x 64 channels, token 0 of block 0 kept as f16):
 * tier 2: keys and values 5-bit, per channel over 128 tokens (codec 2);
@@ -184,22 +190,6 @@ CONFIGS = {
     "t3 V uniform 4-bit x1.55": (4, 128, "v2", "ecsq4x1.55", None),
     "t3 V uniform 4-bit x1.4": (4, 128, "v2", "ecsq4x1.4", None),
 }
-
-
-def side_bits(side, g):
-    if side == "v2":
-        return 16
-    if side == "exact":
-        return 64
-    if side == "f16":
-        return 32
-    if side.startswith("lin"):
-        return 2 * int(side[3:])
-    if side.startswith("f16m+log"):
-        return 16 + int(side[8:])
-    if side.startswith("ch"):
-        return 2 * int(side[2:]) + 64 * 128 / 256 / (256 // g) / 2
-    return 0
 
 
 def make_hook(m, cfg, rope=True):
