@@ -6,7 +6,9 @@
 //! layout. Codec v4 collections store `weight` and `embedding` tensors as version 4
 //! (super-block) segments sized to the tier's slot ([`crate::codec_weights`]), 3-bit KV
 //! values rotated per token, and KV keys at their own bit widths and group sizes when
-//! the collection sets them ([`CollectionConfig::bits_for`]).
+//! the collection sets them ([`CollectionConfig::bits_for`]); with
+//! [`CollectionConfig::kv_ecsq`], those values at one more bit of wider-spaced uniform
+//! levels (entropy-coded levels).
 //! Collections with the entropy flag keep each such segment wrapped in a TQTC
 //! version 5 envelope (lossless rANS over its codes) when that is shorter.
 
