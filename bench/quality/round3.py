@@ -20,8 +20,10 @@ Sections:
   `tensorvault.KvCache` (append per head, the cache's age policy demotes every full block
   to the tier, read back): post-RoPE keys against keys stored before RoPE
   (`rope=(1e5, 64, "interleaved")`, applied at read), codec 2 against codec 4 (4-bit keys
-  next to 3-bit values at tier 3). `disk_bits` counts the tier slots (or, with
-  `allocation="extent"`, the extents) the blocks occupy.
+  next to 3-bit values at tier 3), and codec 4 with `entropy=True, ecsq=True` (session 11:
+  tier 3 values as 4-bit uniform codes 1.625x the MSE-optimal step apart, entropy-coded).
+  `disk_bits` counts the tier slots (or, with `allocation="extent"`, the extents) the
+  blocks occupy.
 * `ref`: the rotated codec's choices, transcribed in numpy (not the product; same math as
   `segment_rot.rs`, docs/formats/quant.md section 10) on the values at 3 bits, keys through
   the store's tier 3: rotation on/off, Lloyd-Max vs uniform levels, RMS vs max scales.
@@ -168,9 +170,9 @@ class KvCacheConfig:
     AGE = {1: (0, 1 << 40, 0), 2: (0, 0, 1 << 40), 3: (0, 0, 0)}
 
     def __init__(self, label: str, tier: int, codec: int, rope=None, entropy: bool = False,
-                 allocation: str = "slot") -> None:
+                 allocation: str = "slot", ecsq: bool = False) -> None:
         self.label, self.tier, self.codec, self.rope = label, tier, codec, rope
-        self.entropy = entropy
+        self.entropy, self.ecsq = entropy, ecsq
         self.allocation = allocation
         self.pre_rope = rope is not None
         self.slot_bytes = 0
@@ -187,6 +189,8 @@ class KvCacheConfig:
                 kw["entropy"] = True
             if self.allocation != "slot":
                 kw["allocation"] = self.allocation
+            if self.ecsq:
+                kw["ecsq"] = True
             c = tv.KvCache(d, "q", "kv", head_dim=m.hd, durability="os",
                            age_tiers=self.AGE[self.tier], **kw)
             for h in range(m.n_kv):
@@ -338,7 +342,11 @@ def main() -> int:
                         KvCacheConfig("KvCache codec 4 tier 1, pre-RoPE keys", 1, 4, r),
                         KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy", 3, 4, r, True),
                         KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy + extents",
-                                      3, 4, r, True, "extent")]
+                                      3, 4, r, True, "extent"),
+                        KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy + ecsq", 3, 4, r,
+                                      True, ecsq=True),
+                        KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy + ecsq + extents",
+                                      3, 4, r, True, "extent", ecsq=True)]
         only = os.environ.get("TVQ_ONLY")
         if only:  # harness knob: a subset of the configurations by label substring
             configs = [c for c in configs if any(o in c.label for o in only.split("|"))]

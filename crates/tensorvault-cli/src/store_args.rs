@@ -108,6 +108,12 @@ pub struct PutArgs {
     /// collection). An existing collection keeps its own.
     #[arg(long, value_enum, default_value_t = AllocationArg::Slot)]
     pub allocation: AllocationArg,
+    /// With --kv-head-dim: create the NEW collection as a codec 4 KV cache (keys at
+    /// 8 / 5 / 4 bits) with entropy coding and tier 3 values in entropy-coded levels
+    /// (4-bit uniform codes spaced wider than the optimal step, packed to about the size
+    /// of 3-bit codes with less error; Python `KvCache(codec=4, entropy=True, ecsq=True)`).
+    #[arg(long, requires = "kv_head_dim")]
+    pub kv_ecsq: bool,
     /// Write durability.
     #[arg(long, value_enum, default_value_t = DurabilityArg::EveryWrite)]
     pub durability: DurabilityArg,

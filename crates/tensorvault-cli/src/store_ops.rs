@@ -36,6 +36,11 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
     };
     geometry.entropy = a.entropy;
     geometry.extents = a.allocation == AllocationArg::Extent;
+    if a.kv_ecsq {
+        geometry = geometry.with_codec_v4();
+        geometry.entropy = true;
+        geometry.kv_ecsq = true;
+    }
     let cfg = StoreConfig {
         collection: geometry,
         durability: a.durability.durability(),

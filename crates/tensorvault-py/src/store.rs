@@ -468,6 +468,7 @@ impl Store {
         d.set_item("sink_values", g.sink_values)?;
         d.set_item("entropy", g.entropy)?;
         d.set_item("allocation", if g.extents { "extent" } else { "slot" })?;
+        d.set_item("kv_ecsq", g.kv_ecsq)?;
         Ok(d)
     }
 

@@ -45,6 +45,12 @@ pub enum ScaleRule {
     /// keeps the rotated block's norm (`|y| / |T[codes]|`): inner products are not
     /// shrunk by the levels' pull towards zero (what nearest-neighbour recall needs).
     NormMatched,
+    /// The block's RMS times `n / 16`. With `n > 16` the levels sit further apart than
+    /// the table's MSE-optimal spacing, so fewer codes are used and the TQTC version 5
+    /// envelope's rANS packs them into fewer bits than `bits`: entropy-coded scalar
+    /// quantization, which beats Lloyd-Max codes at the same entropy-coded size
+    /// (bench/RESULTS.md, "Session 11: kv-side"). `RmsTimes(16)` is `Rms`.
+    RmsTimes(u8),
 }
 
 /// Encoder settings of a v3 segment.
@@ -239,6 +245,7 @@ pub fn encode(p: &V3Params, x: &[f32]) -> Result<Vec<u8>, QuantError> {
         }
         let s = match p.scale {
             ScaleRule::Rms => rms(blk),
+            ScaleRule::RmsTimes(n) => rms(blk) * f32::from(n) / 16.0,
             ScaleRule::Max => blk.iter().fold(0f32, |m, v| m.max(v.abs())) / quant.max_level(),
             ScaleRule::NormMatched => {
                 // Codes against the exact RMS scale, then the scale that keeps the norm.

@@ -6,7 +6,9 @@
 //! layout. Codec v4 collections store `weight` and `embedding` tensors as version 4
 //! (super-block) segments sized to the tier's slot ([`crate::codec_weights`]), 3-bit KV
 //! values rotated per token, and KV keys at their own bit widths and group sizes when
-//! the collection sets them ([`CollectionConfig::bits_for`]).
+//! the collection sets them ([`CollectionConfig::bits_for`]); with
+//! [`CollectionConfig::kv_ecsq`], those values at one more bit of wider-spaced uniform
+//! levels (entropy-coded levels).
 //! Collections with the entropy flag keep each such segment wrapped in a TQTC
 //! version 5 envelope (lossless rANS over its codes) when that is shorter.
 
@@ -110,13 +112,21 @@ pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
     }
     let whole_rows = start % u64::from(width) == 0 && place.len % width as usize == 0;
     let sink = place.block_index == 0 && u32::from(geo.sink_values) >= width;
-    let p = match v4_kv_values(geo, place.kind, bits, width, whole_rows, sink) {
-        Some(p) => p,
-        None => kind::v3_layout(place.kind, bits, Some(width), whole_rows, sink)?,
-    };
     let fits = |p: &V3Params| {
         p.encoded_len(place.len)
             .is_ok_and(|len| len as u64 <= geo.max_payload_len(tier))
+    };
+    // Entropy-coded levels where the slot holds them, else codec v4's Lloyd-Max values.
+    let ecsq = geo
+        .kv_ecsq
+        .then(|| v4_kv_values(geo, place.kind, bits, width, whole_rows, sink, true))
+        .flatten()
+        .filter(fits);
+    let p = match ecsq
+        .or_else(|| v4_kv_values(geo, place.kind, bits, width, whole_rows, sink, false))
+    {
+        Some(p) => p,
+        None => kind::v3_layout(place.kind, bits, Some(width), whole_rows, sink)?,
     };
     // Only with f16 scales (where the slot has room: tier 3's groups of 64 leave two
     // bytes per 64 values): norm-matched scales coded on the byte grid (4.4% steps) cost
@@ -131,7 +141,13 @@ pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
 /// with keys stored before RoPE at 4 bits (bench/RESULTS.md, "Quality per bit, round
 /// 4"): where values became the larger error, rotated values took the perplexity change
 /// from +6.1% (v2 groups of 64 per token) to +4.5% (numpy, compound). `None` for other
-/// kinds, codecs, widths and bit widths (the v2 / v3 choices apply).
+/// kinds, codecs, widths and bit widths (the v2 / v3 choices apply). With `ecsq`
+/// ([`CollectionConfig::kv_ecsq`]) the codes are `bits + 1` wide, uniform levels
+/// [`crate::config::KV_ECSQ_STEP_SIXTEENTHS`]/16 of the token's RMS apart: entropy-coded
+/// scalar quantization (numpy on SmolLM2: 15.5% relative RMSE at 3.11 entropy-coded
+/// bits/value against 18.3% at 2.98 for Lloyd-Max codes); where that segment does not
+/// fit the tier's slot, [`v3_layout`] uses the Lloyd-Max codes.
+#[allow(clippy::too_many_arguments)]
 fn v4_kv_values(
     geo: &CollectionConfig,
     kind: TensorKind,
@@ -139,21 +155,37 @@ fn v4_kv_values(
     width: u32,
     whole_rows: bool,
     sink: bool,
+    ecsq: bool,
 ) -> Option<V3Params> {
     if geo.codec != CODEC_V4 || kind != TensorKind::KvValue || bits > 3 || !whole_rows {
         return None;
     }
     let block_log2 = kind::v3_block(width).filter(|&b| 1u32 << b == width)?;
     let w16 = u16::try_from(width).ok()?;
+    // Entropy-coded levels: one more bit of uniform levels, spaced wider than the
+    // MSE-optimal step so that the v5 envelope packs them to about the Lloyd-Max size.
+    let (bits, levels, scale) = if ecsq {
+        (
+            bits + 1,
+            tensorvault_quant::levels::LevelSet::Uniform,
+            segment_rot::ScaleRule::RmsTimes(crate::config::KV_ECSQ_STEP_SIXTEENTHS),
+        )
+    } else {
+        (
+            bits,
+            tensorvault_quant::levels::LevelSet::LloydMax,
+            segment_rot::ScaleRule::Rms,
+        )
+    };
     Some(V3Params {
         bits,
-        levels: tensorvault_quant::levels::LevelSet::LloydMax,
+        levels,
         block_log2,
         rotate: true,
         seed: q::V3_DEFAULT_SEED,
         width: if sink { w16 } else { 1 },
         raw_rows: u16::from(sink),
-        scale: segment_rot::ScaleRule::Rms,
+        scale,
         wide_scales: false,
     })
 }

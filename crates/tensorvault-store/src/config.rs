@@ -45,6 +45,12 @@ pub const V4_KV_KEY_BITS: [u8; 3] = [8, 5, 4];
 /// Codec v4 defaults of the KV-cache layout: key group sizes (tokens per channel group)
 /// of tiers 1, 2, 3.
 pub const V4_KV_KEY_GROUP: [u32; 3] = [128, 128, 128];
+/// Spacing of the entropy-coded levels of KV values ([`CollectionConfig::kv_ecsq`]), in
+/// sixteenths of each token's RMS after rotation, times the uniform table's step: 26/16
+/// (chosen in numpy on SmolLM2-135M's cache, bench/RESULTS.md "Session 11: kv-side":
+/// 3.11 entropy-coded bits/value at 15.5% relative RMSE, against 2.98 at 18.3% for
+/// 3-bit Lloyd-Max codes).
+pub const KV_ECSQ_STEP_SIXTEENTHS: u8 = 26;
 /// Codec v2 group sizes of tiers 1, 2, 3: with 16 bits of side data per group and a
 /// 32-byte segment header, a 4096-value block fits 8.25 / 5.25 / 3.375 bits per value
 /// after 64-byte slot rounding (issue 14's bit budgets).
@@ -85,6 +91,15 @@ pub struct CollectionConfig {
     /// may be up to [`CollectionConfig::max_block_len`] long. New collections only (codecs
     /// v2 and later); MetaLog header flags bit 1 (`docs/formats/store.md`).
     pub extents: bool,
+    /// Codec v4 with [`CollectionConfig::entropy`]: KV values at 3 bits and fewer are
+    /// stored with entropy-coded levels: rotated per token like codec v4's values, but
+    /// with one more bit of uniform levels spaced [`KV_ECSQ_STEP_SIXTEENTHS`]/16 of the
+    /// token's RMS apart (wider than the MSE-optimal spacing), which the version 5
+    /// envelope's rANS packs to about the size of the Lloyd-Max codes at a lower error
+    /// (`crate::codec`). The tier's slot is unchanged where the keys' segment is as
+    /// large (4-bit keys at tier 3). MetaLog header flags bit 2. Opt-in for new KV
+    /// caches: older collections keep their layout.
+    pub kv_ecsq: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
     /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
@@ -116,6 +131,7 @@ impl CollectionConfig {
             sink_values: 0,
             entropy: false,
             extents: false,
+            kv_ecsq: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
@@ -403,6 +419,15 @@ impl CollectionConfig {
             return bad(
                 "extents",
                 "codec v1 collections keep slots (their header has no flags)".into(),
+            );
+        }
+        if self.kv_ecsq && !(self.codec == CODEC_V4 && self.entropy) {
+            return bad(
+                "kv_ecsq",
+                format!(
+                    "entropy-coded KV levels need codec v4 with the entropy flag (codec {}, entropy {})",
+                    self.codec, self.entropy
+                ),
             );
         }
         if !self.per_kind_keys() && (self.key_bits != [0; 3] || self.key_group_size != [0; 3]) {

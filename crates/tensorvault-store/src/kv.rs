@@ -38,6 +38,7 @@ use std::ops::Range;
 use std::sync::Mutex;
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::block_io::BlockIO;
 use crate::clock::Clock;
@@ -48,6 +49,7 @@ use crate::store::{BlockInfo, Prepared, TensorStore};
 use crate::types::{BlockKey, DType, TensorKind, Tier};
 
 mod rope;
+mod rope_table;
 mod slot;
 
 pub use rope::{RopePairing, RopeSpec};
@@ -70,6 +72,8 @@ pub struct KvCache<C: Clock, B: BlockIO, M: MetaLog> {
     tokens_per_block: u32,
     /// Keys are stored before RoPE and rotated at read (the collection's persisted spec).
     rope: Option<RopeSpec>,
+    /// The rotations reads apply, computed once per position.
+    rope_table: Option<rope_table::RopeTable>,
     tails: Mutex<HashMap<KvSlot, Tail>>,
 }
 
@@ -145,6 +149,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
             tokens_per_block: geo.block_elems / head_dim,
             head_dim,
             rope,
+            rope_table: rope.map(rope_table::RopeTable::new),
             tails: Mutex::new(HashMap::new()),
             store,
         };
@@ -534,11 +539,12 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
             };
             push_f16(rows, out);
         }
-        if let (Some(r), KvKind::Key) = (self.rope, slot.kind) {
-            let mut x: Vec<f32> = out.iter().map(|v| v.to_f32()).collect();
+        if let (Some(r), KvKind::Key) = (&self.rope_table, slot.kind) {
+            // Slice conversions (vectorized where the CPU has F16C; the same values).
+            let mut x = vec![0f32; out.len()];
+            out.convert_to_f32_slice(&mut x);
             r.apply(&mut x, hd, range.start)?;
-            out.clear();
-            out.extend(x.into_iter().map(f16::from_f32));
+            out.convert_from_f32_slice(&x);
         }
         Ok(())
     }

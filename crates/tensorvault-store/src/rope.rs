@@ -129,7 +129,7 @@ impl RopeSpec {
     }
 
     /// Inverse frequencies of the `rotary_dims / 2` pairs.
-    fn inv_freq(&self) -> Vec<f64> {
+    pub(crate) fn inv_freq(&self) -> Vec<f64> {
         let d = f64::from(self.rotary_dims);
         (0..self.rotary_dims / 2)
             .map(|i| self.theta.powf(-2.0 * f64::from(i) / d))
@@ -137,7 +137,7 @@ impl RopeSpec {
     }
 
     /// The two channels of pair `i`.
-    fn pair(&self, i: usize) -> (usize, usize) {
+    pub(crate) fn pair(&self, i: usize) -> (usize, usize) {
         let half = usize::from(self.rotary_dims / 2);
         match self.pairing {
             RopePairing::Neox => (i, i + half),

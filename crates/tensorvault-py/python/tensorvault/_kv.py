@@ -106,6 +106,13 @@ class KvCache:
         allocation: ``"slot"`` (default) or ``"extent"``: a new collection whose blocks
             take payload-sized extents of their tier files instead of worst-case slots,
             so the disk follows the (entropy-coded) payload. Older builds refuse it.
+        ecsq: With ``codec=4`` and ``entropy=True``: store tier 3 values with
+            entropy-coded levels (4-bit uniform codes spaced 1.625x the MSE-optimal
+            step, packed by the entropy coder to about the size of the 3-bit codes)
+            instead of 3-bit Lloyd-Max codes: less error at about the same payload
+            (SmolLM2-135M: bench/RESULTS.md, "Session 11: kv-side"). Persisted with
+            the collection (MetaLog header flags bit 2); raises
+            :class:`tensorvault.InvalidArgumentError` without codec 4 and entropy.
 
     Use it as a context manager or call :meth:`close`.
     """
@@ -126,6 +133,7 @@ class KvCache:
         codec: Optional[int] = None,
         entropy: bool = False,
         allocation: str = "slot",
+        ecsq: bool = False,
     ) -> None:
         self._head_dim = _index(head_dim, "head_dim")
         age = None
@@ -149,6 +157,7 @@ class KvCache:
             None if codec is None else _index(codec, "codec"),
             bool(entropy),
             str(allocation),
+            bool(ecsq),
         )
 
     @property

@@ -146,6 +146,7 @@ class KvCache:
         codec: Optional[int] = None,
         entropy: bool = False,
         allocation: str = 'slot',
+        ecsq: bool = False,
     ) -> None: ...
     @property
     def age_tiers(self) -> Optional[Tuple[int, int, int]]:

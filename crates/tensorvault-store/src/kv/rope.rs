@@ -31,7 +31,7 @@ impl RopeSpec {
         }
     }
 
-    fn checked(&self, rows: &[f32], head_dim: usize) -> Result<()> {
+    pub(crate) fn checked(&self, rows: &[f32], head_dim: usize) -> Result<()> {
         self.validate(Some(u32::try_from(head_dim).unwrap_or(u32::MAX)))?;
         if head_dim == 0 || rows.len() % head_dim != 0 {
             return Err(StoreErr::InvalidArgument {
