@@ -3,13 +3,10 @@
 //! an unknown codec is refused.
 
 mod mem;
-use mem::{mem_store, Mem};
+use mem::{dir_store, mem_store, Mem};
 
 use half::f16;
-use tensorvault_store::{
-    BlockInfo, CollectionConfig, DType, DirStore, Durability, ManualClock, StoreConfig, TensorKind,
-    Tier, CODEC_V2, CODEC_V3,
-};
+use tensorvault_store::{BlockInfo, CollectionConfig, DType, TensorKind, Tier, CODEC_V2, CODEC_V3};
 
 const HD: u32 = 64;
 
@@ -145,32 +142,18 @@ fn embeddings_rotate_at_tier_3() {
 fn codec_v3_survives_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let geo = kv(CODEC_V3);
-    let cfg = |collection| StoreConfig {
-        collection,
-        durability: Durability::Os,
-        ..StoreConfig::default()
-    };
     let vals: Vec<f16> = (0..256).flat_map(token).collect();
     let shape = [256u32, HD];
     let info = BlockInfo::new(DType::F16, &shape).with_kind(TensorKind::Embedding);
     let first = {
-        let s =
-            DirStore::open_dir(dir.path(), "t", "c", ManualClock::new(1), cfg(geo), true).unwrap();
+        let s = dir_store(dir.path(), 1, geo, true);
         s.put_tensor_with("v", &info, &f16_bytes(&vals), Tier::Tier3)
             .unwrap();
         let d = s.get_tensor("v").unwrap().data;
         s.close().unwrap();
         d
     };
-    let s = DirStore::open_dir(
-        dir.path(),
-        "t",
-        "c",
-        ManualClock::new(2),
-        cfg(kv(CODEC_V2)),
-        false,
-    )
-    .unwrap();
+    let s = dir_store(dir.path(), 2, kv(CODEC_V2), false);
     assert_eq!(s.geometry().codec, CODEC_V3);
     assert_eq!(
         s.get_tensor("v").unwrap().data,

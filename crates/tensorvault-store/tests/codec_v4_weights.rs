@@ -3,12 +3,9 @@
 //! other kinds keep codec v3's bytes, and the codec survives a reopen.
 
 mod mem;
-use mem::{mem_store, Mem};
+use mem::{dir_store, mem_store, Mem};
 
-use tensorvault_store::{
-    BlockInfo, CollectionConfig, DType, DirStore, Durability, ManualClock, StoreConfig, TensorKind,
-    Tier, CODEC_V3, CODEC_V4,
-};
+use tensorvault_store::{BlockInfo, CollectionConfig, DType, TensorKind, Tier, CODEC_V3, CODEC_V4};
 
 fn store(codec: u8) -> Mem {
     let geo = CollectionConfig {
@@ -111,32 +108,18 @@ fn codec_v4_survives_a_reopen_and_reads_bit_identically() {
         codec: CODEC_V4,
         ..CollectionConfig::default()
     };
-    let cfg = |collection| StoreConfig {
-        collection,
-        durability: Durability::Os,
-        ..StoreConfig::default()
-    };
     let shape = [30u32, 384];
     let vals = weights(shape[0], shape[1]);
     let data: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
     let info = BlockInfo::new(DType::F32, &shape).with_kind(TensorKind::Weight);
     let first = {
-        let s =
-            DirStore::open_dir(dir.path(), "t", "c", ManualClock::new(1), cfg(geo), true).unwrap();
+        let s = dir_store(dir.path(), 1, geo, true);
         s.put_tensor_with("w", &info, &data, Tier::Tier3).unwrap();
         let d = s.get_tensor("w").unwrap().data;
         s.close().unwrap();
         d
     };
-    let s = DirStore::open_dir(
-        dir.path(),
-        "t",
-        "c",
-        ManualClock::new(2),
-        cfg(CollectionConfig::default()),
-        false,
-    )
-    .unwrap();
+    let s = dir_store(dir.path(), 2, CollectionConfig::default(), false);
     assert_eq!(s.geometry().codec, CODEC_V4);
     assert_eq!(
         s.get_tensor("w").unwrap().data,

@@ -4,14 +4,11 @@
 //! between tiers, and a header with an unknown flag bit is refused.
 
 mod mem;
-use mem::{mem_store, Mem};
+use mem::{dir_store, mem_store, Mem};
 
 use half::f16;
 use tensorvault_store::meta_log::{decode_header, encode_header};
-use tensorvault_store::{
-    BlockInfo, CollectionConfig, DType, DirStore, Durability, ManualClock, StoreConfig, TensorKind,
-    Tier, CODEC_V1, CODEC_V3,
-};
+use tensorvault_store::{BlockInfo, CollectionConfig, DType, TensorKind, Tier, CODEC_V1, CODEC_V3};
 
 const HD: u32 = 64;
 
@@ -102,38 +99,17 @@ fn migration_keeps_entropy_coding_and_values() {
 #[test]
 fn the_flag_survives_a_reopen_and_old_headers_read_without_it() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = |collection| StoreConfig {
-        collection,
-        durability: Durability::Os,
-        ..StoreConfig::default()
-    };
     let data = tokens(256);
     let info = BlockInfo::new(DType::F16, &[256, HD]).with_kind(TensorKind::KvKey);
     let first = {
-        let s = DirStore::open_dir(
-            dir.path(),
-            "t",
-            "c",
-            ManualClock::new(1),
-            cfg(kv(true)),
-            true,
-        )
-        .unwrap();
+        let s = dir_store(dir.path(), 1, kv(true), true);
         s.put_tensor_with("k", &info, &data, Tier::Tier3).unwrap();
         let d = s.get_tensor("k").unwrap().data;
         s.close().unwrap();
         d
     };
     // Reopened with options that say otherwise: the header decides.
-    let s = DirStore::open_dir(
-        dir.path(),
-        "t",
-        "c",
-        ManualClock::new(2),
-        cfg(kv(false)),
-        false,
-    )
-    .unwrap();
+    let s = dir_store(dir.path(), 2, kv(false), false);
     assert!(s.geometry().entropy);
     assert_eq!(s.get_tensor("k").unwrap().data, first);
 

@@ -6,14 +6,11 @@
 //! needs codec v4 with entropy and survives a reopen.
 
 mod mem;
-use mem::mem_store;
+use mem::{dir_store, mem_store};
 
 use half::f16;
 use tensorvault_store::meta_log::{decode_header, encode_header};
-use tensorvault_store::{
-    BlockInfo, CollectionConfig, DType, DirStore, Durability, ManualClock, StoreConfig, TensorKind,
-    Tier,
-};
+use tensorvault_store::{BlockInfo, CollectionConfig, DType, TensorKind, Tier};
 
 const HD: u32 = 64;
 
@@ -181,23 +178,10 @@ fn the_flag_is_header_bit_2_and_survives_a_reopen() {
     assert!(e.contains("kv_ecsq") && e.contains("49"), "{e}");
 
     let dir = tempfile::tempdir().unwrap();
-    let cfg = |collection| StoreConfig {
-        collection,
-        durability: Durability::Os,
-        ..StoreConfig::default()
-    };
     let x = tokens(256);
     let info = BlockInfo::new(DType::F16, &[256, HD]).with_kind(TensorKind::KvValue);
     let first = {
-        let s = DirStore::open_dir(
-            dir.path(),
-            "t",
-            "c",
-            ManualClock::new(1),
-            cfg(geo(true)),
-            true,
-        )
-        .unwrap();
+        let s = dir_store(dir.path(), 1, geo(true), true);
         s.put_tensor_with("v", &info, &bytes(&x), Tier::Tier3)
             .unwrap();
         let d = s.get_tensor("v").unwrap().data;
@@ -205,15 +189,7 @@ fn the_flag_is_header_bit_2_and_survives_a_reopen() {
         d
     };
     // Reopened with options that say otherwise: the header decides.
-    let s = DirStore::open_dir(
-        dir.path(),
-        "t",
-        "c",
-        ManualClock::new(2),
-        cfg(geo(false)),
-        false,
-    )
-    .unwrap();
+    let s = dir_store(dir.path(), 2, geo(false), false);
     assert!(s.geometry().kv_ecsq);
     assert_eq!(s.get_tensor("v").unwrap().data, first);
     s.put_tensor_with("w", &info, &bytes(&x), Tier::Tier3)

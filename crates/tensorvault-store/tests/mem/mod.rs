@@ -1,12 +1,13 @@
-//! An in-memory `TensorStore` for the codec suites (`codec_v3.rs`, `codec_v4_weights.rs`,
-//! `entropy.rs`, `kv_rope.rs`): buffer blocks, in-memory MetaLog and catalog, a manual
-//! clock at 1, OS durability.
+//! Stores for the codec suites (`codec_v3.rs`, `codec_v4_weights.rs`, `entropy.rs`,
+//! `kv_ecsq.rs`, `kv_rope.rs`): in memory (buffer blocks, in-memory MetaLog and catalog, a
+//! manual clock at 1), or in a directory for the reopen tests; OS durability.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use tensorvault_store::{
-    BufferBlockIO, Catalog, CollectionConfig, Durability, ManualClock, MemMetaLog, StoreConfig,
-    TensorStore,
+    BufferBlockIO, Catalog, CollectionConfig, DirStore, Durability, ManualClock, MemMetaLog,
+    StoreConfig, TensorStore,
 };
 
 /// The store [`mem_store`] opens.
@@ -29,4 +30,24 @@ pub fn mem_store(collection: &str, geo: CollectionConfig) -> Mem {
         cfg,
     )
     .unwrap()
+}
+
+/// Opens (or with `create`, creates) collection `t/c` under `root` with the clock at
+/// `tick`; `geo` is the geometry a new collection gets (an existing one keeps its header's).
+#[allow(
+    dead_code,
+    reason = "not every suite that includes this module reopens a directory"
+)]
+pub fn dir_store(
+    root: &Path,
+    tick: u64,
+    geo: CollectionConfig,
+    create: bool,
+) -> DirStore<ManualClock> {
+    let cfg = StoreConfig {
+        collection: geo,
+        durability: Durability::Os,
+        ..StoreConfig::default()
+    };
+    DirStore::open_dir(root, "t", "c", ManualClock::new(tick), cfg, create).unwrap()
 }
