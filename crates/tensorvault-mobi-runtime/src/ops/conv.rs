@@ -131,30 +131,35 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
         kernel.run(cx, (x, lhs(0), bias), act, &mut y, tmp)?;
         return Ok(f32_tensor(out_shape, y));
     }
+    // Image `b`, group `g`: its [M/group, H*W] output block = the group's weights times
+    // `rhs`, with bias and activation applied as each tile is stored.
+    let group_gemm = |y: &mut [f32], b: usize, g: usize, rhs: Rhs<'_>| {
+        let epi = Epilogue {
+            bias: bias.map_or(Bias::None, |b| Bias::Rows(&b[g * mg..][..mg])),
+            act,
+        };
+        let out = &mut y[(b * m + g * mg) * plane..][..mg * plane];
+        gemm(
+            [mg, kdim, plane],
+            lhs(g),
+            rhs,
+            out,
+            plane,
+            epi,
+            Kernel::Auto,
+        );
+    };
     if pointwise {
         for b in 0..n {
             for g in 0..group {
                 let xg = &x[(b * c + g * cg) * h * w..][..cg * h * w];
-                let out = &mut y[(b * m + g * mg) * plane..][..mg * plane];
-                let epi = Epilogue {
-                    bias: bias.map_or(Bias::None, |b| Bias::Rows(&b[g * mg..][..mg])),
-                    act,
-                };
                 // Its [C/group, H*W] block is the column matrix.
                 let rhs = Rhs::Strided {
                     data: xg,
                     rs: plane,
                     cs: 1,
                 };
-                gemm(
-                    [mg, kdim, plane],
-                    lhs(g),
-                    rhs,
-                    out,
-                    plane,
-                    epi,
-                    Kernel::Auto,
-                );
+                group_gemm(&mut y, b, g, rhs);
             }
         }
         return Ok(f32_tensor(out_shape, y));
@@ -174,22 +179,7 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
                 let xg = &x[(b * c + g * cg) * h * w..][..cg * h * w];
                 im.pad(xg, 1, pad);
                 im.panels(pad, 1, panels);
-                let out = &mut y[(b * m + g * mg) * plane..][..mg * plane];
-                let epi = Epilogue {
-                    bias: bias.map_or(Bias::None, |b| Bias::Rows(&b[g * mg..][..mg])),
-                    act,
-                };
-                // Bias and activation are applied as each tile is stored.
-                let rhs = Rhs::Panels(panels);
-                gemm(
-                    [mg, kdim, plane],
-                    lhs(g),
-                    rhs,
-                    out,
-                    plane,
-                    epi,
-                    Kernel::Auto,
-                );
+                group_gemm(&mut y, b, g, Rhs::Panels(panels));
             }
         }
     });
