@@ -149,6 +149,12 @@ impl Rotation {
         self.norm
     }
 
+    /// The sign-bit masks (`0` or `0x8000_0000`), one per position in the block.
+    #[must_use]
+    pub(crate) fn masks(&self) -> &[u32] {
+        &self.masks
+    }
+
     fn flip(&self, x: &mut [f32]) {
         for (v, &m) in x.iter_mut().zip(&self.masks) {
             *v = f32::from_bits(v.to_bits() ^ m);
