@@ -18,9 +18,9 @@
 //! decode      x = (code * step + min) * scale[j] + offset[j]   (f32, never fused)
 //! ```
 //!
-//! The decoder computes `code * step + min` once per code (a 16-entry table per row) and
-//! runs the rest 8 lanes at a time with AVX2 where the CPU has it (`row_int4_avx2`); both
-//! paths give the formula's bits exactly (tested).
+//! The decoder runs the formula 8 lanes at a time with AVX2 where the CPU has it
+//! (`row_int4_avx2`); the scalar loop looks `code * step + min` up in a 16-entry table per
+//! row. Both give the formula's bits exactly (tested).
 
 use crate::QuantError;
 
@@ -261,21 +261,29 @@ impl ColumnNorm {
             for (c, t) in table.iter_mut().enumerate() {
                 *t = f32::from(c as u8) * step + min;
             }
-            decode_row(&table, packed, &self.scale, &self.offset, dst);
+            decode_row(step, min, &table, packed, &self.scale, &self.offset, dst);
         }
         Ok(())
     }
 }
 
-/// One row: `out[j] = table[code j] * scale[j] + offset[j]` (AVX2 where the CPU has it,
-/// bit-identical to the scalar loop).
-fn decode_row(table: &[f32; 16], packed: &[u8], scale: &[f32], offset: &[f32], out: &mut [f32]) {
+/// One row: `out[j] = table[code j] * scale[j] + offset[j]` with `table[c] = c * step +
+/// min` (AVX2 where the CPU has it, bit-identical to the scalar loop).
+fn decode_row(
+    step: f32,
+    min: f32,
+    table: &[f32; 16],
+    packed: &[u8],
+    scale: &[f32],
+    offset: &[f32],
+    out: &mut [f32],
+) {
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if out.len() >= 16 && crate::row_int4_avx2::available() {
         // SAFETY: AVX2 was detected; `scale` and `offset` hold `dim == out.len()` values
         // and `packed` ceil(dim / 2) bytes (the row layout `rows_of` checked).
-        done = unsafe { crate::row_int4_avx2::decode_row(table, packed, scale, offset, out) };
+        done = unsafe { crate::row_int4_avx2::decode_row(step, min, packed, scale, offset, out) };
     }
     decode_row_scalar(table, packed, scale, offset, out, done);
 }
