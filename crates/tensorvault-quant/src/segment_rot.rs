@@ -533,15 +533,24 @@ impl<'a> SegmentV3<'a> {
         // A 256-entry table: any u8 code indexes it without a bounds check.
         let mut lut = [0f32; 256];
         lut[..levels.len()].copy_from_slice(levels);
-        let rot = self.p.rotation()?;
-        let norm = rot.as_ref().map_or(1.0, Rotation::norm);
         let packed = &b[self.reg.scales_end..self.reg.end];
         let block = self.p.block();
+        // The same value as `Rotation::norm` (the scalar path's), without building the
+        // rotation's sign table.
+        let norm = if self.p.rotate {
+            crate::rotation::norm_of(block)
+        } else {
+            1.0
+        };
         #[cfg(target_arch = "x86_64")]
         if simd && block >= 8 && crate::rot_decode_avx2::available() {
+            let signs = self
+                .p
+                .rotate
+                .then(|| crate::rot_decode_avx2::Signs::new(self.p.seed, block));
             for (k, (o, sc)) in q_out.chunks_exact_mut(block).zip(self.scales()).enumerate() {
                 // SAFETY: AVX2 was detected; bits are 2..=8 and the block a power of two
-                // >= 8 (validated by `parse`), the masks are one block long, `k * block` is
+                // in 8..=1024 (validated by `parse`), `k * block` is
                 // a multiple of 8, and `packed` holds all `quant_vals` codes (its length
                 // was checked against the header by `parse`).
                 unsafe {
@@ -551,13 +560,14 @@ impl<'a> SegmentV3<'a> {
                         k * block,
                         &lut,
                         sc * norm,
-                        rot.as_ref().map(Rotation::masks),
+                        signs.as_ref(),
                         o,
                     );
                 }
             }
             return Ok(());
         }
+        let rot = self.p.rotation()?;
         let mut codes = vec![0u8; self.reg.quant_vals];
         unpack_unchecked(packed, self.p.bits, &mut codes);
         for ((o, c), sc) in q_out

@@ -426,12 +426,15 @@ impl<'a> SegmentV4<'a> {
         let mut mcs = vec![0u8; reg.groups];
         unpack_unchecked(&b[reg.supers_end..reg.scales_end], p.scale_bits, &mut scs);
         unpack_unchecked(&b[reg.scales_end..reg.mins_end], p.min_bits, &mut mcs);
-        let rot = p.rotation()?;
         let (g, sb) = (p.group(), p.super_block());
         let per_super = sb / g;
         let packed = &b[reg.mins_end..reg.end];
         #[cfg(target_arch = "x86_64")]
         if simd && sb >= 8 && crate::rot_decode_avx2::available() {
+            let signs = p
+                .rotate
+                .then(|| crate::rot_decode_avx2::Signs::new(p.seed, sb));
+            let norm = crate::rotation::norm_of(sb);
             let mut params = vec![(0f32, 0f32); per_super];
             for (si, o) in out.chunks_mut(sb).enumerate() {
                 if o.len() < sb {
@@ -462,7 +465,7 @@ impl<'a> SegmentV4<'a> {
                     *pm = group_params(d, m, sc, mc);
                 }
                 // SAFETY: AVX2 was detected; bits are 2..=8, the group a power of two >= 4
-                // dividing the super-block (a power of two >= 8, the masks as long), all
+                // dividing the super-block (a power of two in 8..=1024), all
                 // validated by `parse`; `si * sb` is a multiple of 8; `params` holds one
                 // pair per group; `packed` holds all `n` codes (checked by `parse`).
                 unsafe {
@@ -472,13 +475,14 @@ impl<'a> SegmentV4<'a> {
                         si * sb,
                         g,
                         &params,
-                        rot.as_ref().map(|r| (r.norm(), r.masks())),
+                        signs.as_ref().map(|s| (norm, s)),
                         o,
                     );
                 }
             }
             return Ok(());
         }
+        let rot = p.rotation()?;
         let mut codes = vec![0u8; self.n];
         unpack_unchecked(packed, p.bits, &mut codes);
         for (si, (o, c)) in out.chunks_mut(sb).zip(codes.chunks(sb)).enumerate() {
