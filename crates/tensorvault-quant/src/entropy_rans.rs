@@ -140,14 +140,14 @@ pub(crate) fn decode(
         ));
     }
     match lanes_log2 {
-        0 => decode_n::<1, true>(stream, base, &table, prob_bits, out),
-        1 => decode_n::<2, true>(stream, base, &table, prob_bits, out),
-        2 => decode_n::<4, true>(stream, base, &table, prob_bits, out),
-        _ => decode_n::<8, true>(stream, base, &table, prob_bits, out),
+        0 => decode_n::<1>(stream, base, &table, prob_bits, out),
+        1 => decode_n::<2>(stream, base, &table, prob_bits, out),
+        2 => decode_n::<4>(stream, base, &table, prob_bits, out),
+        _ => decode_n::<8>(stream, base, &table, prob_bits, out),
     }
 }
 
-fn decode_n<const N: usize, const FAST: bool>(
+fn decode_n<const N: usize>(
     stream: &[u8],
     base: usize,
     table: &[DecEntry],
@@ -200,21 +200,7 @@ fn decode_n<const N: usize, const FAST: bool>(
     // `table` has exactly 2^prob_bits entries (the frequencies sum to it), so
     // `slot & mask` always indexes it.
     let mut chunks = out.chunks_exact_mut(N);
-    // The fixed-size table: `slot & mask` (< 2^prob_bits <= TABLE_MAX) needs no bounds
-    // check. Entries past 2^prob_bits are never read.
-    let mut full = vec![0 as DecEntry; TABLE_MAX];
-    full[..table.len()].copy_from_slice(table);
-    let full: &[DecEntry; TABLE_MAX] = full.as_slice().try_into().unwrap_or(&[0; TABLE_MAX]);
     for chunk in &mut chunks {
-        // Each step reads at most one word: with N words left the whole chunk runs
-        // without the end-of-stream check (the common case; the last chunks take the
-        // checked path below, so errors name the same offsets).
-        if FAST && words.len() - pos >= N * RANS_WORD_BYTES {
-            for (o, s) in chunk.iter_mut().zip(x.iter_mut()) {
-                *o = step_unchecked(s, full, mask, prob_bits, words, &mut pos);
-            }
-            continue;
-        }
         for (o, s) in chunk.iter_mut().zip(x.iter_mut()) {
             *o = step(s, table, mask, prob_bits, words, &mut pos).ok_or_else(|| truncated(pos))?;
         }
@@ -241,31 +227,6 @@ fn decode_n<const N: usize, const FAST: bool>(
 
 /// Decode one symbol of a lane and renormalize it; `None` when the renormalization needs
 /// a word past the end of `words`.
-/// Entries of the largest decode table (`2^V5_MAX_PROB_BITS`).
-const TABLE_MAX: usize = 1 << crate::layout::V5_MAX_PROB_BITS;
-
-/// [`step`] when at least one word is left at `pos` (`pos + 2 <= words.len()`): the
-/// word is read unconditionally and kept only when the state renormalizes (a select, no
-/// branch on the data).
-#[inline(always)]
-fn step_unchecked(
-    s: &mut u32,
-    table: &[DecEntry; TABLE_MAX],
-    mask: u32,
-    prob_bits: u8,
-    words: &[u8],
-    pos: &mut usize,
-) -> u8 {
-    let e = table[(*s & mask) as usize & (TABLE_MAX - 1)];
-    let (freq, bias) = ((e >> 20) + 1, (e >> 8) & 0xFFF);
-    let x = freq * (*s >> prob_bits) + bias;
-    let w = u32::from(u16::from_le_bytes([words[*pos], words[*pos + 1]]));
-    let renorm = x < RANS_L;
-    *s = if renorm { (x << RANS_WORD_BITS) | w } else { x };
-    *pos += usize::from(renorm) * RANS_WORD_BYTES;
-    e as u8
-}
-
 #[inline(always)]
 fn step(
     s: &mut u32,
@@ -314,51 +275,6 @@ mod tests {
             let top = u32::MAX / f * f;
             for x in [top, top.wrapping_sub(1), top.saturating_add(1)] {
                 assert_eq!(div_by(x, f, m), x / f, "{x} / {f}");
-            }
-        }
-    }
-
-    proptest::proptest! {
-        /// The unchecked fast loop gives the checked loop's symbols and errors, on valid
-        /// streams and on random bytes (any table, lane count, length).
-        #[test]
-        fn fast_decode_matches_the_checked_loop(
-            freqs in proptest::collection::vec(1u16..40, 2..9),
-            lanes_log2 in 0u8..4,
-            n in 0usize..600,
-            garbage in proptest::prelude::any::<bool>(),
-            seed in proptest::prelude::any::<u32>(),
-        ) {
-            // Scale the frequencies to sum to 2^prob_bits exactly.
-            let sum: u32 = freqs.iter().map(|&f| u32::from(f)).sum();
-            let prob_bits = 32 - (sum - 1).leading_zeros();
-            let mut f: Vec<u16> = freqs.clone();
-            f[0] += ((1u32 << prob_bits) - sum) as u16;
-            let codes: Vec<u8> = (0..n)
-                .map(|i| (crate::rotation::splitmix64(seed, i as u64) % f.len() as u64) as u8)
-                .collect();
-            let mut stream = Vec::new();
-            encode(&codes, &f, prob_bits as u8, lanes_log2, &mut stream);
-            if garbage {
-                for (i, b) in stream.iter_mut().enumerate().skip(4 << lanes_log2) {
-                    *b = crate::rotation::splitmix64(seed ^ 0xABCD, i as u64) as u8;
-                }
-            }
-            let table = decode_table(&f);
-            let (mut fast, mut slow) = (vec![0u8; n], vec![1u8; n]);
-            let pb = prob_bits as u8;
-            let (a, b) = match lanes_log2 {
-                0 => (decode_n::<1, true>(&stream, 7, &table, pb, &mut fast), decode_n::<1, false>(&stream, 7, &table, pb, &mut slow)),
-                1 => (decode_n::<2, true>(&stream, 7, &table, pb, &mut fast), decode_n::<2, false>(&stream, 7, &table, pb, &mut slow)),
-                2 => (decode_n::<4, true>(&stream, 7, &table, pb, &mut fast), decode_n::<4, false>(&stream, 7, &table, pb, &mut slow)),
-                _ => (decode_n::<8, true>(&stream, 7, &table, pb, &mut fast), decode_n::<8, false>(&stream, 7, &table, pb, &mut slow)),
-            };
-            proptest::prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
-            if a.is_ok() {
-                proptest::prop_assert_eq!(&fast, &slow);
-                if !garbage {
-                    proptest::prop_assert_eq!(&fast, &codes);
-                }
             }
         }
     }
