@@ -8,6 +8,7 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use tensorvault_quant::affine_u8::AffineU8;
 use tensorvault_quant::float::{f16_bits_to_f32, f32_to_f16_bits};
+use tensorvault_quant::row_int4::{row_bytes, ColumnNorm};
 
 fn data(n: usize) -> Vec<f32> {
     // A cheap deterministic pseudo-normal-ish signal.
@@ -45,6 +46,15 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("u8_decode", |b| {
         b.iter(|| p.decode(black_box(&q), &mut y).unwrap())
+    });
+    // CVC int4 (rows of 768: per-row (min, step), per-column mean/std), the same values:
+    // compare with `u8_decode` per f32 written (both groups count f32 bytes out).
+    let dim = 768;
+    let cols = ColumnNorm::fit(&x, dim).unwrap();
+    let mut p4 = vec![0u8; n / dim * row_bytes(dim).unwrap()];
+    cols.encode_rows(&x, &mut p4).unwrap();
+    g.bench_function("int4_decode_d768", |b| {
+        b.iter(|| cols.decode_rows(black_box(&p4), &mut y).unwrap())
     });
     g.finish();
 }

@@ -64,8 +64,12 @@ pub mod levels;
 mod levels_table;
 pub mod metrics;
 pub mod per_axis;
+#[cfg(target_arch = "x86_64")]
+mod rot_decode_avx2;
 pub mod rotation;
 pub mod row_int4;
+#[cfg(target_arch = "x86_64")]
+mod row_int4_avx2;
 pub mod segment;
 pub mod segment_rot;
 pub mod segment_v2;

@@ -90,6 +90,17 @@ fn wht8(c: &mut [f32]) {
     c.copy_from_slice(&v);
 }
 
+/// The sign words of a block of `block` values: generator output `w` holds the signs of
+/// positions `64w .. 64w + 64`, bit `b` for position `64w + b` (1 = flip).
+pub(crate) fn sign_words(seed: u32, block: usize) -> impl Iterator<Item = u64> {
+    (0..block.div_ceil(64)).map(move |w| splitmix64(seed, w as u64))
+}
+
+/// `f32(1 / sqrt(block))`, the transform's normalization.
+pub(crate) fn norm_of(block: usize) -> f32 {
+    (1.0 / (block as f64).sqrt()) as f32
+}
+
 /// A randomized Hadamard transform of blocks of `b` values: signs from a seed, FWHT,
 /// `1/sqrt(b)`.
 #[derive(Clone, Debug, PartialEq)]
@@ -119,15 +130,14 @@ impl Rotation {
         // One generator output per 64 positions, its bits in order (bit b of word w is
         // position 64w + b), as sign-bit masks.
         let mut masks = Vec::with_capacity(block);
-        for w in 0..block.div_ceil(64) {
-            let word = splitmix64(seed, w as u64);
+        for (w, word) in sign_words(seed, block).enumerate() {
             let take = (block - w * 64).min(64);
             masks.extend((0..take).map(|b| (((word >> b) & 1) as u32) << 31));
         }
         Ok(Self {
             seed,
             masks,
-            norm: (1.0 / (block as f64).sqrt()) as f32,
+            norm: norm_of(block),
         })
     }
 

@@ -510,6 +510,12 @@ impl<'a> SegmentV3<'a> {
     /// # Errors
     /// [`QuantError::LengthMismatch`] if `out` has the wrong length.
     pub fn decode(&self, out: &mut [f32]) -> Result<(), QuantError> {
+        self.decode_with(out, true)
+    }
+
+    /// [`Self::decode`], with the fused AVX2 path allowed (`simd`, where the CPU has it)
+    /// or not (the scalar reference it must match bit for bit).
+    pub(crate) fn decode_with(&self, out: &mut [f32], simd: bool) -> Result<(), QuantError> {
         check_len("v3 segment decode", self.n, out.len())?;
         let b = self.bytes;
         let (raw_out, q_out) = out.split_at_mut(self.reg.raw_vals);
@@ -527,15 +533,43 @@ impl<'a> SegmentV3<'a> {
         // A 256-entry table: any u8 code indexes it without a bounds check.
         let mut lut = [0f32; 256];
         lut[..levels.len()].copy_from_slice(levels);
-        let rot = self.p.rotation()?;
-        let norm = rot.as_ref().map_or(1.0, Rotation::norm);
-        let mut codes = vec![0u8; self.reg.quant_vals];
-        unpack_unchecked(
-            &b[self.reg.scales_end..self.reg.end],
-            self.p.bits,
-            &mut codes,
-        );
+        let packed = &b[self.reg.scales_end..self.reg.end];
         let block = self.p.block();
+        // The same value as `Rotation::norm` (the scalar path's), without building the
+        // rotation's sign table.
+        let norm = if self.p.rotate {
+            crate::rotation::norm_of(block)
+        } else {
+            1.0
+        };
+        #[cfg(target_arch = "x86_64")]
+        if simd && block >= 8 && crate::rot_decode_avx2::available() {
+            let signs = self
+                .p
+                .rotate
+                .then(|| crate::rot_decode_avx2::Signs::new(self.p.seed, block));
+            for (k, (o, sc)) in q_out.chunks_exact_mut(block).zip(self.scales()).enumerate() {
+                // SAFETY: AVX2 was detected; bits are 2..=8 and the block a power of two
+                // in 8..=1024 (validated by `parse`), `k * block` is
+                // a multiple of 8, and `packed` holds all `quant_vals` codes (its length
+                // was checked against the header by `parse`).
+                unsafe {
+                    crate::rot_decode_avx2::v3_block(
+                        packed,
+                        self.p.bits,
+                        k * block,
+                        &lut,
+                        sc * norm,
+                        signs.as_ref(),
+                        o,
+                    );
+                }
+            }
+            return Ok(());
+        }
+        let rot = self.p.rotation()?;
+        let mut codes = vec![0u8; self.reg.quant_vals];
+        unpack_unchecked(packed, self.p.bits, &mut codes);
         for ((o, c), sc) in q_out
             .chunks_exact_mut(block)
             .zip(codes.chunks_exact(block))

@@ -69,8 +69,9 @@ pub trait Backend: Sync {
     ) -> Result<(), FormatError>;
 }
 
-/// The CPU backend: `half`'s F16C paths for f16, auto-vectorised affine loops for int8
-/// and int4.
+/// The CPU backend: `half`'s F16C paths for f16, an auto-vectorised affine loop for
+/// int8, AVX2 nibble unpacking for int4 (`tensorvault_quant::row_int4`; scalar without
+/// AVX2, same bits).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CpuBackend;
 

@@ -1,0 +1,66 @@
+//! The decoders `bench/quant/cpu_time/run.sh` times (see its README): `quant_cpu WHAT ITERS`.
+
+use tensorvault_quant::levels::LevelSet;
+use tensorvault_quant::row_int4::{row_bytes, ColumnNorm};
+use tensorvault_quant::segment_rot::{self, ScaleRule, SegmentV3, V3Params};
+use tensorvault_quant::segment_v4::{self, SegmentV4, V4Params};
+use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
+use tensorvault_quant::segment_v5::{wrap, SegmentV5};
+use tensorvault_quant::affine_u8::AffineU8;
+use std::hint::black_box;
+
+fn data(n: usize) -> Vec<f32> {
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    (0..n).map(|i| { s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        let u = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+        u * if i % 16 == 3 { 6.0 } else { 1.0 } }).collect()
+}
+
+fn main() {
+    let what = std::env::args().nth(1).unwrap();
+    let iters: usize = std::env::args().nth(2).unwrap().parse().unwrap();
+    let n = 16384;
+    let x = data(n);
+    let mut y = vec![0f32; n];
+    match what.as_str() {
+        "u8" | "int4" => {
+            let n = 300 * 768; let x = data(n); let mut y = vec![0f32; n];
+            if what == "u8" {
+                let p = AffineU8::fit(&x).unwrap(); let mut q = vec![0u8; n]; p.encode(&x, &mut q).unwrap();
+                for _ in 0..iters { p.decode(black_box(&q), &mut y).unwrap(); }
+            } else {
+                let c = ColumnNorm::fit(&x, 768).unwrap(); let mut q = vec![0u8; n / 768 * row_bytes(768).unwrap()];
+                c.encode_rows(&x, &mut q).unwrap();
+                for _ in 0..iters { c.decode_rows(black_box(&q), &mut y).unwrap(); }
+            }
+        }
+        "v2" => {
+            let p = V2Params { bits: 3, group_log2: 6, axis: Axis::Flat, width: 64, raw_rows: 1, clip_search: false };
+            let b = segment_v2::encode(&p, &x).unwrap();
+            for _ in 0..iters { SegmentV2::parse(black_box(&b)).unwrap().decode(&mut y).unwrap(); }
+        }
+        w if w.starts_with("v3r") || w.starts_with("v3u") => {
+            let bits: u8 = w[3..].parse().unwrap();
+            let p = V3Params { bits, levels: LevelSet::LloydMax, block_log2: 6, rotate: w.starts_with("v3r"), seed: 7, width: 64, raw_rows: 1, scale: ScaleRule::Rms, wide_scales: false };
+            let b = segment_rot::encode(&p, &x).unwrap();
+            for _ in 0..iters { SegmentV3::parse(black_box(&b)).unwrap().decode(&mut y).unwrap(); }
+        }
+        w if w.starts_with("v4r") || w.starts_with("v4u") => {
+            let bits: u8 = w[3..].parse().unwrap();
+            let gl = if bits == 3 { 5 } else { 6 };
+            let x = &x[..4096]; let mut y = vec![0f32; 4096];
+            let p = V4Params { bits, group_log2: gl, super_log2: 10, scale_bits: 6, min_bits: 6, rotate: w.starts_with("v4r"), seed: 7, clip_search: false };
+            let b = segment_v4::encode(&p, x).unwrap();
+            for _ in 0..iters * 4 { SegmentV4::parse(black_box(&b)).unwrap().decode(&mut y).unwrap(); }
+        }
+        "rans" => {
+            let p = V2Params { bits: 3, group_log2: 8, axis: Axis::Columns, width: 64, raw_rows: 1, clip_search: false };
+            let inner = segment_v2::encode(&p, &x).unwrap();
+            let env = wrap(&inner, 2).unwrap().unwrap();
+            let seg = SegmentV5::parse(&env).unwrap();
+            let mut codes = vec![0u8; n - 64];
+            for _ in 0..iters { seg.decode_codes(black_box(&mut codes)).unwrap(); }
+        }
+        _ => panic!(),
+    }
+}
