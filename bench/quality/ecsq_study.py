@@ -101,13 +101,13 @@ def ecsq(bl, k, b, slot, rot, mode="blk", it=22):
     return out, by
 
 
-def rust_sweep(binary, bl, slot, bits, block_log2, rotate="1"):
+def rust_sweep(binary, bl, slot, bits, block_log2, rotate="1", lanes="2"):
     import json
     import subprocess
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         bl.astype("<f4").tofile(f"{d}/in.f32")
-        r = subprocess.run([binary, f"{d}/in.f32", f"{d}/out.f32", str(slot), bits, block_log2, rotate],
+        r = subprocess.run([binary, f"{d}/in.f32", f"{d}/out.f32", str(slot), bits, block_log2, rotate, lanes],
                            check=True, capture_output=True, text=True)
         out = np.fromfile(f"{d}/out.f32", "<f4").reshape(bl.shape)
     return out, json.loads(r.stdout)

@@ -18,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
         block_log2: 2 + log2 % 9,
         seed: u32::from(*flags),
         rotate: flags & 1 == 0,
+        lanes_log2: (flags >> 1) % 4,
     };
     let x: Vec<f32> = rest
         .chunks_exact(4)

@@ -4,7 +4,7 @@
 //! decoded values (zeros for a block that does not fit) and prints one JSON line
 //! (payload bits/value, blocks that did not fit, encode seconds).
 //!
-//! `cargo run --release -p tensorvault-quant --example ecsq_sweep -- IN.f32 OUT.f32 SLOT BITS BLOCK_LOG2 ROTATE`
+//! `cargo run --release -p tensorvault-quant --example ecsq_sweep -- IN.f32 OUT.f32 SLOT BITS BLOCK_LOG2 ROTATE LANES_LOG2`
 
 use tensorvault_quant::ecsq::{encode_to_fit, EcsqParams};
 use tensorvault_quant::layout::V3_DEFAULT_SEED;
@@ -14,8 +14,8 @@ const BLOCK: usize = 4096;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a: Vec<String> = std::env::args().collect();
-    if a.len() != 7 {
-        return Err("usage: ecsq_sweep IN OUT SLOT BITS BLOCK_LOG2 ROTATE(0|1)".into());
+    if a.len() != 8 {
+        return Err("usage: ecsq_sweep IN OUT SLOT BITS BLOCK_LOG2 ROTATE(0|1) LANES_LOG2".into());
     }
     let x: Vec<f32> = std::fs::read(&a[1])?
         .chunks_exact(4)
@@ -27,6 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         block_log2: a[5].parse()?,
         seed: V3_DEFAULT_SEED,
         rotate: a[6] == "1",
+        lanes_log2: a[7].parse()?,
     };
     let mut out = vec![0f32; x.len()];
     let (mut total, mut missed) = (0usize, 0usize);

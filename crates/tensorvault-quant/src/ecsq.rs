@@ -18,7 +18,7 @@
 //! use tensorvault_quant::ecsq::{encode_to_fit, EcsqParams};
 //! use tensorvault_quant::segment_v5::decode_any;
 //! let x: Vec<f32> = (0..4096).map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 1e-3).collect();
-//! let p = EcsqParams { bits: 6, block_log2: 10, seed: 7, rotate: true };
+//! let p = EcsqParams { bits: 6, block_log2: 10, seed: 7, rotate: true, lanes_log2: 2 };
 //! let bytes = encode_to_fit(&p, &x, 2688)?.expect("fits");
 //! assert!(bytes.len() <= 2688);
 //! let mut y = Vec::new();
@@ -55,6 +55,9 @@ pub struct EcsqParams {
     /// distribution with the most entropy for its variance; without it heavy tails stay,
     /// which the rANS code lengths pay for, but one large value raises its block's step).
     pub rotate: bool,
+    /// log2 of the v5 envelope's rANS lanes, 0..=3: each lane costs 4 bytes of state
+    /// (0.008 bits per value in a 4096-value block) and buys decode parallelism.
+    pub lanes_log2: u8,
 }
 
 impl EcsqParams {
@@ -108,8 +111,8 @@ fn top_scale(p: &EcsqParams, x: &[f32]) -> Result<f32, QuantError> {
     Ok(top / q.max_level())
 }
 
-/// Encode `x` as the v5 envelope of a uniform-level v3 segment (or the v3 segment itself
-/// where the envelope is not shorter) of at most `max_len` bytes, with the finest floor
+/// Encode `x` as the v5 envelope (`2^lanes_log2` lanes) of a uniform-level v3 segment
+/// (or the v3 segment itself where the envelope is not shorter) of at most `max_len` bytes, with the finest floor
 /// on the ladder that fits; every block at its own no-clip scale when that fits.
 /// `Ok(None)` when not even the coarsest rung fits (the caller keeps another layout).
 ///
@@ -117,14 +120,14 @@ fn top_scale(p: &EcsqParams, x: &[f32]) -> Result<f32, QuantError> {
 /// As [`segment_rot::encode`]: [`QuantError::NonFinite`] for NaN or infinite values,
 /// [`QuantError::ScaleOverflow`], [`QuantError::InvalidBits`] /
 /// [`QuantError::CorruptField`] for settings that do not fit `x` (its length must be a
-/// whole number of rotation blocks).
+/// whole number of rotation blocks); [`QuantError::InvalidParam`] for `lanes_log2 > 3`.
 pub fn encode_to_fit(
     p: &EcsqParams,
     x: &[f32],
     max_len: usize,
 ) -> Result<Option<Vec<u8>>, QuantError> {
     // Validates the settings and the values (NaN, length) before the search.
-    let finest = encode_with(&p.v3(0.0), x)?;
+    let finest = encode_with(&p.v3(0.0), p.lanes_log2, x)?;
     if finest.len() <= max_len {
         return Ok(Some(finest));
     }
@@ -132,7 +135,7 @@ pub fn encode_to_fit(
     if top <= 0.0 {
         return Ok(None);
     }
-    let at = |t: i32| encode_with(&p.v3(floor_at(top, t)), x);
+    let at = |t: i32| encode_with(&p.v3(floor_at(top, t)), p.lanes_log2, x);
     let coarsest = at(LADDER_MIN)?;
     if coarsest.len() > max_len {
         return Ok(None);
@@ -153,9 +156,13 @@ pub fn encode_to_fit(
     Ok(Some(best))
 }
 
-/// One candidate: the v3 segment, then its v5 envelope when shorter.
-fn encode_with(v3: &V3Params, x: &[f32]) -> Result<Vec<u8>, QuantError> {
-    segment_v5::encode_smallest(segment_rot::encode(v3, x)?)
+/// One candidate: the v3 segment, then its v5 envelope with `lanes_log2` when shorter.
+fn encode_with(v3: &V3Params, lanes_log2: u8, x: &[f32]) -> Result<Vec<u8>, QuantError> {
+    let inner = segment_rot::encode(v3, x)?;
+    Ok(match segment_v5::wrap(&inner, lanes_log2)? {
+        Some(env) => env,
+        None => inner,
+    })
 }
 
 #[cfg(test)]

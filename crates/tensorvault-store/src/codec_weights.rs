@@ -36,7 +36,9 @@ use tensorvault_quant::segment_v4::{self, V4Encoder, V4Params};
 use tensorvault_quant::segment_v5::SegmentV5;
 use tensorvault_quant::QuantError;
 
-use crate::config::{CollectionConfig, CODEC_V4, ECSQ_BITS, ECSQ_BLOCK_LOG2, ECSQ_ROTATE};
+use crate::config::{
+    CollectionConfig, CODEC_V4, ECSQ_BITS, ECSQ_BLOCK_LOG2, ECSQ_LANES_LOG2, ECSQ_ROTATE,
+};
 use crate::types::{TensorKind, Tier};
 
 /// Group sizes tried, smallest (most precise) first.
@@ -147,6 +149,7 @@ pub fn ecsq_params(
         block_log2,
         seed: q::V3_DEFAULT_SEED,
         rotate: ECSQ_ROTATE,
+        lanes_log2: ECSQ_LANES_LOG2,
     })
 }
 

@@ -62,6 +62,8 @@ pub const ECSQ_BITS: [u8; 2] = [6, 5];
 pub const ECSQ_BLOCK_LOG2: u8 = 10;
 /// Whether [`CollectionConfig::ecsq`] segments rotate their blocks.
 pub const ECSQ_ROTATE: bool = true;
+/// log2 of the rANS lanes of [`CollectionConfig::ecsq`] envelopes.
+pub const ECSQ_LANES_LOG2: u8 = 2;
 /// Codec v2 group sizes of tiers 1, 2, 3: with 16 bits of side data per group and a
 /// 32-byte segment header, a 4096-value block fits 8.25 / 5.25 / 3.375 bits per value
 /// after 64-byte slot rounding (issue 14's bit budgets).
