@@ -1,7 +1,7 @@
 """tensorvault.Store(codec=4, entropy=True, ecsq=True): weight and embedding tensors at
 tiers 2 and 3 as rate-controlled entropy-coded levels: less error than codec 4's
 super-blocks within the same slots; other kinds and tier 1 unchanged; the flag needs
-codec 4 with entropy and is kept by the collection (geometry()["ecsq"])."""
+codec 4 with entropy and is kept by the collection (geometry["ecsq"])."""
 
 import numpy as np
 import pytest
@@ -31,7 +31,7 @@ def test_less_error_within_the_slots(tmp_path, tier, kind):
             s.put_tensor("w", w, tier=tier, kind=kind)
             d = np.asarray(s.get_tensor("w"))
             out[ecsq] = (np.linalg.norm(d - w) / np.linalg.norm(w), s.stats()["payload_bytes"][tier])
-            assert s.geometry()["ecsq"] is ecsq
+            assert s.geometry["ecsq"] is ecsq
     assert out[True][0] < 0.97 * out[False][0], out
     slot_bits = {2: 5.25, 3: 3.375}[tier]
     assert out[True][1] * 8 <= slot_bits * w.size, out
@@ -48,7 +48,7 @@ def test_other_kinds_and_tier_1_unchanged_and_kept_on_reopen(tmp_path):
     assert np.array_equal(got[False][0], got[True][0])
     assert np.array_equal(got[False][1], got[True][1])
     with tv.Store(tmp_path, "m", "kTrue", durability="os") as s:  # the header decides
-        assert s.geometry()["ecsq"] is True
+        assert s.geometry["ecsq"] is True
 
 
 @pytest.mark.parametrize("kw", [dict(codec=4, entropy=False), dict(entropy=True)])
