@@ -26,8 +26,9 @@
 //! step, wrapped in the version 5 envelope, the step searched so the stored bytes fit
 //! the tier's slot (`tensorvault_quant::ecsq`). One step everywhere, paid for by the rANS
 //! code lengths, is what minimizes the squared error for an entropy-coded size: on
-//! all-MiniLM-L6-v2 at tier 2 it takes the weights' relative error from 4.11% (v4) to
-//! 3.8% in the same slot (bench/RESULTS.md, "Session 12: quant-ecsq").
+//! all-MiniLM-L6-v2 it takes the weights' relative error from 4.11% (v4) to 3.67% at tier
+//! 2 and from 14.7% to 13.0% at tier 3 in the same slots (bench/RESULTS.md, "Session 12:
+//! quant-ecsq").
 
 use tensorvault_quant::ecsq::{self, EcsqParams};
 use tensorvault_quant::layout as q;

@@ -107,6 +107,7 @@ fn the_payload_is_a_v5_envelope_of_a_uniform_v3_segment_and_deterministic() {
     assert_eq!(pa, pb);
     assert_eq!(pa[VERSION_OFFSET], V5_VERSION);
     assert_eq!(pa[10], V3_VERSION); // inner_version
+    assert_eq!(pa[11], tensorvault_store::ECSQ_LANES_LOG2); // one rANS lane
     assert_eq!(pa[9], tensorvault_store::ECSQ_BITS[1]);
 }
 
