@@ -73,6 +73,18 @@ def token_embeddings() -> np.ndarray:
     return np.ascontiguousarray(e[perm])
 
 
+def word_embeddings() -> np.ndarray:
+    """all-MiniLM-L6-v2's word-embedding table (30,522 x 384), rows L2-normalised and
+    shuffled as the token table is (a held-out table: never used to choose a layout)."""
+    from minilm import load_weights
+
+    w = load_weights()
+    e = next(v for k, v in w.items() if k.endswith("word_embeddings.weight")).astype(np.float32)
+    e /= np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+    perm = np.random.default_rng(14).permutation(len(e))
+    return np.ascontiguousarray(e[perm])
+
+
 def _topk(s: np.ndarray, k: int) -> np.ndarray:
     idx = np.argpartition(-s, k, axis=1)[:, :k]
     order = np.argsort(-np.take_along_axis(s, idx, 1), axis=1)

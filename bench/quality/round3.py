@@ -58,7 +58,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import tensorvault as tv  # noqa: E402
 from common import text  # noqa: E402
 from kv_eval import _names, cache_arrays, nll_ppl  # noqa: E402
-from tvstore import roundtrip, set_store_opts  # noqa: E402
+from tvstore import LAST_ALLOCATED, codec_opts, roundtrip, set_store_opts  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -276,16 +276,17 @@ def unrope(m, k: np.ndarray) -> np.ndarray:
     return out
 
 
-def emb_section(tiers: List[int], sets: List[str], codecs=(2, 3, 4), entropy: bool = False) -> Dict:
-    from emb_eval import N_QUERIES, recall, sentence_embeddings, token_embeddings
+def emb_section(tiers: List[int], sets: List[str], codecs=("2", "3", "4"), entropy: bool = False) -> Dict:
+    from emb_eval import N_QUERIES, recall, sentence_embeddings, token_embeddings, word_embeddings
     out: Dict = {}
     for set_name in sets:
-        e = token_embeddings() if set_name == "tokens" else sentence_embeddings(log=log)
+        e = {"tokens": token_embeddings, "words": word_embeddings}.get(
+            set_name, lambda: sentence_embeddings(log=log))()
         q, db = e[:N_QUERIES], np.ascontiguousarray(e[N_QUERIES:])
         exact = q @ db.T
-        runs = [(c, False) for c in codecs] + ([(c, True) for c in codecs if c in (2, 3)] if entropy else [])
+        runs = [(c, False) for c in codecs] + ([(c, True) for c in codecs if c in ("2", "3")] if entropy else [])
         for codec, ent in runs:
-            set_store_opts(codec=codec, **({"entropy": True} if ent else {}))
+            set_store_opts(**codec_opts(codec), **({"entropy": True} if ent else {}))
             label = f"codec v{codec}" + (" + entropy" if ent else "")
             for tier in tiers:
                 t0 = time.time()
@@ -293,9 +294,10 @@ def emb_section(tiers: List[int], sets: List[str], codecs=(2, 3, 4), entropy: bo
                 d = dec[set_name].astype(np.float32)
                 r0, r4 = recall(q, exact, d)
                 r = {"bits": stored * 8.0 / values, "recall": r0, "recall_rescored": r4,
-                     "rrmse": float(np.linalg.norm(d - db) / np.linalg.norm(db))}
+                     "rrmse": float(np.linalg.norm(d - db) / np.linalg.norm(db)),
+                     "disk_bits": LAST_ALLOCATED["bytes"] * 8.0 / values}
                 out[f"{set_name} {label} tier {tier}"] = r
-                log(f"   {set_name} {label} tier {tier}: b/v {r['bits']:.3f}  recall@10 {r0:.4f}  "
+                log(f"   {set_name} {label} tier {tier}: b/v {r['bits']:.3f} (disk {r['disk_bits']:.3f})  recall@10 {r0:.4f}  "
                     f"4x {r4:.4f}  rel RMSE {r['rrmse'] * 100:.2f}%  ({time.time() - t0:.0f}s)")
     set_store_opts()
     return out
@@ -307,12 +309,14 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=1536)
     ap.add_argument("--sections", default="kv,ref,emb")
     ap.add_argument("--emb-sets", default="tokens,sentences",
-                    help="embedding sets: tokens (SmolLM2's table), sentences (all-MiniLM-L6-v2 on the passages)")
+                    help="embedding sets: tokens (SmolLM2's table), sentences (all-MiniLM-L6-v2 on the passages), "
+                         "words (all-MiniLM-L6-v2's word-embedding table, held out)")
     ap.add_argument("--entropy", action="store_true",
                     help="also measure collections with the entropy flag (TQTC v5, lossless: "
                          "same values, fewer payload bytes)")
     ap.add_argument("--emb-codecs", default="2,3,4",
-                    help="store codecs the emb section compares (4: TQTC v4 super-block segments)")
+                    help="store codecs the emb section compares (4: TQTC v4 super-block segments; "
+                         "4e: codec 4 with entropy-coded levels, ecsq; x suffix: extent allocation)")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
@@ -360,7 +364,7 @@ def main() -> int:
         res["kv"] = kv_section(m, texts, a.tokens, configs)
     if "emb" in sections:
         res["emb"] = emb_section([1, 2, 3], a.emb_sets.split(","),
-                                 [int(c) for c in a.emb_codecs.split(",")], a.entropy)
+                                 a.emb_codecs.split(","), a.entropy)
     res["seconds"] = time.time() - t0
     if a.json:
         with open(a.json, "w") as f:

@@ -22,6 +22,22 @@ _KIND_OK: Optional[bool] = None
 STORE_OPTS: Dict = {}
 
 
+#: Tier-file bytes the last `roundtrip` store allocated (every tier, `stats()["usage"]`).
+LAST_ALLOCATED = {"bytes": 0}
+
+
+def codec_opts(spec: str) -> Dict:
+    """Store options of a codec spec: "2".."4", plus "e" for codec 4 with entropy-coded
+    weight/embedding levels (`entropy=True, ecsq=True`, session 12) and "x" for extent
+    allocation (disk that follows the payload), e.g. "4ex"."""
+    opts: Dict = {"codec": int(spec[0])}
+    if "e" in spec[1:]:
+        opts.update(entropy=True, ecsq=True)
+    if "x" in spec[1:]:
+        opts["allocation"] = "extent"
+    return opts
+
+
 def set_store_opts(**opts) -> None:
     """Create every scratch store with these extra options (replacing earlier ones)."""
     STORE_OPTS.clear()
@@ -123,4 +139,7 @@ def roundtrip(
             values += a.size
         for info in s.store.tensors():
             stored += int(info["stored_bytes"])
+        usage = s.store.stats().get("usage")
+        if usage:
+            LAST_ALLOCATED["bytes"] = sum(int(u.get("allocated_bytes", 0)) for u in usage)
     return out, stored, values

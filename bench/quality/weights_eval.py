@@ -31,7 +31,7 @@ import numpy as np
 
 from ggml_ref import quantizers
 from minilm import load_weights, weight_matrices
-from tvstore import roundtrip, set_store_opts
+from tvstore import LAST_ALLOCATED, codec_opts, roundtrip, set_store_opts
 
 SMOLLM_LAYERS = (0, 10, 20, 29)
 
@@ -68,16 +68,17 @@ def evaluate(tiers: List[int], log=print, set_name: str = "minilm", codecs=(None
     norms = [float((m.astype(np.float64) ** 2).sum()) for m in mats.values()]
     res: Dict = {"matrices": len(mats), "values": n, "tiers": {}, "gguf": {}}
     for codec in codecs:
-        set_store_opts(**({} if codec is None else {"codec": codec}))
+        set_store_opts(**({} if codec is None else codec_opts(str(codec))))
         for tier in tiers:
             t0 = time.time()
             dec, stored, values = roundtrip([(k, v, "weight") for k, v in mats.items()], tier)
             errs = [float(((dec[k].astype(np.float64) - v) ** 2).sum()) for k, v in mats.items()]
             r = _agg(errs, norms)
             r["bits"] = stored * 8.0 / values
+            r["disk_bits"] = LAST_ALLOCATED["bytes"] * 8.0 / values
             key = tier if codec is None else f"codec v{codec} tier {tier}"
             res["tiers"][key] = r
-            log(f"    {key}: bits/value {r['bits']:.3f}  rel RMSE {r['rrmse'] * 100:.3f}% "
+            log(f"    {key}: bits/value {r['bits']:.3f} (disk {r['disk_bits']:.3f})  rel RMSE {r['rrmse'] * 100:.3f}% "
                 f"(median matrix {r['rrmse_median'] * 100:.3f}%)  ({time.time() - t0:.0f}s)")
     set_store_opts()
     if not kquants:
@@ -99,12 +100,14 @@ def evaluate(tiers: List[int], log=print, set_name: str = "minilm", codecs=(None
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sets", default="minilm,smollm")
-    ap.add_argument("--codecs", default="3,4")
+    ap.add_argument("--codecs", default="3,4",
+                    help="store codecs: 2, 3, 4; 4e = codec 4 with entropy-coded levels (ecsq); "
+                         "an x suffix allocates extents (4ex)")
     ap.add_argument("--tiers", default="1,2,3")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     tiers = [int(t) for t in a.tiers.split(",")]
-    codecs = [int(c) for c in a.codecs.split(",")]
+    codecs = a.codecs.split(",")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     out = {s: evaluate(tiers, log, s, codecs) for s in a.sets.split(",")}
     # The markdown table: per set, store rows then GGUF rows sorted by bits.

@@ -114,6 +114,12 @@ pub struct PutArgs {
     /// of 3-bit codes with less error; Python `KvCache(codec=4, entropy=True, ecsq=True)`).
     #[arg(long, requires = "kv_head_dim")]
     pub kv_ecsq: bool,
+    /// Create the NEW collection as codec 4 with entropy coding and weight/embedding
+    /// tensors at tiers 2 and 3 in entropy-coded uniform levels, the step searched per
+    /// block to fill the tier's slot (less error than codec 4's super-blocks in the same
+    /// bytes; Python `Store(codec=4, entropy=True, ecsq=True)`).
+    #[arg(long, conflicts_with = "kv_head_dim")]
+    pub ecsq: bool,
     /// Write durability.
     #[arg(long, value_enum, default_value_t = DurabilityArg::EveryWrite)]
     pub durability: DurabilityArg,

@@ -41,6 +41,11 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
         geometry.entropy = true;
         geometry.kv_ecsq = true;
     }
+    if a.ecsq {
+        geometry = geometry.with_codec_v4();
+        geometry.entropy = true;
+        geometry.ecsq = true;
+    }
     let cfg = StoreConfig {
         collection: geometry,
         durability: a.durability.durability(),

@@ -357,7 +357,11 @@ impl Store {
     /// `roundup(payload, slot_align)` bytes of its tier file instead of a worst-case slot
     /// (`"slot"`, the default); `stats()["usage"][t]["live_bytes"]` and
     /// `["allocated_bytes"]` show what the blocks take and what the disk holds.
-    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false, entropy=false, allocation="slot"))]
+    /// With `ecsq` (new collections, `codec=4` with `entropy=True`): `weight` and
+    /// `embedding` tensors at tiers 2 and 3 are stored as entropy-coded uniform levels
+    /// whose step is searched per block to fill the tier's slot (less error than codec
+    /// 4's super-blocks in the same bytes).
+    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false, entropy=false, allocation="slot", ecsq=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -373,6 +377,7 @@ impl Store {
         read_only: bool,
         entropy: bool,
         allocation: &str,
+        ecsq: bool,
     ) -> PyResult<Self> {
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
@@ -406,6 +411,7 @@ impl Store {
         // (an existing one keeps the flag in its header).
         cfg.collection.entropy = entropy;
         cfg.collection.extents = parse_allocation(allocation)?;
+        cfg.collection.ecsq = ecsq;
         let store = py
             .detach(|| {
                 if read_only {
@@ -469,6 +475,7 @@ impl Store {
         d.set_item("entropy", g.entropy)?;
         d.set_item("allocation", if g.extents { "extent" } else { "slot" })?;
         d.set_item("kv_ecsq", g.kv_ecsq)?;
+        d.set_item("ecsq", g.ecsq)?;
         Ok(d)
     }
 

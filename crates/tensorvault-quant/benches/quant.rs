@@ -215,5 +215,40 @@ fn bench_v4(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, bench_v2, bench_v3, bench_v4);
+/// The store's `ecsq` blocks (one 4096-value block, rotation blocks of 1024): the
+/// rate-controlled encoder at the tier 2 and tier 3 slots, and `decode_any` of its
+/// output (v5 envelope of a uniform-level v3 segment), with 1 rANS lane (the store's)
+/// and 4 (the envelope's default).
+fn bench_ecsq(c: &mut Criterion) {
+    use tensorvault_quant::ecsq::{encode_to_fit, EcsqParams};
+    use tensorvault_quant::segment_v5::decode_any;
+    let n = 4096;
+    let x = data(n);
+    let mut g = c.benchmark_group("ecsq");
+    g.throughput(Throughput::Bytes((n * 4) as u64));
+    for ((bits, slot), lanes_log2) in [(6u8, 2688usize), (5, 1728)]
+        .into_iter()
+        .flat_map(|t| [(t, 0u8), (t, 2)])
+    {
+        let p = EcsqParams {
+            bits,
+            block_log2: 10,
+            seed: 0x5456_5133,
+            rotate: true,
+            lanes_log2,
+        };
+        let seg = encode_to_fit(&p, &x, slot).unwrap().unwrap();
+        let mut y = Vec::with_capacity(n);
+        let name = format!("{bits}bit_slot{slot}_lanes{}", 1 << lanes_log2);
+        g.bench_function(format!("encode_{name}"), |b| {
+            b.iter(|| encode_to_fit(&p, black_box(&x), slot).unwrap())
+        });
+        g.bench_function(format!("decode_{name}"), |b| {
+            b.iter(|| decode_any(black_box(&seg), n, &mut y).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_v2, bench_v3, bench_v4, bench_ecsq);
 criterion_main!(benches);

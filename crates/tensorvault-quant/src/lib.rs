@@ -20,6 +20,8 @@
 //! * [`entropy`]: lossless rANS coding of k-bit codes (static per-run frequency table,
 //!   interleaved lanes); [`segment_v5`] wraps a v2, v3 or v4 segment's codes in it (version 5),
 //!   kept only when it is shorter.
+//! * [`ecsq`]: entropy-coded uniform levels under rate control: a v3 segment with one
+//!   shared step, wrapped by [`segment_v5`], the step searched so the bytes fit a budget.
 //! * [`segment_v4`]: the super-block segment (version 4): groups of 4-256 values inside
 //!   super-blocks with two f16 units each, every group's scale and min coded in 2-8 bits
 //!   against them (GGUF k-quant style side data), optionally rotated per super-block.
@@ -52,6 +54,7 @@ pub mod affine;
 pub mod affine_u8;
 pub mod asym;
 pub mod bitpack;
+pub mod ecsq;
 pub mod entropy;
 mod entropy_rans;
 pub mod float;

@@ -51,6 +51,12 @@ pub enum ScaleRule {
     /// quantization, which beats Lloyd-Max codes at the same entropy-coded size
     /// (bench/RESULTS.md, "Session 11: kv-side"). `RmsTimes(16)` is `Rms`.
     RmsTimes(u8),
+    /// The [`ScaleRule::Max`] scale, raised to at least `f32::from_bits(floor)`: every
+    /// block whose values the floor does not clip shares one step (entropy-coded
+    /// uniform levels at one step over the segment, which is what minimizes the error
+    /// for an entropy-coded size), and a block with larger values keeps its own
+    /// no-clip scale. [`crate::ecsq`] picks the floor so the v5 envelope fits a budget.
+    MaxFloor(u32),
 }
 
 /// Encoder settings of a v3 segment.
@@ -247,6 +253,9 @@ pub fn encode(p: &V3Params, x: &[f32]) -> Result<Vec<u8>, QuantError> {
             ScaleRule::Rms => rms(blk),
             ScaleRule::RmsTimes(n) => rms(blk) * f32::from(n) / 16.0,
             ScaleRule::Max => blk.iter().fold(0f32, |m, v| m.max(v.abs())) / quant.max_level(),
+            ScaleRule::MaxFloor(floor) => (blk.iter().fold(0f32, |m, v| m.max(v.abs()))
+                / quant.max_level())
+            .max(f32::from_bits(floor)),
             ScaleRule::NormMatched => {
                 // Codes against the exact RMS scale, then the scale that keeps the norm.
                 let r = rms(blk);

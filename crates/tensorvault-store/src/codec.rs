@@ -10,7 +10,9 @@
 //! [`CollectionConfig::kv_ecsq`], those values at one more bit of wider-spaced uniform
 //! levels (entropy-coded levels).
 //! Collections with the entropy flag keep each such segment wrapped in a TQTC
-//! version 5 envelope (lossless rANS over its codes) when that is shorter.
+//! version 5 envelope (lossless rANS over its codes) when that is shorter; with
+//! [`CollectionConfig::ecsq`], weights and embeddings at tiers 2 and 3 are entropy-coded
+//! uniform levels sized to the slot ([`crate::codec_weights::encode_ecsq`]).
 
 use tensorvault_quant::groupwise::QuantParams;
 use tensorvault_quant::kind;
@@ -215,6 +217,15 @@ pub fn encode_for_tier(
             });
         };
         return encode_quantized(&p, values);
+    }
+    if let Some(p) = crate::codec_weights::ecsq_params(geo, tier, place.kind, place.len) {
+        if let Some((bytes, scale)) = crate::codec_weights::encode_ecsq(geo, tier, &p, values)? {
+            return Ok(Encoded {
+                bytes,
+                bits: p.bits,
+                scale,
+            });
+        }
     }
     // (segment bytes, bit width, largest group scale as the segment reports it)
     let (bytes, bits, scale) =

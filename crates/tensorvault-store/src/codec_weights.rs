@@ -19,12 +19,27 @@
 //! input's norm, which keeps nearest-neighbour rankings (inner products) from shrinking
 //! by a factor that differs between super-blocks (bench/RESULTS.md, "Session 11:
 //! quant-emb"). Weights keep the fitted units (least squared error).
+//!
+//! Collections with [`CollectionConfig::ecsq`] store these kinds at tiers 2 and 3 as
+//! entropy-coded uniform levels under rate control instead ([`ecsq_params`],
+//! [`encode_ecsq`]): a TQTC version 3 segment of rotated blocks of 1024 with one shared
+//! step, wrapped in the version 5 envelope, the step searched so the stored bytes fit
+//! the tier's slot (`tensorvault_quant::ecsq`). One step everywhere, paid for by the rANS
+//! code lengths, is what minimizes the squared error for an entropy-coded size: on
+//! all-MiniLM-L6-v2 it takes the weights' relative error from 4.11% (v4) to 3.67% at tier
+//! 2 and from 14.7% to 13.0% at tier 3 in the same slots (bench/RESULTS.md, "Session 12:
+//! quant-ecsq").
 
+use tensorvault_quant::ecsq::{self, EcsqParams};
 use tensorvault_quant::layout as q;
+use tensorvault_quant::segment_rot::SegmentV3;
 use tensorvault_quant::segment_v4::{self, V4Encoder, V4Params};
+use tensorvault_quant::segment_v5::SegmentV5;
 use tensorvault_quant::QuantError;
 
-use crate::config::{CollectionConfig, CODEC_V4};
+use crate::config::{
+    CollectionConfig, CODEC_V4, ECSQ_BITS, ECSQ_BLOCK_LOG2, ECSQ_LANES_LOG2, ECSQ_ROTATE,
+};
 use crate::types::{TensorKind, Tier};
 
 /// Group sizes tried, smallest (most precise) first.
@@ -103,6 +118,75 @@ pub fn encoder(kind: TensorKind) -> V4Encoder {
 /// As [`segment_v4::encode_with`]: non-finite values, scale overflow.
 pub fn encode(p: &V4Params, kind: TensorKind, values: &[f32]) -> Result<Vec<u8>, QuantError> {
     segment_v4::encode_with(p, encoder(kind), values)
+}
+
+/// Smallest rotation block an [`CollectionConfig::ecsq`] segment uses (a block of values
+/// with no power-of-two factor of at least this keeps the v4 layout).
+const ECSQ_MIN_BLOCK_LOG2: u8 = 4;
+
+/// The rate-controlled layout of a block of `len` values of a `kind` tensor in `tier`, for
+/// weight and embedding tensors at tiers 2 and 3 of [`CollectionConfig::ecsq`]
+/// collections (`None` otherwise, and for a length with no power-of-two factor of at
+/// least 16): [`ECSQ_BITS`] wide codes, rotation blocks of `2^ECSQ_BLOCK_LOG2` or the
+/// largest power of two dividing `len`.
+#[must_use]
+pub fn ecsq_params(
+    geo: &CollectionConfig,
+    tier: Tier,
+    kind: TensorKind,
+    len: usize,
+) -> Option<EcsqParams> {
+    if !(geo.ecsq && geo.codec == CODEC_V4 && uses_v4(kind)) || len == 0 {
+        return None;
+    }
+    let bits = match tier {
+        Tier::Tier2 => ECSQ_BITS[0],
+        Tier::Tier3 => ECSQ_BITS[1],
+        _ => return None,
+    };
+    let block_log2 = (len.trailing_zeros() as u8).min(ECSQ_BLOCK_LOG2);
+    (block_log2 >= ECSQ_MIN_BLOCK_LOG2).then_some(EcsqParams {
+        bits,
+        block_log2,
+        seed: q::V3_DEFAULT_SEED,
+        rotate: ECSQ_ROTATE,
+        lanes_log2: ECSQ_LANES_LOG2,
+    })
+}
+
+/// The bytes a block of `len` values may take in `tier`: the tier's slot, in proportion
+/// for a short last block (so its bits per value are the tier's).
+#[must_use]
+pub fn ecsq_budget(geo: &CollectionConfig, tier: Tier, len: usize) -> usize {
+    let slot = u64::from(geo.slot_len(tier));
+    let n = u64::from(geo.block_elems.max(1));
+    let len = (len as u64).min(n);
+    usize::try_from(slot * len / n).unwrap_or(usize::MAX)
+}
+
+/// Encode one block with the rate-controlled layout `p` ([`ecsq_params`]) in at most
+/// [`ecsq_budget`] bytes, with the largest block scale of its v3 segment (what the index
+/// records): `Ok(None)` when even the coarsest step does not fit (the caller keeps the
+/// v4 layout).
+///
+/// # Errors
+/// As [`ecsq::encode_to_fit`]: non-finite values, scale overflow.
+pub fn encode_ecsq(
+    geo: &CollectionConfig,
+    tier: Tier,
+    p: &EcsqParams,
+    values: &[f32],
+) -> Result<Option<(Vec<u8>, f32)>, QuantError> {
+    let Some(bytes) = ecsq::encode_to_fit(p, values, ecsq_budget(geo, tier, values.len()))? else {
+        return Ok(None);
+    };
+    let scale = if bytes.get(q::VERSION_OFFSET) == Some(&q::V5_VERSION) {
+        let inner = SegmentV5::parse(&bytes)?.inner(values.len())?;
+        SegmentV3::parse(&inner)?.max_scale()
+    } else {
+        SegmentV3::parse(&bytes)?.max_scale()
+    };
+    Ok(Some((bytes, scale)))
 }
 
 #[cfg(test)]

@@ -51,6 +51,21 @@ pub const V4_KV_KEY_GROUP: [u32; 3] = [128, 128, 128];
 /// 3.11 entropy-coded bits/value at 15.5% relative RMSE, against 2.98 at 18.3% for
 /// 3-bit Lloyd-Max codes).
 pub const KV_ECSQ_STEP_SIXTEENTHS: u8 = 26;
+/// Code widths of weight and embedding tensors at tiers 2 and 3 with
+/// [`CollectionConfig::ecsq`] (the rANS alphabet: `2^bits` uniform levels; the rate
+/// control decides how many are used). Chosen on all-MiniLM-L6-v2's weights and
+/// SmolLM2's token table (bench/RESULTS.md, "Session 12: quant-ecsq").
+pub const ECSQ_BITS: [u8; 2] = [6, 5];
+/// log2 of the rotation block of [`CollectionConfig::ecsq`] segments (blocks of 1024;
+/// a store block whose length is not a multiple uses the largest power of two >= 16
+/// dividing it).
+pub const ECSQ_BLOCK_LOG2: u8 = 10;
+/// Whether [`CollectionConfig::ecsq`] segments rotate their blocks.
+pub const ECSQ_ROTATE: bool = true;
+/// log2 of the rANS lanes of [`CollectionConfig::ecsq`] envelopes: one lane (4 bytes of
+/// state instead of 16 per block: 0.023 bits per value, which took all-MiniLM-L6-v2's
+/// tier 2 error from 3.711% to 3.668%, under GGUF Q5_K's 3.673%; decoding is serial).
+pub const ECSQ_LANES_LOG2: u8 = 0;
 /// Codec v2 group sizes of tiers 1, 2, 3: with 16 bits of side data per group and a
 /// 32-byte segment header, a 4096-value block fits 8.25 / 5.25 / 3.375 bits per value
 /// after 64-byte slot rounding (issue 14's bit budgets).
@@ -100,6 +115,13 @@ pub struct CollectionConfig {
     /// large (4-bit keys at tier 3). MetaLog header flags bit 2. Opt-in for new KV
     /// caches: older collections keep their layout.
     pub kv_ecsq: bool,
+    /// Codec v4 with [`CollectionConfig::entropy`]: `weight` and `embedding` tensors at
+    /// tiers 2 and 3 are stored as entropy-coded uniform levels under rate control
+    /// (`tensorvault_quant::ecsq`: rotated blocks, one shared step searched so the
+    /// version 5 envelope fits the tier's slot; [`ECSQ_BITS`] wide codes), instead of
+    /// version 4 super-blocks (which tier 1 keeps). Same slots. MetaLog header flags
+    /// bit 3. Opt-in for new collections: older ones keep their layout.
+    pub ecsq: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
     /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
@@ -132,6 +154,7 @@ impl CollectionConfig {
             entropy: false,
             extents: false,
             kv_ecsq: false,
+            ecsq: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
@@ -426,6 +449,15 @@ impl CollectionConfig {
                 "kv_ecsq",
                 format!(
                     "entropy-coded KV levels need codec v4 with the entropy flag (codec {}, entropy {})",
+                    self.codec, self.entropy
+                ),
+            );
+        }
+        if self.ecsq && !(self.codec == CODEC_V4 && self.entropy) {
+            return bad(
+                "ecsq",
+                format!(
+                    "entropy-coded weight/embedding levels need codec v4 with the entropy flag (codec {}, entropy {})",
                     self.codec, self.entropy
                 ),
             );

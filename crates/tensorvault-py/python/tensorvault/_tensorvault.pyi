@@ -447,6 +447,7 @@ class Store:
         read_only: bool = False,
         entropy: bool = False,
         allocation: str = 'slot',
+        ecsq: bool = False,
     ) -> None: ...
     def __repr__(self, /) -> str: ...
     def close(self) -> None:
