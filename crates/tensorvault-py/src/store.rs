@@ -469,6 +469,7 @@ impl Store {
         d.set_item("entropy", g.entropy)?;
         d.set_item("allocation", if g.extents { "extent" } else { "slot" })?;
         d.set_item("kv_ecsq", g.kv_ecsq)?;
+        d.set_item("kv_ecsq_tier2", g.kv_ecsq_tier2)?;
         Ok(d)
     }
 

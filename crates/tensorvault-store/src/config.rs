@@ -51,6 +51,17 @@ pub const V4_KV_KEY_GROUP: [u32; 3] = [128, 128, 128];
 /// 3.11 entropy-coded bits/value at 15.5% relative RMSE, against 2.98 at 18.3% for
 /// 3-bit Lloyd-Max codes).
 pub const KV_ECSQ_STEP_SIXTEENTHS: u8 = 26;
+/// Spacings of the entropy-coded levels of tier 2 KV values
+/// ([`CollectionConfig::kv_ecsq_tier2`]), finest first, in sixteenths of the 6-bit uniform
+/// table's MSE-optimal step times each token's RMS after rotation: a block takes the
+/// first whose envelope fits the tier's [`CollectionConfig::max_block_len`] (with extents
+/// 16/16, about 5.45 entropy-coded bits per value; in a slot 20/16, about 5.15), else the
+/// per-channel groups. Chosen in numpy on SmolLM2-135M's cache (bench/RESULTS.md "Session
+/// 12: kv-tier2": value error 4.61% with the 5-bit groups, 3.10% at 16/16, 3.75% at 20/16).
+pub const KV_ECSQ_TIER2_STEPS_SIXTEENTHS: [u8; 2] = [16, 20];
+/// Bit width of the entropy-coded tier 2 KV value codes ([`CollectionConfig::kv_ecsq_tier2`]):
+/// one more than the tier's 5 bits.
+pub const KV_ECSQ_TIER2_BITS: u8 = 6;
 /// Codec v2 group sizes of tiers 1, 2, 3: with 16 bits of side data per group and a
 /// 32-byte segment header, a 4096-value block fits 8.25 / 5.25 / 3.375 bits per value
 /// after 64-byte slot rounding (issue 14's bit budgets).
@@ -100,6 +111,14 @@ pub struct CollectionConfig {
     /// large (4-bit keys at tier 3). MetaLog header flags bit 2. Opt-in for new KV
     /// caches: older collections keep their layout.
     pub kv_ecsq: bool,
+    /// With [`CollectionConfig::kv_ecsq`]: KV values at tier 2 (5 bits) are stored with
+    /// entropy-coded levels as well: rotated per token, [`KV_ECSQ_TIER2_BITS`]-bit uniform
+    /// codes spaced one of [`KV_ECSQ_TIER2_STEPS_SIXTEENTHS`]/16 of the table's step times
+    /// the token's RMS, in the version 5 envelope; a block whose envelope does not fit the
+    /// tier's [`CollectionConfig::max_block_len`] at any of them keeps the per-channel
+    /// groups (`crate::codec`). Slot sizes are unchanged. MetaLog header flags bit 4. Opt-in for
+    /// new KV caches: older collections keep their layout.
+    pub kv_ecsq_tier2: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
     /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
@@ -132,6 +151,7 @@ impl CollectionConfig {
             entropy: false,
             extents: false,
             kv_ecsq: false,
+            kv_ecsq_tier2: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
@@ -428,6 +448,13 @@ impl CollectionConfig {
                     "entropy-coded KV levels need codec v4 with the entropy flag (codec {}, entropy {})",
                     self.codec, self.entropy
                 ),
+            );
+        }
+        if self.kv_ecsq_tier2 && !self.kv_ecsq {
+            return bad(
+                "kv_ecsq_tier2",
+                "entropy-coded tier 2 KV levels need kv_ecsq (codec v4 with the entropy flag)"
+                    .into(),
             );
         }
         if !self.per_kind_keys() && (self.key_bits != [0; 3] || self.key_group_size != [0; 3]) {

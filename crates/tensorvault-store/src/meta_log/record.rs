@@ -10,12 +10,13 @@ use super::layout::{
     RecordType, A_COUNT, A_EMA, A_LAST_ACCESS, A_RESERVED, A_WINDOW, CRC_OFFSET, C_BITS,
     C_CHECKSUM, C_CREATED_AT, C_DATA_LEN, C_DATA_OFFSET, C_DTYPE, C_KIND, C_LINEAGE, C_NDIM,
     C_RECONSTRUCT, C_RESERVED, C_SCALE, C_SHAPE, C_TIER, C_TIER_SINCE, C_ZERO_POINT, D_RESERVED,
-    HEADER_FLAG_ENTROPY, HEADER_FLAG_EXTENTS, HEADER_FLAG_KV_ECSQ, HEADER_KNOWN_FLAGS,
-    H_BLOCK_ELEMS, H_CODEC, H_FLAGS, H_GENERATION, H_GROUP_SIZE, H_KEY_BITS, H_KEY_GROUP_SIZE,
-    H_MAGIC, H_RECORD_LEN, H_RESERVED, H_RESERVED_V1, H_ROPE_DIMS, H_ROPE_PAIRING, H_ROPE_THETA,
-    H_SINK_VALUES, H_SLOT_ALIGN, H_TIER0_ELEM_BYTES, H_TIER_BITS, H_VERSION, MAGIC, M_AT,
-    M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET, M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER,
-    M_RESERVED, PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE, VERSION, VERSION_V1,
+    HEADER_FLAG_ENTROPY, HEADER_FLAG_EXTENTS, HEADER_FLAG_KV_ECSQ, HEADER_FLAG_KV_ECSQ_TIER2,
+    HEADER_KNOWN_FLAGS, H_BLOCK_ELEMS, H_CODEC, H_FLAGS, H_GENERATION, H_GROUP_SIZE, H_KEY_BITS,
+    H_KEY_GROUP_SIZE, H_MAGIC, H_RECORD_LEN, H_RESERVED, H_RESERVED_V1, H_ROPE_DIMS,
+    H_ROPE_PAIRING, H_ROPE_THETA, H_SINK_VALUES, H_SLOT_ALIGN, H_TIER0_ELEM_BYTES, H_TIER_BITS,
+    H_VERSION, MAGIC, M_AT, M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET, M_NEW_SCALE,
+    M_NEW_TIER, M_OLD_TIER, M_RESERVED, PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE,
+    VERSION, VERSION_V1,
 };
 use super::MetaRecord;
 use crate::config::{CollectionConfig, CODEC_V1};
@@ -100,7 +101,12 @@ pub fn encode_header(c: &CollectionConfig, generation: u64) -> [u8; RECORD_LEN] 
         b[H_CODEC] = c.codec;
         b[H_FLAGS] = if c.entropy { HEADER_FLAG_ENTROPY } else { 0 }
             | if c.extents { HEADER_FLAG_EXTENTS } else { 0 }
-            | if c.kv_ecsq { HEADER_FLAG_KV_ECSQ } else { 0 };
+            | if c.kv_ecsq { HEADER_FLAG_KV_ECSQ } else { 0 }
+            | if c.kv_ecsq_tier2 {
+                HEADER_FLAG_KV_ECSQ_TIER2
+            } else {
+                0
+            };
         put(&mut b, H_SINK_VALUES, &c.sink_values.to_le_bytes());
         put(&mut b, H_KEY_BITS, &c.key_bits);
         for (i, g) in c.key_group_size.iter().enumerate() {
@@ -196,7 +202,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         return Err(bad_header(
             "flags",
             H_FLAGS,
-            format!("unknown flag bits {flags:#04x} (this build knows bit 0, entropy, bit 1, extents, and bit 2, kv_ecsq)"),
+            format!("unknown flag bits {flags:#04x} (this build knows bit 0, entropy, bit 1, extents, bit 2, kv_ecsq, and bit 4, kv_ecsq_tier2)"),
         ));
     }
     let (codec, sink_values) = if v1 {
@@ -230,6 +236,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         entropy: flags & HEADER_FLAG_ENTROPY != 0,
         extents: flags & HEADER_FLAG_EXTENTS != 0,
         kv_ecsq: flags & HEADER_FLAG_KV_ECSQ != 0,
+        kv_ecsq_tier2: flags & HEADER_FLAG_KV_ECSQ_TIER2 != 0,
     };
     c.validate().map_err(|e| match e {
         StoreErr::InvalidArgument { field, reason } => {
@@ -239,7 +246,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
                 "slot_align" => H_SLOT_ALIGN,
                 "codec" => H_CODEC,
                 "sink_values" => H_SINK_VALUES,
-                "entropy" | "extents" | "kv_ecsq" => H_FLAGS,
+                "entropy" | "extents" | "kv_ecsq" | "kv_ecsq_tier2" => H_FLAGS,
                 "key_bits/key_group_size" => H_KEY_BITS,
                 "rope" | "rope.theta" => H_ROPE_THETA,
                 "rope.rotary_dims" => H_ROPE_DIMS,
