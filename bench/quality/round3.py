@@ -170,9 +170,9 @@ class KvCacheConfig:
     AGE = {1: (0, 1 << 40, 0), 2: (0, 0, 1 << 40), 3: (0, 0, 0)}
 
     def __init__(self, label: str, tier: int, codec: int, rope=None, entropy: bool = False,
-                 allocation: str = "slot", ecsq: bool = False) -> None:
+                 allocation: str = "slot", ecsq: bool = False, ecsq_tier2: bool = False) -> None:
         self.label, self.tier, self.codec, self.rope = label, tier, codec, rope
-        self.entropy, self.ecsq = entropy, ecsq
+        self.entropy, self.ecsq, self.ecsq_tier2 = entropy, ecsq, ecsq_tier2
         self.allocation = allocation
         self.pre_rope = rope is not None
         self.slot_bytes = 0
@@ -191,6 +191,8 @@ class KvCacheConfig:
                 kw["allocation"] = self.allocation
             if self.ecsq:
                 kw["ecsq"] = True
+            if self.ecsq_tier2:
+                kw["ecsq_tier2"] = True
             c = tv.KvCache(d, "q", "kv", head_dim=m.hd, durability="os",
                            age_tiers=self.AGE[self.tier], **kw)
             for h in range(m.n_kv):
@@ -351,6 +353,14 @@ def main() -> int:
                                       True, ecsq=True),
                         KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy + ecsq + extents",
                                       3, 4, r, True, "extent", ecsq=True)]
+            # Session 12 (kv-tier2): tier 2 values with entropy-coded levels (ecsq_tier2),
+            # against the same collection without them, in slots and in extents.
+            configs += [KvCacheConfig(f"KvCache codec 4 tier 2, pre-RoPE keys + entropy + ecsq{x}", 2, 4, r,
+                                      True, alloc, ecsq=True)
+                        for x, alloc in (("", "slot"), (" + extents", "extent"))]
+            configs += [KvCacheConfig(f"KvCache codec 4 tier 2, pre-RoPE keys + entropy + ecsq_tier2{x}", 2, 4,
+                                      r, True, alloc, ecsq=True, ecsq_tier2=True)
+                        for x, alloc in (("", "slot"), (" + extents", "extent"))]
         only = os.environ.get("TVQ_ONLY")
         if only:  # harness knob: a subset of the configurations by label substring
             configs = [c for c in configs if any(o in c.label for o in only.split("|"))]

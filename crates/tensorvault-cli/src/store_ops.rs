@@ -40,6 +40,7 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
         geometry = geometry.with_codec_v4();
         geometry.entropy = true;
         geometry.kv_ecsq = true;
+        geometry.kv_ecsq_tier2 = a.kv_ecsq_tier2;
     }
     if a.ecsq {
         geometry = geometry.with_codec_v4();

@@ -193,7 +193,7 @@ impl KvCache {
     /// Open (or, with `create`, create with the KV layout for `head_dim`) the collection
     /// `<root>/<tenant>/<collection>` as a KV cache.
     #[new]
-    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="os", max_blocks_per_tier=None, age_tiers=None, block_tokens=None, rope=None, codec=None, entropy=false, allocation="slot", ecsq=false))]
+    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="os", max_blocks_per_tier=None, age_tiers=None, block_tokens=None, rope=None, codec=None, entropy=false, allocation="slot", ecsq=false, ecsq_tier2=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -211,6 +211,7 @@ impl KvCache {
         entropy: bool,
         allocation: &str,
         ecsq: bool,
+        ecsq_tier2: bool,
     ) -> PyResult<Self> {
         let geometry = match block_tokens {
             None => CollectionConfig::kv_cache(head_dim),
@@ -231,6 +232,7 @@ impl KvCache {
         geometry.entropy = entropy;
         geometry.extents = crate::store::parse_allocation(allocation)?;
         geometry.kv_ecsq = ecsq;
+        geometry.kv_ecsq_tier2 = ecsq_tier2;
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
             collection: geometry,

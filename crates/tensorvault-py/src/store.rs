@@ -476,6 +476,7 @@ impl Store {
         d.set_item("allocation", if g.extents { "extent" } else { "slot" })?;
         d.set_item("kv_ecsq", g.kv_ecsq)?;
         d.set_item("ecsq", g.ecsq)?;
+        d.set_item("kv_ecsq_tier2", g.kv_ecsq_tier2)?;
         Ok(d)
     }
 

@@ -8,7 +8,8 @@
 //! values rotated per token, and KV keys at their own bit widths and group sizes when
 //! the collection sets them ([`CollectionConfig::bits_for`]); with
 //! [`CollectionConfig::kv_ecsq`], those values at one more bit of wider-spaced uniform
-//! levels (entropy-coded levels).
+//! levels (entropy-coded levels); with [`CollectionConfig::kv_ecsq_tier2`], tier 2's
+//! KV values as well ([`tier2_ecsq_layout`]).
 //! Collections with the entropy flag keep each such segment wrapped in a TQTC
 //! version 5 envelope (lossless rANS over its codes) when that is shorter; with
 //! [`CollectionConfig::ecsq`], weights and embeddings at tiers 2 and 3 are entropy-coded
@@ -192,13 +193,56 @@ fn v4_kv_values(
     })
 }
 
+/// The entropy-coded layout of KV values at tier 2 ([`CollectionConfig::kv_ecsq_tier2`]):
+/// each token's head (a power-of-two `width` of 16..=1024 values) rotated by the seeded
+/// randomized Hadamard transform, [`crate::config::KV_ECSQ_TIER2_BITS`]-bit uniform codes
+/// spaced `step`/16 of the table's step times the token's RMS (one log-coded scale byte
+/// per token), the sink row kept as f16: a TQTC version 3 segment (`docs/formats/quant.md`
+/// §10) that is only stored inside the version 5 envelope, and only where that fits the
+/// tier's [`CollectionConfig::max_block_len`] ([`encode_for_tier`] tries each of
+/// [`crate::config::KV_ECSQ_TIER2_STEPS_SIXTEENTHS`]; where none fits, the block keeps
+/// the v2 per-channel groups).
+/// `None` for other tiers, kinds, collections and widths, and for blocks that do not hold
+/// whole rows.
+#[must_use]
+pub fn tier2_ecsq_layout(
+    geo: &CollectionConfig,
+    tier: Tier,
+    place: &BlockPlace<'_>,
+    step: u8,
+) -> Option<V3Params> {
+    if !geo.kv_ecsq_tier2 || tier != Tier::Tier2 || place.kind != TensorKind::KvValue {
+        return None;
+    }
+    let width = place.shape.last().copied().filter(|&w| w > 0)?;
+    let block_log2 = kind::v3_block(width).filter(|&b| 1u32 << b == width)?;
+    let w16 = u16::try_from(width).ok()?;
+    let start = u64::from(place.block_index) * u64::from(geo.block_elems);
+    if start % u64::from(width) != 0 || place.len % width as usize != 0 {
+        return None;
+    }
+    let sink = place.block_index == 0 && u32::from(geo.sink_values) >= width;
+    Some(V3Params {
+        bits: crate::config::KV_ECSQ_TIER2_BITS,
+        levels: tensorvault_quant::levels::LevelSet::Uniform,
+        block_log2,
+        rotate: true,
+        seed: q::V3_DEFAULT_SEED,
+        width: if sink { w16 } else { 1 },
+        raw_rows: u16::from(sink),
+        scale: segment_rot::ScaleRule::RmsTimes(step),
+        wide_scales: false,
+    })
+}
+
 /// Quantize f32 values for a quantized `tier` of `geo`: a version 1 segment in a codec
 /// v1 collection, a version 4 segment for weight and embedding tensors in a codec v4
 /// collection ([`crate::codec_weights::v4_layout`]), a version 3 segment where
 /// [`v3_layout`] picks one (codec v3), a version 2 segment laid out by [`v2_layout`]
 /// otherwise; in a collection with the entropy flag, at tiers 2 and 3, that v2/v3/v4
 /// segment wrapped in a version 5 envelope when that is shorter (the scale reported is
-/// the inner segment's).
+/// the inner segment's). Where [`tier2_ecsq_layout`] applies, its envelope when that fits
+/// [`CollectionConfig::max_block_len`].
 ///
 /// # Errors
 /// [`StoreErr::Quant`] (non-finite values, scale overflow); [`StoreErr::InvalidArgument`]
@@ -224,6 +268,21 @@ pub fn encode_for_tier(
                 bytes,
                 bits: p.bits,
                 scale,
+            });
+        }
+    }
+    for step in crate::config::KV_ECSQ_TIER2_STEPS_SIXTEENTHS {
+        let Some(p) = tier2_ecsq_layout(geo, tier, place, step) else {
+            break;
+        };
+        let inner = segment_rot::encode(&p, values)?;
+        let scale = SegmentV3::parse(&inner).map(|s| s.max_scale());
+        let bytes = segment_v5::encode_smallest(inner)?;
+        if bytes.len() as u64 <= u64::from(geo.max_block_len(tier)) {
+            return Ok(Encoded {
+                bytes,
+                bits: p.bits,
+                scale: scale.unwrap_or(0.0),
             });
         }
     }

@@ -66,6 +66,17 @@ pub const ECSQ_ROTATE: bool = true;
 /// state instead of 16 per block: 0.023 bits per value, which took all-MiniLM-L6-v2's
 /// tier 2 error from 3.711% to 3.668%, under GGUF Q5_K's 3.673%; decoding is serial).
 pub const ECSQ_LANES_LOG2: u8 = 0;
+/// Spacings of the entropy-coded levels of tier 2 KV values
+/// ([`CollectionConfig::kv_ecsq_tier2`]), finest first, in sixteenths of the 6-bit uniform
+/// table's MSE-optimal step times each token's RMS after rotation: a block takes the
+/// first whose envelope fits the tier's [`CollectionConfig::max_block_len`] (with extents
+/// 16/16, about 5.45 entropy-coded bits per value; in a slot 20/16, about 5.15), else the
+/// per-channel groups. Chosen in numpy on SmolLM2-135M's cache (bench/RESULTS.md "Session
+/// 12: kv-tier2": value error 4.61% with the 5-bit groups, 3.10% at 16/16, 3.75% at 20/16).
+pub const KV_ECSQ_TIER2_STEPS_SIXTEENTHS: [u8; 2] = [16, 20];
+/// Bit width of the entropy-coded tier 2 KV value codes ([`CollectionConfig::kv_ecsq_tier2`]):
+/// one more than the tier's 5 bits.
+pub const KV_ECSQ_TIER2_BITS: u8 = 6;
 /// Codec v2 group sizes of tiers 1, 2, 3: with 16 bits of side data per group and a
 /// 32-byte segment header, a 4096-value block fits 8.25 / 5.25 / 3.375 bits per value
 /// after 64-byte slot rounding (issue 14's bit budgets).
@@ -122,6 +133,14 @@ pub struct CollectionConfig {
     /// version 4 super-blocks (which tier 1 keeps). Same slots. MetaLog header flags
     /// bit 3. Opt-in for new collections: older ones keep their layout.
     pub ecsq: bool,
+    /// With [`CollectionConfig::kv_ecsq`]: KV values at tier 2 (5 bits) are stored with
+    /// entropy-coded levels as well: rotated per token, [`KV_ECSQ_TIER2_BITS`]-bit uniform
+    /// codes spaced one of [`KV_ECSQ_TIER2_STEPS_SIXTEENTHS`]/16 of the table's step times
+    /// the token's RMS, in the version 5 envelope; a block whose envelope does not fit the
+    /// tier's [`CollectionConfig::max_block_len`] at any of them keeps the per-channel
+    /// groups (`crate::codec`). Slot sizes are unchanged. MetaLog header flags bit 4. Opt-in for
+    /// new KV caches: older collections keep their layout.
+    pub kv_ecsq_tier2: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
     /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
@@ -155,6 +174,7 @@ impl CollectionConfig {
             extents: false,
             kv_ecsq: false,
             ecsq: false,
+            kv_ecsq_tier2: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
@@ -460,6 +480,13 @@ impl CollectionConfig {
                     "entropy-coded weight/embedding levels need codec v4 with the entropy flag (codec {}, entropy {})",
                     self.codec, self.entropy
                 ),
+            );
+        }
+        if self.kv_ecsq_tier2 && !self.kv_ecsq {
+            return bad(
+                "kv_ecsq_tier2",
+                "entropy-coded tier 2 KV levels need kv_ecsq (codec v4 with the entropy flag)"
+                    .into(),
             );
         }
         if !self.per_kind_keys() && (self.key_bits != [0; 3] || self.key_group_size != [0; 3]) {

@@ -60,7 +60,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     CollectionConfig, Durability, RecoveryMode, StoreConfig, CODEC_V1, CODEC_V2, CODEC_V3,
     CODEC_V4, ECSQ_BITS, ECSQ_BLOCK_LOG2, ECSQ_LANES_LOG2, EXTENT_CAP_SLOTS,
-    KV_ECSQ_STEP_SIXTEENTHS,
+    KV_ECSQ_STEP_SIXTEENTHS, KV_ECSQ_TIER2_BITS, KV_ECSQ_TIER2_STEPS_SIXTEENTHS,
 };
 pub use error::{Result, StoreErr};
 pub use finite::{HeldBlock, HoldReason};

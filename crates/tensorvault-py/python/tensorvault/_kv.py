@@ -113,6 +113,15 @@ class KvCache:
             (SmolLM2-135M: bench/RESULTS.md, "Session 11: kv-side"). Persisted with
             the collection (MetaLog header flags bit 2); raises
             :class:`tensorvault.InvalidArgumentError` without codec 4 and entropy.
+        ecsq_tier2: With ``ecsq=True``: store tier 2 values with entropy-coded levels
+            too (each token's head rotated, 6-bit uniform codes at the finest step
+            whose entropy-coded block fits the tier's slot or extent: at the MSE-optimal
+            step with ``allocation="extent"``, 1.25x it in a slot) instead of 5-bit
+            per-channel groups; blocks that do not fit keep the groups. Within tier 2's
+            5.25 bits/value (SmolLM2-135M: value error 4.6% -> 3.1-3.8%,
+            bench/RESULTS.md "Session 12: kv-tier2"). Persisted with the collection
+            (MetaLog header flags bit 4); raises :class:`tensorvault.InvalidArgumentError`
+            without ``ecsq``.
 
     Use it as a context manager or call :meth:`close`.
     """
@@ -134,6 +143,7 @@ class KvCache:
         entropy: bool = False,
         allocation: str = "slot",
         ecsq: bool = False,
+        ecsq_tier2: bool = False,
     ) -> None:
         self._head_dim = _index(head_dim, "head_dim")
         age = None
@@ -158,6 +168,7 @@ class KvCache:
             bool(entropy),
             str(allocation),
             bool(ecsq),
+            bool(ecsq_tier2),
         )
 
     @property

@@ -147,6 +147,7 @@ class KvCache:
         entropy: bool = False,
         allocation: str = 'slot',
         ecsq: bool = False,
+        ecsq_tier2: bool = False,
     ) -> None: ...
     @property
     def age_tiers(self) -> Optional[Tuple[int, int, int]]:
