@@ -53,9 +53,10 @@ pub struct ConstantMemory {
     /// Conv2D and FullyConnected weights packed once into the gemm's panel layout (a
     /// copy of those weights, zero-padded to whole panels).
     pub packed_bytes: u64,
-    /// Bytes of mapped weights whose resident pages were given back to the kernel once
-    /// packed (`Payload::release_pages`): they stay mapped, and are read again from the
-    /// file only if touched, so packing does not keep two copies in memory.
+    /// Bytes of mapped weights (f32, or the codes of quantized / fp16 ones) whose
+    /// resident pages were given back to the kernel once packed
+    /// (`Payload::release_pages`): they stay mapped, and are read again from the file
+    /// only if touched, so packing does not keep two copies in memory.
     pub released_bytes: u64,
     /// f32 bytes of converted weights (fp16, int8 / uint8 / int16, unaligned f32) that
     /// the session never holds whole: their only readers pack them (Conv2D and
@@ -214,7 +215,7 @@ impl Session {
             let c = match prepare(t, packed_only.contains(&t.id))? {
                 Prepared::Ready(c) => c,
                 Prepared::Deferred(shape, values) => {
-                    deferred.insert(t.id, (shape, values));
+                    deferred.insert(t.id, (shape, values, &t.data));
                     continue;
                 }
             };
@@ -286,21 +287,22 @@ impl Session {
                     memory.released_bytes += s.release_pages() as u64;
                 }
                 p
-            } else if let Some((shape, values)) = deferred.get(&id) {
+            } else if let Some((shape, values, payload)) = deferred.get(&id) {
                 let p = ops::prepack(
                     op,
                     shape,
                     ops::Weights::Decoded(values),
                     limits.max_elements,
                 );
-                if p.is_none() {
+                if p.is_some() {
+                    // The codes were read into the packed copy: their mapped pages go back.
+                    memory.released_bytes += payload.release_pages() as u64;
+                } else if let Some((shape, values, _)) = deferred.remove(&id) {
                     // This reader runs from the values (a thin or depthwise-shaped
                     // weight): converted once, for it and any later reader.
-                    if let Some((shape, values)) = deferred.remove(&id) {
-                        let v = decode(&values);
-                        memory.converted_bytes += 4 * v.len() as u64;
-                        constants.insert(id, Tensor::f32(shape, v)?);
-                    }
+                    let v = decode(&values);
+                    memory.converted_bytes += 4 * v.len() as u64;
+                    constants.insert(id, Tensor::f32(shape, v)?);
                 }
                 p
             } else {
@@ -310,7 +312,7 @@ impl Session {
         }
         memory.packed_bytes = packed.iter().flatten().map(|p| p.bytes() as u64).sum();
         // What stayed deferred lives only in packed copies.
-        for (id, (shape, values)) in deferred {
+        for (id, (shape, values, _)) in deferred {
             memory.dropped_bytes += 4 * values.len() as u64;
             constants.insert(
                 id,

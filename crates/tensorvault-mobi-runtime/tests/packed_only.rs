@@ -73,6 +73,11 @@ fn quantized_weights_are_packed_without_a_kept_copy_and_give_the_same_bits() {
             assert!(mem.dropped_bytes > 0, "{name} {target:?}");
             assert_eq!(mem.dropped_bytes + mem.converted_bytes, converted);
             assert!(mem.packed_bytes >= mem.dropped_bytes);
+            if name == "lenet5" {
+                // The mapped codes of its 400 x 120 fully-connected weights alone span
+                // whole pages: given back once packed.
+                assert!(mem.released_bytes >= 4096, "{target:?}");
+            }
             let reference = Session::new(&dequantized(&q)).unwrap();
             assert_eq!(reference.constant_memory().dropped_bytes, 0);
             for n in [1, 3] {
