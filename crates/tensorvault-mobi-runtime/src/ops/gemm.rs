@@ -38,8 +38,10 @@ use super::act::{clip, relu};
 pub const MR: usize = 6;
 /// Columns of `B` (and of a `C` tile) per micro-kernel call.
 pub const NR: usize = 16;
-/// Depth of one block of `k` (see the module documentation).
-const KC: usize = 256;
+/// Depth of one block of `k` (see the module documentation); a product's sums are
+/// accumulated per block of `KC` and the blocks' sums added in order (a kernel that
+/// must give the same bits, as FullyConnected's batch-1 path does, follows it).
+pub const KC: usize = 256;
 /// Rows of one block of `A` (a multiple of `MR`).
 const MC: usize = 24 * MR;
 /// Columns of one block of `B` (a multiple of `NR`).
@@ -199,6 +201,12 @@ impl PackedB {
             pack_b(&cols, (1, k), 0..k, 0..ncols, &mut data[pj * NR * k..]);
         }
         PackedB { k, n, data }
+    }
+
+    /// The packed values: `n.div_ceil(NR)` panels of `[k][NR]`, one after the other
+    /// (the columns past `n` of the last panel are zeros).
+    pub fn panels(&self) -> &[f32] {
+        &self.data
     }
 
     /// Columns.

@@ -1,5 +1,8 @@
 //! Matrix products: FullyConnected (X * W^T + B) and numpy MatMul, through
-//! the packed gemm of [`super::gemm`].
+//! the packed gemm of [`super::gemm`]; FullyConnected on one row with packed weights
+//! through [`gemv`] (the same bits, without the gemm's six-row tile).
+
+mod gemv;
 
 use super::act::Act;
 use super::gemm::{self, Bias, Epilogue, Kernel, Lhs, Rhs};
@@ -68,6 +71,10 @@ pub(crate) fn fully_connected(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Tensor
     // The gemm (and gemv) overwrite every element (zeros when k is 0), adding the bias
     // and applying the activation as they store each tile.
     let mut y = cx.buffer(n);
+    if let (Some(p), 1) = (packed, rows) {
+        gemv::gemv(x, p, bias, act, &mut y);
+        return Ok(f32_tensor(out_shape, y));
+    }
     let rhs = match packed {
         Some(p) => Rhs::Packed(p),
         None => Rhs::Strided {
