@@ -235,7 +235,8 @@ def size_and_load_rows(args, name: str, onnx_path: Path, files: dict, out_dir: P
     cells = " | ".join(f"{sizes[k]:,} ({sizes[k] / onnx_size:.1%})" for k in (*MODES, "int8+gzip"))
     size_row = f"| {name} | {onnx_size:,} | {cells} | {ortq:,} ({ortq / onnx_size:.1%}) | {sizes['int8'] / ortq:.2f}x |"
     load_rows = []
-    for mode, onnx_file, mobi_file in (("f32", onnx_path, files["f32"]), ("int8", out_dir / f"{name}.ort-int8.onnx", files["int8"])):
+    for mode, onnx_file, mobi_file in (("f32", onnx_path, files["f32"]), ("fp16", onnx_path, files["fp16"]),
+                                       ("int8", out_dir / f"{name}.ort-int8.onnx", files["int8"])):
         for cold in (False, True):
             m = load_stats("mobi", mobi_file, cold, args.loads)
             p = load_stats("mobi-objects", mobi_file, cold, args.loads)
@@ -243,8 +244,19 @@ def size_and_load_rows(args, name: str, onnx_path: Path, files: dict, out_dir: P
             load_rows.append(
                 f"| {name} | {mode} | {'cold' if cold else 'warm'} | {m['median_ms']:.2f} | {o['median_ms']:.2f} | "
                 f"{m['median_ms'] / o['median_ms']:.2f}x | {m['peak_rss'] / 2**20:.1f} | {o['peak_rss'] / 2**20:.1f} | "
-                f"{p['median_ms']:.2f} | {p['peak_rss'] / 2**20:.1f} |")
+                f"{p['median_ms']:.2f} | {p['peak_rss'] / 2**20:.1f} | {floor(mobi_file)} |")
     return size_row, load_rows
+
+
+def floor(path: Path) -> str:
+    """The least a load can hold, MiB: the packed weights, the values kept unpacked
+    (converted: biases, depthwise weights) and the whole file mapped (every page touched
+    once while loading)."""
+    import tensorvault
+
+    mem = tensorvault.open_mobi_session(str(path)).constant_memory
+    total = mem.get("packed", 0) + mem["converted"] + path.stat().st_size
+    return f"{total / 2**20:.1f}"
 
 
 def latency_row(args, name: str, onnx_path: Path, mobi_file: Path, mode: str, input_name: str, x_path: Path) -> str:
@@ -296,10 +308,11 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|---|")
         print("\n".join(rows_size))
         print(f"\nLoad until ready to run, one load per fresh process, median of {args.loads} (ms); peak RSS growth while loading (MiB)."
-              "\nint8 rows: MOBI int8 file vs onnxruntime on its quantize_dynamic model.\n")
+              "\nint8 rows: MOBI int8 file vs onnxruntime on its quantize_dynamic model; fp16 rows: vs onnxruntime on the f32 model.\n")
         print("MOBI = open_mobi_session(path); read_mobi = read_mobi(path).session() (the Python-objects path).\n")
-        print("| model | weights | cache | MOBI ms | ORT ms | MOBI / ORT | MOBI peak MiB | ORT peak MiB | read_mobi ms | read_mobi peak MiB |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("floor MiB = packed weights + converted values kept + the file (mapped).\n")
+        print("| model | weights | cache | MOBI ms | ORT ms | MOBI / ORT | MOBI peak MiB | ORT peak MiB | read_mobi ms | read_mobi peak MiB | floor MiB |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         print("\n".join(rows_load))
     print("\nLatency, one thread: median process CPU time (ms) over interleaved rounds, and the wall-time"
           "\nratios; int8 rows: MOBI int8 file vs onnxruntime on the f32 ONNX model\n")

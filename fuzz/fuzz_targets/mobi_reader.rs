@@ -1,8 +1,8 @@
 //! Fuzz the MOBI reader (v1 and v2): full validation and the header-only parse must
 //! never panic; a valid file's tensors dequantize (per tensor and per axis) without
-//! panicking, it re-encodes (as v2) idempotently, and reading it with payloads shared
-//! (`Model::from_vec`, the path of `Model::open`'s map) gives the same model and the
-//! same first error.
+//! panicking, range by range with the same bits as whole, it re-encodes (as v2)
+//! idempotently, and reading it with payloads shared (`Model::from_vec`, the path of
+//! `Model::open`'s map) gives the same model and the same first error.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -26,6 +26,15 @@ fuzz_target!(|data: &[u8]| {
             // Parameters were validated: dequantization cannot fail.
             let v = t.to_f32().expect("a validated tensor dequantizes");
             assert_eq!(v.len() as u64, t.len());
+            // Range by range (as the runtime packs weights), the same bits.
+            let d = t.dequantizer().expect("a validated tensor dequantizes");
+            let step = 1 + data.len() % 13;
+            let mut pieces = vec![f32::NAN; v.len()];
+            for (i, out) in pieces.chunks_mut(step).enumerate() {
+                assert_eq!(d.fill(i * step, out), out.len());
+            }
+            let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&pieces), bits(&v));
         }
         // Valid files re-encode, and re-encoding is idempotent (byte-equal; NaN
         // parameters make model equality the wrong check).

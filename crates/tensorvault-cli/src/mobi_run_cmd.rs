@@ -145,7 +145,8 @@ fn write_npy(path: &Path, t: &Tensor) -> Result<(), CliError> {
     let name = path.display().to_string();
     let shape: Vec<u64> = t.shape.iter().map(|&d| d as u64).collect();
     let mut bytes = match &t.data {
-        f @ (Data::F32(_) | Data::SharedF32(_)) => {
+        // (A session never returns `Data::Packed`: it holds only weights no output is.)
+        f @ (Data::F32(_) | Data::SharedF32(_) | Data::Packed(_)) => {
             let v = f.as_f32().unwrap_or_default();
             let mut b = npy::f32_header(&shape).map_err(CliError::io("encode header", &name))?;
             npy::write_f32s(&mut b, v).map_err(CliError::io("encode", &name))?;

@@ -1,10 +1,13 @@
 //! [`Session`]: a model prepared once (operators checked; f32 constants used in place
-//! from the model's payloads, other constants converted to f32 once), run many times.
+//! from the model's payloads, other constants converted to f32 once, or only into the
+//! packed copy of the operators that read them), run many times.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tensorvault_formats::mobi::ops::{check_operators, InputKind};
-use tensorvault_formats::mobi::{ConstantTensor, DataType, Dim, Model, Operator};
+use tensorvault_formats::mobi::{
+    ConstantTensor, DataType, Dequantizer, Dim, Model, Operator, OperatorType,
+};
 
 use crate::error::RuntimeError;
 use crate::ops::{self, Ctx, OpError};
@@ -42,16 +45,25 @@ pub struct ConstantMemory {
     /// The part of `in_place_bytes` that lives in a file's memory map
     /// (`Model::open` of an uncompressed payload).
     pub mapped_bytes: u64,
-    /// Values converted into memory of the session's own: dequantized int8/uint8/int16
-    /// and fp16 weights, f32 payloads that are not 4-byte aligned (v1 files), integers.
+    /// Values converted into memory of the session's own and kept: dequantized
+    /// int8/uint8/int16 and fp16 weights that some reader takes unpacked (depthwise
+    /// weights, biases, a weight also read by another operator), f32 payloads that are
+    /// not 4-byte aligned (v1 files), integers.
     pub converted_bytes: u64,
     /// Conv2D and FullyConnected weights packed once into the gemm's panel layout (a
     /// copy of those weights, zero-padded to whole panels).
     pub packed_bytes: u64,
-    /// Bytes of mapped weights whose resident pages were given back to the kernel once
-    /// packed (`Payload::release_pages`): they stay mapped, and are read again from the
-    /// file only if touched, so packing does not keep two copies in memory.
+    /// Bytes of mapped weights (f32, or the codes of quantized / fp16 ones) whose
+    /// resident pages were given back to the kernel once packed
+    /// (`Payload::release_pages`): they stay mapped, and are read again from the file
+    /// only if touched, so packing does not keep two copies in memory.
     pub released_bytes: u64,
+    /// f32 bytes of converted weights (fp16, int8 / uint8 / int16, unaligned f32) that
+    /// the session never holds whole: their only readers pack them (Conv2D and
+    /// FullyConnected weights), so they are decoded one panel's rows at a time straight
+    /// into `packed_bytes`. Not part of `converted_bytes`: `in_place_bytes +
+    /// converted_bytes + dropped_bytes` is every constant's f32/i64 size.
+    pub dropped_bytes: u64,
 }
 
 /// A model ready to run.
@@ -75,7 +87,19 @@ pub struct Session {
     memory: ConstantMemory,
 }
 
-fn prepare(t: &ConstantTensor) -> Result<Tensor, RuntimeError> {
+/// A constant as the session first holds it.
+enum Prepared<'m> {
+    /// Values ready for any reader.
+    Ready(Tensor),
+    /// fp16 / int8 / uint8 / int16 weights (or unaligned f32) whose every reader packs
+    /// them: decoded row by row into the packed copies, never whole, unless a reader
+    /// turns out not to pack them (then converted once).
+    Deferred(Vec<usize>, Dequantizer<'m>),
+}
+
+/// `t` as the runtime holds it: aligned f32 in place, integers widened to i64, anything
+/// else decoded to f32 (at once, or later into packed copies when `deferrable`).
+fn prepare(t: &ConstantTensor, deferrable: bool) -> Result<Prepared<'_>, RuntimeError> {
     let shape: Vec<usize> = t.shape.iter().map(|&d| d as usize).collect();
     // Little-endian f32 bytes that are 4-byte aligned in memory are the values: used in
     // place (v2 aligns every f32 payload; a v1 payload may start anywhere).
@@ -96,9 +120,21 @@ fn prepare(t: &ConstantTensor) -> Result<Tensor, RuntimeError> {
                 .map(|c| i64::from(i32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))
                 .collect(),
         ),
-        // The single dequantization path: fp16, per-tensor (and per-channel) affine,
-        // and f32 payloads that are not aligned.
-        (None, _) => Data::F32(t.to_f32()?),
+        // The single dequantization path (`Dequantizer`): fp16, per-tensor and
+        // per-channel affine, and f32 payloads that are not aligned.
+        (None, _) => {
+            let values = t.dequantizer()?;
+            if numel(&shape) != Some(values.len()) {
+                return Err(RuntimeError::DataLength {
+                    shape,
+                    len: values.len(),
+                });
+            }
+            if deferrable {
+                return Ok(Prepared::Deferred(shape, values));
+            }
+            Data::F32(decode(&values))
+        }
     };
     let tensor = Tensor { shape, data };
     if numel(&tensor.shape) != Some(tensor.len()) {
@@ -108,7 +144,35 @@ fn prepare(t: &ConstantTensor) -> Result<Tensor, RuntimeError> {
             len,
         });
     }
-    Ok(tensor)
+    Ok(Prepared::Ready(tensor))
+}
+
+/// All of `values` as f32 (its length is the payload's, checked against the shape).
+fn decode(values: &Dequantizer<'_>) -> Vec<f32> {
+    let mut v = vec![0f32; values.len()];
+    values.fill(0, &mut v);
+    v
+}
+
+/// The constants whose every use is as the weights (input 1) of a Conv2D or a
+/// FullyConnected, the operators that pack them: those need no f32 copy of their own.
+/// A constant read in any other way, or that is a graph output, is not one of them.
+fn packed_only(model: &Model) -> HashSet<u32> {
+    let mut weights = HashSet::new();
+    let mut other: HashSet<u32> = (0..model.outputs.len())
+        .map(|j| model.output_id(j))
+        .collect();
+    for op in &model.operators {
+        for (pos, &id) in op.inputs.iter().enumerate() {
+            if pos == 1 && matches!(op.op, OperatorType::Conv2D | OperatorType::FullyConnected) {
+                weights.insert(id);
+            } else {
+                other.insert(id);
+            }
+        }
+    }
+    weights.retain(|id| !other.contains(id));
+    weights
 }
 
 impl Session {
@@ -127,7 +191,12 @@ impl Session {
     /// as long as the session lives), others are converted once (fp16, int8 / uint8 /
     /// int16 dequantized, unaligned f32 copied, i32 widened to i64). Conv2D and
     /// FullyConnected weights are then packed once into the gemm's panel layout
-    /// ([`ConstantMemory::packed_bytes`]), so a run packs only activations.
+    /// ([`ConstantMemory::packed_bytes`]), one operator at a time, so a run packs only
+    /// activations. A converted constant whose only readers pack it (and that is no
+    /// graph output) is decoded one panel's rows at a time straight into the packed
+    /// copy and never held whole ([`ConstantMemory::dropped_bytes`]): loading an int8
+    /// file holds its mapped codes, the packed f32 weights and the values other readers
+    /// need (biases, depthwise weights), not a dequantized copy of every weight.
     ///
     /// # Errors
     /// [`RuntimeError::Model`] for an operator the table refuses or a constant that does
@@ -139,9 +208,17 @@ impl Session {
             return Err(e.into());
         }
         let mut constants = HashMap::new();
+        let mut deferred = HashMap::new();
         let mut memory = ConstantMemory::default();
+        let packed_only = packed_only(model);
         for t in &model.tensors {
-            let c = prepare(t)?;
+            let c = match prepare(t, packed_only.contains(&t.id))? {
+                Prepared::Ready(c) => c,
+                Prepared::Deferred(shape, values) => {
+                    deferred.insert(t.id, (shape, values, &t.data));
+                    continue;
+                }
+            };
             let bytes = match &c.data {
                 Data::I64(v) => 8 * v.len() as u64,
                 _ => 4 * c.len() as u64,
@@ -157,8 +234,9 @@ impl Session {
             }
             constants.insert(t.id, c);
         }
-        let mut defined: std::collections::HashSet<u32> = (0..model.inputs.len() as u32).collect();
+        let mut defined: HashSet<u32> = (0..model.inputs.len() as u32).collect();
         defined.extend(constants.keys().copied());
+        defined.extend(deferred.keys().copied());
         let mut last_use = HashMap::new();
         for (i, op) in model.operators.iter().enumerate() {
             for &id in &op.inputs {
@@ -190,22 +268,60 @@ impl Session {
             last_use.insert(*id, usize::MAX);
         }
         let fused = ops::fusion_plan(&model.operators, &last_use);
-        // Each operator's weights are packed, then the pages of their mapped original
-        // given back (the run reads the packed copy): while loading, resident memory
-        // holds the file's pages or their packed copy, not both.
-        let packed: Vec<Option<ops::Prepacked>> = model
-            .operators
-            .iter()
-            .map(|op| {
-                let p = ops::prepack(op, &constants, limits.max_elements)?;
-                let weights = op.inputs.get(1).and_then(|id| constants.get(id));
-                if let Some(Data::SharedF32(s)) = weights.map(|t| &t.data) {
+        // One operator at a time, its weights are packed, then the pages of their mapped
+        // original given back (the run reads the packed copy): while loading, resident
+        // memory holds the file's pages or their packed copy, not both. Deferred
+        // (quantized / fp16) weights are decoded one panel's rows at a time straight into
+        // the packed copy, so no whole f32 copy of them is ever made.
+        let mut packed: Vec<Option<ops::Prepacked>> = Vec::with_capacity(model.operators.len());
+        for op in &model.operators {
+            let Some(&id) = op.inputs.get(1) else {
+                packed.push(None);
+                continue;
+            };
+            let p = if let Some(w) = constants.get(&id) {
+                let p = w.as_f32().and_then(|v| {
+                    ops::prepack(op, &w.shape, ops::Weights::Values(v), limits.max_elements)
+                });
+                if let (Some(_), Data::SharedF32(s)) = (&p, &w.data) {
                     memory.released_bytes += s.release_pages() as u64;
                 }
-                Some(p)
-            })
-            .collect();
+                p
+            } else if let Some((shape, values, payload)) = deferred.get(&id) {
+                let p = ops::prepack(
+                    op,
+                    shape,
+                    ops::Weights::Decoded(values),
+                    limits.max_elements,
+                );
+                if p.is_some() {
+                    // The codes were read into the packed copy: their mapped pages go back.
+                    memory.released_bytes += payload.release_pages() as u64;
+                } else if let Some((shape, values, _)) = deferred.remove(&id) {
+                    // This reader runs from the values (a thin or depthwise-shaped
+                    // weight): converted once, for it and any later reader.
+                    let v = decode(&values);
+                    memory.converted_bytes += 4 * v.len() as u64;
+                    constants.insert(id, Tensor::f32(shape, v)?);
+                }
+                p
+            } else {
+                None
+            };
+            packed.push(p);
+        }
         memory.packed_bytes = packed.iter().flatten().map(|p| p.bytes() as u64).sum();
+        // What stayed deferred lives only in packed copies.
+        for (id, (shape, values, _)) in deferred {
+            memory.dropped_bytes += 4 * values.len() as u64;
+            constants.insert(
+                id,
+                Tensor {
+                    shape,
+                    data: Data::Packed(values.len()),
+                },
+            );
+        }
         let per_image = sub_batch::per_image(model, &constants);
         Ok(Session {
             inputs: model

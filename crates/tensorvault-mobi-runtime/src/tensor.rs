@@ -66,14 +66,23 @@ pub enum Data {
     I64(Vec<i64>),
     /// f32 weights used in place from the model's payload (no copy).
     SharedF32(SharedF32),
+    /// `len` f32 weights held only in the packed copy of the operators that read them
+    /// (a session's dequantized Conv2D / FullyConnected weights, decoded straight into
+    /// their panels; [`crate::ConstantMemory::dropped_bytes`]). Their values are not
+    /// readable here: [`Data::as_f32`] gives an empty slice. Only a constant whose every
+    /// reader is such an operator, and that is no graph output, is held this way, so
+    /// no run reads it and no run returns it.
+    Packed(usize),
 }
 
 impl Data {
-    /// The f32 values (owned or shared), if this is f32 data.
+    /// The f32 values (owned or shared), if this is f32 data (empty for
+    /// [`Data::Packed`], whose values live only in a packed copy).
     pub fn as_f32(&self) -> Option<&[f32]> {
         match self {
             Data::F32(v) => Some(v),
             Data::SharedF32(s) => Some(s.as_slice()),
+            Data::Packed(_) => Some(&[]),
             Data::I64(_) => None,
         }
     }
@@ -84,6 +93,8 @@ impl PartialEq for Data {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Data::I64(a), Data::I64(b)) => a == b,
+            (Data::Packed(a), Data::Packed(b)) => a == b,
+            (Data::Packed(_), _) | (_, Data::Packed(_)) => false,
             (a, b) => a.as_f32().is_some() && a.as_f32() == b.as_f32(),
         }
     }
@@ -134,6 +145,7 @@ impl Tensor {
             Data::F32(v) => v.len(),
             Data::I64(v) => v.len(),
             Data::SharedF32(s) => s.as_slice().len(),
+            Data::Packed(n) => *n,
         }
     }
 
@@ -151,14 +163,14 @@ impl Tensor {
     pub fn as_i64(&self) -> Option<&[i64]> {
         match &self.data {
             Data::I64(v) => Some(v),
-            Data::F32(_) | Data::SharedF32(_) => None,
+            Data::F32(_) | Data::SharedF32(_) | Data::Packed(_) => None,
         }
     }
 
     /// `"f32"` or `"i64"`.
     pub fn dtype_name(&self) -> &'static str {
         match &self.data {
-            Data::F32(_) | Data::SharedF32(_) => "f32",
+            Data::F32(_) | Data::SharedF32(_) | Data::Packed(_) => "f32",
             Data::I64(_) => "i64",
         }
     }

@@ -78,7 +78,9 @@ impl MobiSession {
 
     /// Where the weights live, in bytes: `{"in_place": .., "mapped": .., "converted": ..}`
     /// (in place = f32 weights used from the model's memory without a copy, mapped = the
-    /// part of those in the file's memory map, converted = dequantized or copied).
+    /// part of those in the file's memory map, converted = dequantized or copied and kept,
+    /// dropped = dequantized straight into packed copies and never kept whole, packed =
+    /// Conv2D / FullyConnected weights in the gemm's panel layout).
     #[getter]
     fn constant_memory<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let m = self.inner.constant_memory();
@@ -86,6 +88,8 @@ impl MobiSession {
         d.set_item("in_place", m.in_place_bytes)?;
         d.set_item("mapped", m.mapped_bytes)?;
         d.set_item("converted", m.converted_bytes)?;
+        d.set_item("dropped", m.dropped_bytes)?;
+        d.set_item("packed", m.packed_bytes)?;
         Ok(d)
     }
 
@@ -143,9 +147,11 @@ impl MobiSession {
         for (name, t) in outs {
             let shape = IxDyn(&t.shape);
             match t.data {
-                Data::SharedF32(s) => d.set_item(
+                // (A session never returns `Data::Packed`: it holds only weights no
+                // output is; its empty values would fail the shape check, not panic.)
+                ref f @ (Data::SharedF32(_) | Data::Packed(_)) => d.set_item(
                     name,
-                    ArrayD::from_shape_vec(shape, s.as_slice().to_vec())
+                    ArrayD::from_shape_vec(shape, f.as_f32().unwrap_or_default().to_vec())
                         .map_err(|e| arg_err(e.to_string()))?
                         .into_pyarray(py),
                 )?,

@@ -33,6 +33,7 @@
 
 mod builder;
 mod cursor;
+mod dequant;
 mod error;
 mod graph;
 mod header;
@@ -49,6 +50,7 @@ mod types;
 mod write;
 
 pub use builder::{ModelBuilder, Value};
+pub use dequant::Dequantizer;
 pub use error::MobiError;
 pub use graph::{listing, printable, to_dot};
 pub use header::Header;

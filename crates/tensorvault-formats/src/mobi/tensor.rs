@@ -1,10 +1,9 @@
-//! Constant tensors and their quantization parameters; [`ConstantTensor::to_f32`] is
-//! the single dequantization path.
+//! Constant tensors and their quantization parameters; [`ConstantTensor::to_f32`] and
+//! [`ConstantTensor::dequantizer`] (`dequant.rs`, range by range) are the single
+//! dequantization path.
 
-use tensorvault_quant::affine::{Affine, AffineCode};
-use tensorvault_quant::float::f16_bits_to_f32;
+use tensorvault_quant::affine::Affine;
 use tensorvault_quant::per_axis::PerAxis;
-use tensorvault_quant::QuantError;
 
 use super::error::MobiError;
 use super::payload::Payload;
@@ -86,89 +85,6 @@ pub(crate) fn axis_split(shape: &[u64], axis: u8) -> Option<(u64, u64)> {
     let channels = *shape.get(a)?;
     let inner = element_count(shape.get(a + 1..)?)?;
     (channels > 0 && inner > 0).then_some((channels, inner))
-}
-
-fn per_axis<T: AffineCode>(
-    scales: &[f32],
-    zero_points: &[i32],
-    inner: u64,
-) -> Result<PerAxis<T>, QuantError> {
-    let params = scales
-        .iter()
-        .zip(zero_points)
-        .map(|(&s, &z)| Affine::<T>::new(s, z))
-        .collect::<Result<Vec<_>, _>>()?;
-    let inner = usize::try_from(inner).map_err(|_| QuantError::InvalidParam {
-        field: "inner",
-        value: inner as f64,
-        reason: "does not fit in memory",
-    })?;
-    PerAxis::new(params, inner)
-}
-
-/// The validated `(scale, zero_point)` of every channel and the channel length (the
-/// whole tensor for per-tensor parameters); the checks of `tensorvault-quant`'s
-/// `Affine` / `PerAxis` (finite scale > 0, zero point a valid code of `T`).
-fn lane_params<T: AffineCode>(
-    q: Option<&Quantization>,
-    shape: &[u64],
-    n: usize,
-) -> Result<(Vec<(f32, f32)>, usize), QuantError> {
-    let pair = |a: &Affine<T>| (a.scale(), a.zero_point() as f32);
-    match q {
-        Some(Quantization::PerAxis {
-            axis,
-            scales,
-            zero_points,
-        }) => {
-            let (channels, inner) = axis_split(shape, *axis).ok_or(QuantError::InvalidParam {
-                field: "axis",
-                value: f64::from(*axis),
-                reason: "outside the rank, or an empty axis",
-            })?;
-            if channels != scales.len() as u64 || channels != zero_points.len() as u64 {
-                return Err(QuantError::InvalidParam {
-                    field: "channels",
-                    value: scales.len() as f64,
-                    reason: "scales and zero points must number shape[axis]",
-                });
-            }
-            let pa = per_axis::<T>(scales, zero_points, inner)?;
-            Ok((pa.channels().iter().map(pair).collect(), inner as usize))
-        }
-        Some(Quantization::PerTensor { scale, zero_point }) => {
-            let a = Affine::<T>::new(*scale, *zero_point)?;
-            Ok((vec![pair(&a)], n.max(1)))
-        }
-        None => Err(QuantError::InvalidParam {
-            field: "quantization",
-            value: 0.0,
-            reason: "an affine tensor needs quantization parameters",
-        }),
-    }
-}
-
-/// `out[k] = (code[k] - zero_point) * scale` with the parameters of lane `k / inner`
-/// (cycling), reading the stored little-endian codes of `W` bytes in place (no
-/// intermediate code vector). One tight loop per lane, which the compiler vectorizes;
-/// the result is bit-identical to `Affine::dequantize` (same operations, same order).
-fn dequant_lanes<const W: usize>(
-    d: &[u8],
-    (params, inner): (Vec<(f32, f32)>, usize),
-    out: &mut [f32],
-    code: impl Fn([u8; W]) -> f32,
-) {
-    if params.is_empty() || inner == 0 {
-        return;
-    }
-    let lanes = d.chunks_exact(inner * W).zip(out.chunks_exact_mut(inner));
-    for ((qs, os), &(scale, zp)) in lanes.zip(params.iter().cycle()) {
-        for (o, c) in os.iter_mut().zip(qs.chunks_exact(W)) {
-            let mut b = [0u8; W];
-            b.copy_from_slice(c);
-            *o = (code(b) - zp) * scale;
-        }
-    }
 }
 
 impl ConstantTensor {
@@ -268,66 +184,9 @@ impl ConstantTensor {
     /// [`MobiError::DataSizeMismatch`] if `data` does not match dtype x shape,
     /// [`MobiError::Codec`] for unusable quantization parameters.
     pub fn to_f32(&self) -> Result<Vec<f32>, MobiError> {
-        let esize = self.dtype.size();
-        let n = self.len();
-        if n.checked_mul(esize) != Some(self.data.len() as u64) {
-            return Err(MobiError::DataSizeMismatch {
-                tensor_id: self.id,
-                offset: 0,
-                expected: n.saturating_mul(esize),
-                found: self.data.len() as u64,
-            });
-        }
-        let codec = |source| MobiError::Codec {
-            tensor_id: self.id,
-            source,
-        };
-        let d: &[u8] = &self.data;
-        let q = self.quant.as_ref();
-        let mut out = vec![0f32; d.len() / esize as usize];
-        match self.dtype {
-            DataType::F32 => {
-                for (o, c) in out.iter_mut().zip(d.chunks_exact(4)) {
-                    *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                }
-            }
-            DataType::F16 => {
-                let bits: Vec<u16> = d
-                    .chunks_exact(2)
-                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                    .collect();
-                f16_bits_to_f32(&bits, &mut out).map_err(codec)?;
-            }
-            DataType::I8 => {
-                let lanes = lane_params::<i8>(q, &self.shape, out.len()).map_err(codec)?;
-                dequant_lanes(d, lanes, &mut out, |[b]| f32::from(b as i8));
-            }
-            DataType::U8 => {
-                let lanes = lane_params::<u8>(q, &self.shape, out.len()).map_err(codec)?;
-                dequant_lanes(d, lanes, &mut out, |[b]| f32::from(b));
-            }
-            DataType::I16 => {
-                let lanes = lane_params::<i16>(q, &self.shape, out.len()).map_err(codec)?;
-                dequant_lanes(d, lanes, &mut out, |b| f32::from(i16::from_le_bytes(b)));
-            }
-            DataType::I32 => {
-                for (o, c) in out.iter_mut().zip(d.chunks_exact(4)) {
-                    *o = i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32;
-                }
-            }
-            DataType::I64 => {
-                for (o, c) in out.iter_mut().zip(d.chunks_exact(8)) {
-                    let mut b = [0u8; 8];
-                    b.copy_from_slice(c);
-                    *o = i64::from_le_bytes(b) as f32;
-                }
-            }
-            DataType::Bool => {
-                for (o, &b) in out.iter_mut().zip(d) {
-                    *o = f32::from(b);
-                }
-            }
-        }
+        let d = self.dequantizer()?;
+        let mut out = vec![0f32; d.len()];
+        d.fill(0, &mut out);
         Ok(out)
     }
 }
@@ -335,6 +194,8 @@ impl ConstantTensor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mobi::dequant::per_axis;
+    use tensorvault_quant::affine::Affine;
 
     /// The in-place lane loop gives exactly what `tensorvault-quant` computes.
     #[test]

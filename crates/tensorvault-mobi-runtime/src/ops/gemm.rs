@@ -38,8 +38,10 @@ use super::act::{clip, relu};
 pub const MR: usize = 6;
 /// Columns of `B` (and of a `C` tile) per micro-kernel call.
 pub const NR: usize = 16;
-/// Depth of one block of `k` (see the module documentation).
-const KC: usize = 256;
+/// Depth of one block of `k` (see the module documentation); a product's sums are
+/// accumulated per block of `KC` and the blocks' sums added in order (a kernel that
+/// must give the same bits, as FullyConnected's batch-1 path does, follows it).
+pub const KC: usize = 256;
 /// Rows of one block of `A` (a multiple of `MR`).
 const MC: usize = 24 * MR;
 /// Columns of one block of `B` (a multiple of `NR`).
@@ -127,6 +129,22 @@ impl PackedA {
         PackedA { m, k, data }
     }
 
+    /// Pack an `m x k` operand given row by row: `row(i, buf)` writes row `i` (`k`
+    /// values) into `buf`. Only one panel's rows (`MR x k`) are held besides the packed
+    /// values: weights decoded row by row (dequantized) are never whole in f32.
+    pub fn from_rows(m: usize, k: usize, mut row: impl FnMut(usize, &mut [f32])) -> Self {
+        let mut data = vec![0f32; m.div_ceil(MR) * MR * k];
+        let mut rows = vec![0f32; MR * k];
+        for (pi, i0) in (0..m).step_by(MR).enumerate() {
+            let nrows = MR.min(m - i0);
+            for (ii, buf) in rows.chunks_exact_mut(k.max(1)).take(nrows).enumerate() {
+                row(i0 + ii, &mut buf[..k]);
+            }
+            pack_a(&rows, (k, 1), 0..nrows, 0..k, &mut data[pi * MR * k..]);
+        }
+        PackedA { m, k, data }
+    }
+
     /// Rows.
     pub fn rows(&self) -> usize {
         self.m
@@ -167,6 +185,28 @@ impl PackedB {
     /// Depth.
     pub fn depth(&self) -> usize {
         self.k
+    }
+
+    /// Pack a `k x n` operand given column by column: `col(j, buf)` writes column `j`
+    /// (`k` values) into `buf` (for FullyConnected's `W^T`, row `j` of `W`). Only one
+    /// panel's columns (`NR x k`) are held besides the packed values.
+    pub fn from_cols(k: usize, n: usize, mut col: impl FnMut(usize, &mut [f32])) -> Self {
+        let mut data = vec![0f32; n.div_ceil(NR) * NR * k];
+        let mut cols = vec![0f32; NR * k];
+        for (pj, j0) in (0..n).step_by(NR).enumerate() {
+            let ncols = NR.min(n - j0);
+            for (jj, buf) in cols.chunks_exact_mut(k.max(1)).take(ncols).enumerate() {
+                col(j0 + jj, &mut buf[..k]);
+            }
+            pack_b(&cols, (1, k), 0..k, 0..ncols, &mut data[pj * NR * k..]);
+        }
+        PackedB { k, n, data }
+    }
+
+    /// The packed values: `n.div_ceil(NR)` panels of `[k][NR]`, one after the other
+    /// (the columns past `n` of the last panel are zeros).
+    pub fn panels(&self) -> &[f32] {
+        &self.data
     }
 
     /// Columns.

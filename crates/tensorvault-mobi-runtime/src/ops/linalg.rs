@@ -1,5 +1,8 @@
 //! Matrix products: FullyConnected (X * W^T + B) and numpy MatMul, through
-//! the packed gemm of [`super::gemm`].
+//! the packed gemm of [`super::gemm`]; FullyConnected on one row with packed weights
+//! through [`gemv`] (the same bits, without the gemm's six-row tile).
+
+mod gemv;
 
 use super::act::Act;
 use super::gemm::{self, Bias, Epilogue, Kernel, Lhs, Rhs};
@@ -54,12 +57,27 @@ pub(crate) fn fully_connected(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Tensor
             rule: "bias length must equal M",
         });
     }
-    // The gemm overwrites every element (zeros when k is 0), adding the bias and
-    // applying the activation as it stores each tile.
+    let packed = match cx.packed {
+        Some(Prepacked::Dense(p)) if p.depth() == k && p.cols() == m => Some(p),
+        _ => None,
+    };
+    // The weights' values, when they are read (weights held only packed have none).
+    if packed.is_none() && Some(w.len()) != m.checked_mul(k) {
+        return Err(OpError::Shape {
+            input: 1,
+            rule: "weights must hold M * K values",
+        });
+    }
+    // The gemm (and gemv) overwrite every element (zeros when k is 0), adding the bias
+    // and applying the activation as they store each tile.
     let mut y = cx.buffer(n);
-    let rhs = match cx.packed {
-        Some(Prepacked::Dense(p)) if p.depth() == k && p.cols() == m => Rhs::Packed(p),
-        _ => Rhs::Strided {
+    if let (Some(p), 1) = (packed, rows) {
+        gemv::gemv(x, p, bias, act, &mut y);
+        return Ok(f32_tensor(out_shape, y));
+    }
+    let rhs = match packed {
+        Some(p) => Rhs::Packed(p),
+        None => Rhs::Strided {
             data: w,
             rs: 1,
             cs: k,

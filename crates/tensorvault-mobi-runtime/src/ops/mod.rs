@@ -30,7 +30,7 @@ use crate::tensor::{numel, Data, Tensor};
 
 pub(crate) use act::{fusion_plan, Act};
 pub(crate) use buffers::{Buffers, Pool};
-pub(crate) use prepack::{prepack, Prepacked};
+pub(crate) use prepack::{prepack, Prepacked, Weights};
 
 /// A kernel's failure, before the session names the operator and values.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,7 +14,7 @@ fn take(src: &Data, idx: &[Option<usize>], fill: f32) -> Data {
                 .map(|i| i.map_or(fill as i64, |i| v[i]))
                 .collect(),
         ),
-        Data::F32(_) | Data::SharedF32(_) => {
+        Data::F32(_) | Data::SharedF32(_) | Data::Packed(_) => {
             let v = src.as_f32().unwrap_or(&[]);
             Data::F32(idx.iter().map(|i| i.map_or(fill, |i| v[i])).collect())
         }
@@ -407,7 +407,7 @@ pub(crate) fn concat(cx: &Ctx<'_>) -> OpResult<Tensor> {
         }
     }
     let all = match &first.data {
-        Data::F32(_) | Data::SharedF32(_) => Data::F32(
+        Data::F32(_) | Data::SharedF32(_) | Data::Packed(_) => Data::F32(
             cx.inputs
                 .iter()
                 .flat_map(|t| t.as_f32().unwrap_or(&[]).iter().copied())

@@ -211,8 +211,9 @@ def open_mobi_session(path: PathLike) -> "_native.MobiSession":
     Faster and lighter than ``read_mobi(path).session()``: no Python objects are made
     for the tensors, the file is memory-mapped and validated (CRC32s included), its f32
     weights are used in place from the map (not copied) and other weights (fp16, int8,
-    int16) are dequantized once. ``session.constant_memory`` tells how many bytes are
-    mapped, in place or converted. The file must not be truncated while the session
+    int16) are dequantized once, the convolution and fully-connected ones straight into
+    their packed copy (no dequantized copy kept). ``session.constant_memory`` tells how
+    many bytes are mapped, in place, converted, dropped or packed. The file must not be truncated while the session
     lives (the usual memory-map caveat).
 
     Raises:

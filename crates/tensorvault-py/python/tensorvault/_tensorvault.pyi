@@ -235,9 +235,12 @@ class MobiSession:
     ) -> None: ...
     @property
     def constant_memory(self) -> Dict[str, Any]:
-        """Where the weights live, in bytes: `{"in_place": .., "mapped": .., "converted": ..}`
-        (in place = f32 weights used from the model's memory without a copy, mapped = the
-        part of those in the file's memory map, converted = dequantized or copied).
+        """Where the weights live, in bytes: `{"in_place": .., "mapped": .., "converted": ..,
+        "dropped": .., "packed": ..}` (in place = f32 weights used from the model's memory
+        without a copy, mapped = the part of those in the file's memory map, converted =
+        dequantized or copied and kept, dropped = dequantized straight into packed copies
+        and never kept whole, packed = Conv2D / FullyConnected weights in the gemm's panel
+        layout).
         """
     @property
     def input_names(self) -> List[str]:
