@@ -8,24 +8,28 @@
 //! call: about half of EfficientNet-Lite0's sgemm time at batch 1.)
 //!
 //! Layout and blocking (BLIS's loop order):
-//! - the micro-kernel computes an `MR x NR` = 6 x 16 tile of `C`: twelve AVX2 accumulators
+//! - the AVX2 micro-kernel computes a 6 x 16 tile of `C`: twelve AVX2 accumulators
 //!   (6 rows x two 8-float vectors), two loads of `B` and one broadcast of `A` per step of
 //!   `k`, 15 of the 16 vector registers;
-//! - `A` is packed in panels of `MR` rows (`[k][MR]` per panel), `B` in panels of `NR`
-//!   columns (`[k][NR]` per panel), both zero-padded to whole panels, so the kernel has no
-//!   edge cases (a partial tile goes through a stack tile);
+//! - `A` is packed in panels of `mr` rows (`[k][mr]` per panel): 8 when the AVX-512 kernel
+//!   runs, 6 otherwise ([`panel_rows`]); `B` in panels of `NR` columns (`[k][NR]` per
+//!   panel); both zero-padded to whole panels, so the kernel has no edge cases (a partial
+//!   tile is stored with masks, AVX-512, or through a stack tile);
 //! - `KC` = 256: one `B` micro-panel (256 x 16 floats, 16 KiB) stays in the 48 KiB L1
 //!   while the kernel walks the `A` panels of a block; `MC` = 144 rows: an `A` block
 //!   (144 x 256 floats, 144 KiB) stays in L2 (2 MiB per core here); `NC` = 1024 columns: a
 //!   packed `B` block (256 x 1024 floats, 1 MiB) also fits L2 next to it.
 //!
-//! The kernel is written three times: with `std::arch` AVX-512 intrinsics (a 12 x 32 tile
-//! over two adjacent `A` and two adjacent `B` panels, so the packed layout is the same; built when the
-//! compiler has them, Rust >= 1.89, see build.rs), with AVX2 + FMA intrinsics, and as
+//! The kernel is written three times: with `std::arch` AVX-512 intrinsics (an 8 x 32 tile
+//! over one 8-row `A` panel and two adjacent `B` panels, fewer rows for a short `A`; built
+//! when the compiler has them, Rust >= 1.89, see build.rs), with AVX2 + FMA intrinsics, and as
 //! plain loops the compiler vectorizes for the baseline target ([`Kernel::Portable`]).
 //! The widest the CPU has is chosen at run time; tests check each against a naive
 //! product. (matrixmultiply 0.3.11 also runs AVX-512 on this machine: with only an AVX2
-//! kernel this gemm measured half its speed.)
+//! kernel this gemm measured half its speed.) The AVX-512 panels are 8 rows, not 6 (its
+//! earlier 12 x 32 tile over two 6-row panels): the convolutions of small CNNs have 16, 32
+//! or 64 output channels, which 6-row panels cover as 18, 36 and 66 rows with a partial
+//! tile stored element by element; 8-row panels cover them exactly.
 //! Bias and activation are applied to a tile in registers when the last `KC` block of
 //! `k` is stored, so `C` is written once per `KC` block and read back only for `k > KC`.
 
@@ -34,14 +38,17 @@ use std::cell::RefCell;
 pub use super::act::Act;
 use super::act::{clip, relu};
 
-/// Rows of `A` (and of a `C` tile) per micro-kernel call.
-pub const MR: usize = 6;
+/// The most rows of one packed `A` panel (the AVX-512 kernel's; the others read 6-row
+/// panels, [`panel_rows`]): a bound for the size of a [`PackedA`].
+pub const MR: usize = 8;
+/// Rows of an `A` panel for the AVX2 and portable kernels.
+const MR_NARROW: usize = 6;
 /// Columns of `B` (and of a `C` tile) per micro-kernel call.
 pub const NR: usize = 16;
 /// Depth of one block of `k` (see the module documentation).
 const KC: usize = 256;
-/// Rows of one block of `A` (a multiple of `MR`).
-const MC: usize = 24 * MR;
+/// Rows of one block of `A` (a multiple of both panel heights).
+const MC: usize = 144;
 /// Columns of one block of `B` (a multiple of `NR`).
 const NC: usize = 64 * NR;
 
@@ -64,6 +71,16 @@ enum Isa {
     Portable,
     Avx2,
     Avx512,
+}
+
+/// Rows per packed `A` panel for products run by `kernel` on this CPU: 8 for the AVX-512
+/// kernel, 6 for the others. [`PackedA::new`] packs for [`Kernel::Auto`]; the other
+/// kernels also read an 8-row panel (as two 4-row halves).
+pub fn panel_rows(kernel: Kernel) -> usize {
+    match kernel.isa() {
+        Isa::Avx512 => MR,
+        _ => MR_NARROW,
+    }
 }
 
 impl Kernel {
@@ -106,12 +123,14 @@ pub struct Epilogue<'a> {
     pub act: Option<Act>,
 }
 
-/// An `m x k` left operand packed once into panels of [`MR`] rows (`[k][MR]` each, the
-/// last panel zero-padded), as the micro-kernel reads it.
+/// An `m x k` left operand packed once into panels of `mr` rows (`[k][mr]` each, the
+/// last panel zero-padded; `mr` = [`panel_rows`] of [`Kernel::Auto`]), as the
+/// micro-kernel reads it.
 #[derive(Debug, Clone)]
 pub struct PackedA {
     m: usize,
     k: usize,
+    mr: usize,
     data: Vec<f32>,
 }
 
@@ -121,10 +140,11 @@ impl PackedA {
     /// # Panics
     /// If `a` is too short for `m x k` with these strides (the caller checked the shape).
     pub fn new(m: usize, k: usize, a: &[f32], (rs, cs): (usize, usize)) -> Self {
-        let panels = m.div_ceil(MR);
-        let mut data = vec![0f32; panels * MR * k];
-        pack_a(a, (rs, cs), 0..m, 0..k, &mut data);
-        PackedA { m, k, data }
+        let mr = panel_rows(Kernel::Auto);
+        let panels = m.div_ceil(mr);
+        let mut data = vec![0f32; panels * mr * k];
+        pack_a(a, (rs, cs), 0..m, 0..k, mr, &mut data);
+        PackedA { m, k, mr, data }
     }
 
     /// Rows.
@@ -337,8 +357,13 @@ pub fn gemm(
         if bbuf.len() < need_b {
             bbuf.resize(need_b, 0.0);
         }
+        let mr = match a {
+            Lhs::Packed(p) => p.mr,
+            Lhs::Strided { .. } => panel_rows(kernel),
+        };
         let mut blocks = Blocks {
             mkn: [m, k, n],
+            mr,
             a,
             b,
             epi,
@@ -353,6 +378,8 @@ pub fn gemm(
 /// One product's operands and packing space.
 struct Blocks<'a, 's> {
     mkn: [usize; 3],
+    /// Rows per `A` panel.
+    mr: usize,
     a: Lhs<'a>,
     b: Rhs<'a>,
     epi: Epilogue<'a>,
@@ -381,7 +408,7 @@ impl Blocks<'_, '_> {
                 for ic in (0..m).step_by(MC) {
                     let mc = MC.min(m - ic);
                     if let Lhs::Strided { data, rs, cs } = self.a {
-                        pack_a(data, (rs, cs), ic..ic + mc, pc..pc + kc, self.abuf);
+                        pack_a(data, (rs, cs), ic..ic + mc, pc..pc + kc, self.mr, self.abuf);
                     }
                     self.macro_kernel([ic, pc, jc], [mc, kc, nc], c, rsc, store);
                 }
@@ -398,10 +425,10 @@ impl Blocks<'_, '_> {
         rsc: usize,
         store: Store,
     ) {
-        let k = self.mkn[1];
+        let (k, mr) = (self.mkn[1], self.mr);
         let mut jr = 0;
         while jr < nc {
-            // Two column panels at once for the AVX-512 kernel (a 12 x 32 or 6 x 32 tile).
+            // Two column panels at once for the AVX-512 kernel (an 8 x 32 tile).
             let wide = self.isa == Isa::Avx512 && jr + NR < nc;
             let cols = (if wide { 2 * NR } else { NR }).min(nc - jr);
             let j = jc + jr;
@@ -412,17 +439,13 @@ impl Blocks<'_, '_> {
             };
             let bp = bpanel(j);
             let bp2 = if wide { bpanel(j + NR) } else { bp };
-            let mut ir = 0;
-            while ir < mc {
-                // Two row panels at once for the AVX-512 kernel (a 12 x 32 tile).
-                let pair = wide && ir + MR < mc;
-                let rows = (if pair { 2 * MR } else { MR }).min(mc - ir);
+            for ir in (0..mc).step_by(mr) {
+                let rows = mr.min(mc - ir);
                 let i = ic + ir;
-                let apanel = |r: usize| match self.a {
-                    Lhs::Packed(p) => &p.data[((ic + r) / MR) * p.k * MR + pc * MR..][..kc * MR],
-                    Lhs::Strided { .. } => &self.abuf[(r / MR) * kc * MR..][..kc * MR],
+                let ap = match self.a {
+                    Lhs::Packed(p) => &p.data[(i / mr) * p.k * mr + pc * mr..][..kc * mr],
+                    Lhs::Strided { .. } => &self.abuf[(ir / mr) * kc * mr..][..kc * mr],
                 };
-                let ap = apanel(ir);
                 let bias = match self.epi.bias {
                     Bias::None => TileBias::None,
                     Bias::Rows(v) => TileBias::Rows(&v[i..i + rows]),
@@ -438,26 +461,19 @@ impl Blocks<'_, '_> {
                 let ct = &mut c[i * rsc + j..];
                 match self.isa {
                     #[cfg(all(target_arch = "x86_64", tv_avx512))]
-                    Isa::Avx512 if pair => {
-                        let a2 = [ap, apanel(ir + MR)];
+                    Isa::Avx512 => {
                         // SAFETY: `Isa::Avx512` is only chosen when the CPU has AVX-512F
                         // (`Kernel::isa`), the only requirement of the target-feature function.
-                        unsafe { avx512::kernel::<{ 2 * MR }>(kc, a2, [bp, bp2], ct, rsc, &tile) }
-                    }
-                    #[cfg(all(target_arch = "x86_64", tv_avx512))]
-                    Isa::Avx512 if wide => {
-                        // SAFETY: as above.
-                        unsafe { avx512::kernel::<MR>(kc, [ap, ap], [bp, bp2], ct, rsc, &tile) }
+                        unsafe { avx512::tile(kc, ap, mr, [bp, bp2], wide, ct, rsc, &tile) }
                     }
                     #[cfg(target_arch = "x86_64")]
-                    Isa::Avx2 | Isa::Avx512 => {
+                    Isa::Avx2 => {
                         // SAFETY: both are only chosen when the CPU has AVX2 and FMA
                         // (`Kernel::isa`), the only requirement of the target-feature function.
-                        unsafe { avx2::kernel(kc, ap, bp, ct, rsc, &tile) }
+                        unsafe { avx2::tile(kc, ap, mr, bp, ct, rsc, &tile) }
                     }
-                    _ => kernel_portable(kc, ap, bp, ct, rsc, &tile),
+                    _ => kernel_portable(kc, ap, mr, bp, ct, rsc, &tile),
                 }
-                ir += rows;
             }
             jr += cols;
         }
@@ -481,7 +497,7 @@ enum TileBias<'a> {
     Cols(&'a [f32]),
 }
 
-/// One `rows x cols` tile of `C` (at most `MR x NR`, or `2 MR x 2 NR` for AVX-512).
+/// One `rows x cols` tile of `C` (at most `MR x NR`, or `MR x 2 NR` for AVX-512).
 struct Tile<'a> {
     rows: usize,
     cols: usize,
@@ -491,6 +507,20 @@ struct Tile<'a> {
 }
 
 impl Tile<'_> {
+    /// The part of this tile from row `r0` on, at most `count` rows.
+    fn rows_from(&self, r0: usize, count: usize) -> Tile<'_> {
+        Tile {
+            rows: self.rows.saturating_sub(r0).min(count),
+            cols: self.cols,
+            store: self.store,
+            bias: match self.bias {
+                TileBias::Rows(b) => TileBias::Rows(&b[r0.min(b.len())..]),
+                other => other,
+            },
+            act: self.act,
+        }
+    }
+
     /// Store `acc` into `c` (rows `rsc` apart) with the accumulation, bias and
     /// activation of this tile, element by element.
     #[inline(always)]
@@ -522,10 +552,19 @@ impl Tile<'_> {
     }
 }
 
-/// The portable micro-kernel: `acc = a_panel * b_panel` over `kc`, then stored.
-fn kernel_portable(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], rsc: usize, tile: &Tile<'_>) {
+/// The portable micro-kernel: `acc = a_panel * b_panel` over `kc` (an `A` panel of `mr`
+/// rows), then stored.
+fn kernel_portable(
+    kc: usize,
+    a: &[f32],
+    mr: usize,
+    b: &[f32],
+    c: &mut [f32],
+    rsc: usize,
+    tile: &Tile<'_>,
+) {
     let mut acc = [[0f32; NR]; MR];
-    for (ap, bp) in a.chunks_exact(MR).zip(b.chunks_exact(NR)).take(kc) {
+    for (ap, bp) in a.chunks_exact(mr).zip(b.chunks_exact(NR)).take(kc) {
         for (row, &av) in acc.iter_mut().zip(ap) {
             for (r, &bv) in row.iter_mut().zip(bp) {
                 *r += av * bv;
@@ -536,31 +575,32 @@ fn kernel_portable(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], rsc: usize, t
 }
 
 /// Pack rows `rows` x depth `ks` of `a` (element `(i, p)` at `a[i * rs + p * cs]`) into
-/// `dst` as panels of `MR` rows, `[ks.len()][MR]` each, zero-padded.
+/// `dst` as panels of `mr` rows, `[ks.len()][mr]` each, zero-padded.
 fn pack_a(
     a: &[f32],
     (rs, cs): (usize, usize),
     rows: std::ops::Range<usize>,
     ks: std::ops::Range<usize>,
+    mr: usize,
     dst: &mut [f32],
 ) {
     let kc = ks.len();
-    for (pi, i0) in rows.clone().step_by(MR).enumerate() {
-        let panel = &mut dst[pi * kc * MR..][..kc * MR];
-        let nrows = MR.min(rows.end - i0);
-        for ii in 0..MR {
+    for (pi, i0) in rows.clone().step_by(mr).enumerate() {
+        let panel = &mut dst[pi * kc * mr..][..kc * mr];
+        let nrows = mr.min(rows.end - i0);
+        for ii in 0..mr {
             if ii >= nrows {
-                panel.iter_mut().skip(ii).step_by(MR).for_each(|v| *v = 0.0);
+                panel.iter_mut().skip(ii).step_by(mr).for_each(|v| *v = 0.0);
                 continue;
             }
             let base = (i0 + ii) * rs;
             if cs == 1 {
                 let src = &a[base + ks.start..][..kc];
-                for (d, &v) in panel.iter_mut().skip(ii).step_by(MR).zip(src) {
+                for (d, &v) in panel.iter_mut().skip(ii).step_by(mr).zip(src) {
                     *d = v;
                 }
             } else {
-                for (p, d) in ks.clone().zip(panel.iter_mut().skip(ii).step_by(MR)) {
+                for (p, d) in ks.clone().zip(panel.iter_mut().skip(ii).step_by(mr)) {
                     *d = a[base + p * cs];
                 }
             }
@@ -646,6 +686,10 @@ mod tests {
             (150, 20, 1030),
             (6, 513, 16),
             (5, 0, 9),
+            // The CIFAR-shaped CNN's convolutions: whole 8-row panels, 32-column tiles.
+            (16, 27, 1024),
+            (32, 144, 256),
+            (64, 288, 64),
         ] {
             let (a, b) = (vals(m * k, 1), vals(k * n, 2));
             let want = naive(m, k, n, &a, &b);
