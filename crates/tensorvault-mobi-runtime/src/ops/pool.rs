@@ -85,7 +85,7 @@ pub(crate) fn pool2d(cx: &Ctx<'_>, max: bool) -> OpResult<Tensor> {
 /// loop: once the running maximum is NaN, `v > NaN` is false). Rows run through the
 /// AVX-512 kernel when the CPU has it (16 outputs per step; the scalar loop was 7-12% of
 /// the CIFAR-shaped CNN's run), else [`max_2x2_row`].
-fn max_2x2(x: &[f32], [planes, h, w]: [usize; 3], [oh, ow]: [usize; 2], y: &mut [f32]) {
+pub(crate) fn max_2x2(x: &[f32], [planes, h, w]: [usize; 3], [oh, ow]: [usize; 2], y: &mut [f32]) {
     #[cfg(all(target_arch = "x86_64", tv_avx512))]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU has AVX-512F, the only requirement of the target-feature function.
