@@ -76,18 +76,34 @@ impl Im2col {
         let (hp, wp) = self.padded_dims();
         let planes = images * self.c;
         let len = planes * hp * wp;
-        if (hp == h && wp == w) || h == 0 || w == 0 {
+        if hp == h && wp == w {
+            pad[..len].copy_from_slice(&x[..len]);
+            return;
+        }
+        if h == 0 || w == 0 {
             pad[..len].fill(0.0);
-            pad[..planes * h * w].copy_from_slice(&x[..planes * h * w]);
             return;
         }
         let (top, left) = (self.ay.pad_begin, self.ax.pad_begin);
-        // One fill for every border, then the rows: no call per row for a 1-element border.
-        pad[..len].fill(0.0);
+        // Each zero written once: the top border, then per row its values and the gap to
+        // the next row's values (its right border and the next row's left one; after the
+        // last row, the bottom border). A short gap is one fixed 8-float store whose spill
+        // lands in the next row's values, written just after (a `memset` call per 2-float
+        // gap, or a fill of the whole buffer first, cost more than the copy).
         for (p, dst) in pad[..len].chunks_exact_mut(hp * wp).enumerate() {
             let src = &x[p * h * w..][..h * w];
+            dst[..top * wp + left].fill(0.0);
             for (y, row) in src.chunks_exact(w).enumerate() {
-                copy_row(&mut dst[(top + y) * wp + left..][..w], row);
+                let at = (top + y) * wp + left;
+                copy_row(&mut dst[at..][..w], row);
+                let (gap, last) = (wp - w, y + 1 == h);
+                if !last && gap <= 8 && gap + w >= 8 {
+                    let z: &mut [f32; 8] = (&mut dst[at + w..][..8]).try_into().expect("8 floats");
+                    *z = [0.0; 8];
+                } else {
+                    let end = if last { hp * wp } else { at + wp };
+                    dst[at + w..end].fill(0.0);
+                }
             }
         }
     }
