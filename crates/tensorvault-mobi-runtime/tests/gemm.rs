@@ -129,3 +129,72 @@ fn short_operand_is_refused_before_any_access() {
     let r = std::panic::catch_unwind(move || sgemm(2, 3, 2, &a, (3, 1), &b, (2, 1), &mut c, 2));
     assert!(r.is_err());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// `Rhs::Rows` (columns read in place: panel `q`'s row `p` is 16 consecutive values at
+    /// `bases[q] + rows[p]`) against the same operand written out densely, every kernel,
+    /// with a bias and Relu, across the 256-deep block.
+    #[test]
+    fn rows_read_in_place_match_the_dense_operand(
+        m in 1usize..40, k in 0usize..300, panels in 1usize..7, tail in 0usize..16,
+        seed in any::<u32>(),
+    ) {
+        let n = (panels - 1) * 16 + tail.max(1);
+        let len = 3000; // bases < 1900, rows < 900: every run of 16 inside
+        let data: Vec<f32> = (0..len).map(|i| ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0).collect();
+        let pick = |i: usize, s: u32| (((i as u32).wrapping_mul(40_503).wrapping_add(s)) % 900) as usize;
+        let rows: Vec<usize> = (0..k).map(|p| pick(p, seed)).collect();
+        let bases: Vec<usize> = (0..panels).map(|q| pick(q, seed ^ 77) + 1000).collect();
+        let dense: Vec<f32> = (0..k * n).map(|i| {
+            let (p, j) = (i / n, i % n);
+            data[bases[j / 16] + rows[p] + j % 16]
+        }).collect();
+        let a: Vec<f32> = (0..m * k).map(|i| ((i * 37) % 19) as f32 / 9.0 - 1.0).collect();
+        let bias: Vec<f32> = (0..m).map(|i| (i % 7) as f32 / 5.0 - 0.6).collect();
+        let want = naive(m, k, n, &a, (k, 1), &dense, (n, 1));
+        let epi = Epilogue { bias: Bias::Rows(&bias), act: Some(Act::Relu) };
+        let pa = PackedA::new(m, k, &a, (k, 1));
+        for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
+            let mut c = vec![9f32; m * n];
+            let rhs = Rhs::Rows { data: &data, rows: &rows, bases: &bases };
+            gemm([m, k, n], Lhs::Packed(&pa), rhs, &mut c, n, epi, kernel);
+            for i in 0..m {
+                for j in 0..n {
+                    let v = (want[i * n + j] + f64::from(bias[i])).max(0.0);
+                    prop_assert!(close(c[i * n + j], v, k), "{:?} ({},{}): {} vs {}", kernel, i, j, c[i * n + j], v);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn rows_past_the_data_are_refused_before_any_access() {
+    let data = vec![1f32; 40];
+    let a = vec![1f32; 2];
+    // Row offset 30 + 16 values > 40.
+    let r = std::panic::catch_unwind(|| {
+        let mut c = vec![0f32; 16];
+        let rhs = Rhs::Rows {
+            data: &data,
+            rows: &[0, 30],
+            bases: &[0],
+        };
+        gemm(
+            [1, 2, 16],
+            Lhs::Strided {
+                data: &a,
+                rs: 2,
+                cs: 1,
+            },
+            rhs,
+            &mut c,
+            16,
+            Epilogue::default(),
+            Kernel::Auto,
+        );
+    });
+    assert!(r.is_err());
+}

@@ -6,7 +6,10 @@
 //!   of images, one im2col and one gemm per chunk, then a scatter to NCHW;
 //! - a 1x1 kernel at stride 1 without pads: one gemm per image and group straight on
 //!   the input (its `[C/group, H*W]` block already is the column matrix);
-//! - otherwise one im2col and one gemm per image and group.
+//! - otherwise one im2col and one gemm per image and group; at stride 1 with output rows
+//!   of whole 16-column panels (the CIFAR-shaped CNN's 32- and 16-wide planes) the gemm
+//!   reads the columns straight from the padded input (`Rhs::Rows`), with no column panels
+//!   written (the panel writer was a fifth of that model's run).
 //!
 //! With a 2x2 / stride 2 max pool fused in ([`conv2d_pooled`], see `fusion`), each image's
 //! output (or each plane of a chunk's product) is pooled into the result while it is in
@@ -219,8 +222,14 @@ fn conv(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>, pool: bool) -> OpResult
         ay,
         ax,
     };
+    // Stride 1 along x and output rows of whole panels: the gemm reads the columns from
+    // the padded input in place (no column panels written).
+    let in_place = im.in_place_offsets();
     let pad_len = cx.scratch(im.padded_len(1))?;
-    let panels_len = cx.scratch(im.panels_len(1))?;
+    let panels_len = match in_place {
+        Some(_) => 0,
+        None => cx.scratch(im.panels_len(1))?,
+    };
     with_scratch(pad_len, panels_len, |pad, panels| {
         for b in 0..n {
             let out = match pooled {
@@ -230,8 +239,18 @@ fn conv(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>, pool: bool) -> OpResult
             for g in 0..group {
                 let xg = &x[(b * c + g * cg) * h * w..][..cg * h * w];
                 im.pad(xg, 1, pad);
-                im.panels(pad, 1, panels);
-                group_gemm(out, g, Rhs::Panels(panels));
+                let rhs = match &in_place {
+                    Some((rows, bases)) => Rhs::Rows {
+                        data: pad,
+                        rows,
+                        bases,
+                    },
+                    None => {
+                        im.panels(pad, 1, panels);
+                        Rhs::Panels(panels)
+                    }
+                };
+                group_gemm(out, g, rhs);
             }
             if let Some(p) = pooled {
                 p.image(&image_out, m, b, &mut y);

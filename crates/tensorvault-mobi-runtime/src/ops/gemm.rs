@@ -236,6 +236,19 @@ pub enum Rhs<'a> {
         /// Column stride.
         cs: usize,
     },
+    /// Read in place: the [`NR`] columns of column panel `q` in row `p` are the
+    /// consecutive values `data[bases[q] + rows[p]..][..NR]` (a stride-1 convolution's
+    /// columns straight from its padded input, when no panel crosses an output row: no
+    /// im2col copy). Values read past column `n` in the last panel only reach results
+    /// that are not stored.
+    Rows {
+        /// The values.
+        data: &'a [f32],
+        /// Offset of each row (`k` of them).
+        rows: &'a [usize],
+        /// Offset of each column panel (`n.div_ceil(NR)` of them).
+        bases: &'a [usize],
+    },
 }
 
 thread_local! {
@@ -328,6 +341,9 @@ pub fn gemm(
         Rhs::Packed(p) => p.k == k && p.n == n,
         Rhs::Panels(d) => panels_len(k, n).is_some_and(|l| l <= d.len()),
         Rhs::Strided { data, rs, cs } => extent(rs, cs, k, n) <= data.len(),
+        Rhs::Rows { data, rows, bases } => {
+            rows_fit(data.len(), &rows[..k.min(rows.len())], bases, k, n)
+        }
     };
     let bias_ok = match epi.bias {
         Bias::None => true,
@@ -346,7 +362,13 @@ pub fn gemm(
         } else {
             0
         };
-        let need_b = if matches!(b, Rhs::Strided { .. }) {
+        let packs_b = match b {
+            Rhs::Strided { .. } => true,
+            // Only the AVX-512 kernel reads rows in place; the others read packed panels.
+            Rhs::Rows { .. } => kernel.isa() != Isa::Avx512,
+            _ => false,
+        };
+        let need_b = if packs_b {
             KC.min(k) * NC.min(n.div_ceil(NR) * NR)
         } else {
             0
@@ -361,9 +383,14 @@ pub fn gemm(
             Lhs::Packed(p) => p.mr,
             Lhs::Strided { .. } => panel_rows(kernel),
         };
+        let row_max = match b {
+            Rhs::Rows { rows, .. } => rows.iter().max().copied().unwrap_or(0),
+            _ => 0,
+        };
         let mut blocks = Blocks {
             mkn: [m, k, n],
             mr,
+            row_max,
             a,
             b,
             epi,
@@ -380,6 +407,8 @@ struct Blocks<'a, 's> {
     mkn: [usize; 3],
     /// Rows per `A` panel.
     mr: usize,
+    /// The largest row offset of an `Rhs::Rows` operand.
+    row_max: usize,
     a: Lhs<'a>,
     b: Rhs<'a>,
     epi: Epilogue<'a>,
@@ -398,8 +427,15 @@ impl Blocks<'_, '_> {
             for kb in 0..kblocks {
                 let pc = kb * KC;
                 let kc = KC.min(k - pc);
-                if let Rhs::Strided { data, rs, cs } = self.b {
-                    pack_b(data, (rs, cs), pc..pc + kc, jc..jc + nc, self.bbuf);
+                match self.b {
+                    Rhs::Strided { data, rs, cs } => {
+                        pack_b(data, (rs, cs), pc..pc + kc, jc..jc + nc, self.bbuf);
+                    }
+                    Rhs::Rows { data, rows, bases } if self.isa != Isa::Avx512 => {
+                        let panels = &bases[jc / NR..][..nc.div_ceil(NR)];
+                        pack::pack_b_rows(data, &rows[pc..pc + kc], panels, self.bbuf);
+                    }
+                    _ => {}
                 }
                 let store = Store {
                     accumulate: kb > 0,
@@ -435,10 +471,26 @@ impl Blocks<'_, '_> {
             let bpanel = |q: usize| match self.b {
                 Rhs::Packed(p) => &p.data[(q / NR) * p.k * NR + pc * NR..][..kc * NR],
                 Rhs::Panels(d) => &d[(q / NR) * k * NR + pc * NR..][..kc * NR],
-                Rhs::Strided { .. } => &self.bbuf[((q - jc) / NR) * kc * NR..][..kc * NR],
+                Rhs::Strided { .. } | Rhs::Rows { .. } => {
+                    &self.bbuf[((q - jc) / NR) * kc * NR..][..kc * NR]
+                }
             };
-            let bp = bpanel(j);
-            let bp2 = if wide { bpanel(j + NR) } else { bp };
+            // The AVX-512 kernel reads `Rhs::Rows` in place (nothing was packed).
+            let in_place = match self.b {
+                Rhs::Rows { data, rows, bases } if self.isa == Isa::Avx512 => {
+                    let rows = &rows[pc..pc + kc];
+                    let at = |q: usize| pack::InPlace::new(data, bases[q / NR], rows, self.row_max);
+                    Some([at(j), if wide { at(j + NR) } else { at(j) }])
+                }
+                _ => None,
+            };
+            let (bp, bp2) = match in_place {
+                Some(_) => (&[][..], &[][..]),
+                None => {
+                    let bp = bpanel(j);
+                    (bp, if wide { bpanel(j + NR) } else { bp })
+                }
+            };
             for ir in (0..mc).step_by(mr) {
                 let rows = mr.min(mc - ir);
                 let i = ic + ir;
@@ -461,11 +513,16 @@ impl Blocks<'_, '_> {
                 let ct = &mut c[i * rsc + j..];
                 match self.isa {
                     #[cfg(all(target_arch = "x86_64", tv_avx512))]
-                    Isa::Avx512 => {
+                    Isa::Avx512 => match in_place {
                         // SAFETY: `Isa::Avx512` is only chosen when the CPU has AVX-512F
                         // (`Kernel::isa`), the only requirement of the target-feature function.
-                        unsafe { avx512::tile(kc, ap, mr, [bp, bp2], wide, ct, rsc, &tile) }
-                    }
+                        Some(b) => unsafe { avx512::tile(kc, ap, mr, b, wide, ct, rsc, &tile) },
+                        None => {
+                            let b = [pack::Packed(bp), pack::Packed(bp2)];
+                            // SAFETY: as above.
+                            unsafe { avx512::tile(kc, ap, mr, b, wide, ct, rsc, &tile) }
+                        }
+                    },
                     #[cfg(target_arch = "x86_64")]
                     Isa::Avx2 => {
                         // SAFETY: both are only chosen when the CPU has AVX2 and FMA
@@ -574,72 +631,21 @@ fn kernel_portable(
     tile.store_scalar(&acc, c, rsc);
 }
 
-/// Pack rows `rows` x depth `ks` of `a` (element `(i, p)` at `a[i * rs + p * cs]`) into
-/// `dst` as panels of `mr` rows, `[ks.len()][mr]` each, zero-padded.
-fn pack_a(
-    a: &[f32],
-    (rs, cs): (usize, usize),
-    rows: std::ops::Range<usize>,
-    ks: std::ops::Range<usize>,
-    mr: usize,
-    dst: &mut [f32],
-) {
-    let kc = ks.len();
-    for (pi, i0) in rows.clone().step_by(mr).enumerate() {
-        let panel = &mut dst[pi * kc * mr..][..kc * mr];
-        let nrows = mr.min(rows.end - i0);
-        for ii in 0..mr {
-            if ii >= nrows {
-                panel.iter_mut().skip(ii).step_by(mr).for_each(|v| *v = 0.0);
-                continue;
-            }
-            let base = (i0 + ii) * rs;
-            if cs == 1 {
-                let src = &a[base + ks.start..][..kc];
-                for (d, &v) in panel.iter_mut().skip(ii).step_by(mr).zip(src) {
-                    *d = v;
-                }
-            } else {
-                for (p, d) in ks.clone().zip(panel.iter_mut().skip(ii).step_by(mr)) {
-                    *d = a[base + p * cs];
-                }
-            }
-        }
-    }
+/// Whether `Rhs::Rows` operands stay inside `data`: `k` row offsets and one base per
+/// column panel, every 16-value run in bounds.
+fn rows_fit(len: usize, rows: &[usize], bases: &[usize], k: usize, n: usize) -> bool {
+    let (Some(&r), Some(&b)) = (rows.iter().max(), bases.iter().max()) else {
+        return rows.len() == k && k == 0 && bases.len() >= n.div_ceil(NR);
+    };
+    rows.len() == k
+        && bases.len() >= n.div_ceil(NR)
+        && r.checked_add(b)
+            .and_then(|v| v.checked_add(NR))
+            .is_some_and(|end| end <= len)
 }
 
-/// Pack depth `ks` x columns `cols` of `b` (element `(p, j)` at `b[p * rs + j * cs]`) into
-/// `dst` as panels of `NR` columns, `[ks.len()][NR]` each, zero-padded.
-fn pack_b(
-    b: &[f32],
-    (rs, cs): (usize, usize),
-    ks: std::ops::Range<usize>,
-    cols: std::ops::Range<usize>,
-    dst: &mut [f32],
-) {
-    let kc = ks.len();
-    for (pj, j0) in cols.clone().step_by(NR).enumerate() {
-        let panel = &mut dst[pj * kc * NR..][..kc * NR];
-        let ncols = NR.min(cols.end - j0);
-        for (p, d) in ks.clone().zip(panel.chunks_exact_mut(NR)) {
-            let base = p * rs + j0 * cs;
-            if cs == 1 && ncols == NR {
-                // A fixed-size copy: inlined moves, not a call to memmove per panel row.
-                let src: &[f32; NR] = b[base..][..NR].try_into().unwrap_or(&[0.0; NR]);
-                d.copy_from_slice(src);
-                continue;
-            }
-            if cs == 1 {
-                d[..ncols].copy_from_slice(&b[base..][..ncols]);
-            } else {
-                for (jj, v) in d[..ncols].iter_mut().enumerate() {
-                    *v = b[base + jj * cs];
-                }
-            }
-            d[ncols..].fill(0.0);
-        }
-    }
-}
+mod pack;
+use pack::{pack_a, pack_b};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;

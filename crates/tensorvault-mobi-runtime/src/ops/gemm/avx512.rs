@@ -9,6 +9,7 @@ use std::arch::x86_64::{
     _mm512_setzero_ps, _CMP_GT_OQ, _CMP_LT_OQ,
 };
 
+use super::pack::BPanel;
 use super::{Act, Tile, TileBias, MR, NR};
 
 /// `C tile = a_panel * [b_panel0 b_panel1]` (only `b_panel0` unless `wide`) over `kc`, for
@@ -22,11 +23,11 @@ use super::{Act, Tile, TileBias, MR, NR};
 /// If a slice is too short (see [`kernel`]).
 #[allow(clippy::too_many_arguments, reason = "a micro-kernel's operands")]
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn tile(
+pub(super) unsafe fn tile<B: BPanel>(
     kc: usize,
     a: &[f32],
     mr: usize,
-    b: [&[f32]; 2],
+    b: [B; 2],
     wide: bool,
     c: &mut [f32],
     rsc: usize,
@@ -36,9 +37,9 @@ pub(super) unsafe fn tile(
     macro_rules! run {
         ($r:expr) => {
             if wide {
-                kernel::<{ $r }, 2>(kc, a, mr, b, c, rsc, tile)
+                kernel::<{ $r }, 2, B>(kc, a, mr, b, c, rsc, tile)
             } else {
-                kernel::<{ $r }, 1>(kc, a, mr, b, c, rsc, tile)
+                kernel::<{ $r }, 1, B>(kc, a, mr, b, c, rsc, tile)
             }
         };
     }
@@ -56,15 +57,15 @@ pub(super) unsafe fn tile(
 /// with AVX-512F: its only requirement is the target feature.)
 ///
 /// # Panics
-/// If `R > mr`, `a` has fewer than `(kc - 1) * mr + R` values, a `B` panel fewer than
-/// `kc * NR`, the tile is larger than `R x 16W`, or `c` is too short for the tile (rows
+/// If `R > mr`, `a` has fewer than `(kc - 1) * mr + R` values, a `B` panel does not
+/// hold `kc` rows, the tile is larger than `R x 16W`, or `c` is too short for the tile (rows
 /// `rsc` apart); the slices bound every pointer below.
 #[target_feature(enable = "avx512f")]
-fn kernel<const R: usize, const W: usize>(
+fn kernel<const R: usize, const W: usize, B: BPanel>(
     kc: usize,
     a: &[f32],
     mr: usize,
-    [b0, b1]: [&[f32]; 2],
+    [b0, b1]: [B; 2],
     c: &mut [f32],
     rsc: usize,
     tile: &Tile<'_>,
@@ -73,21 +74,21 @@ fn kernel<const R: usize, const W: usize>(
         R <= mr
             && (W == 1 || W == 2)
             && (kc == 0 || a.len() >= (kc - 1) * mr + R)
-            && b0.len() >= kc * NR
-            && b1.len() >= kc * NR
+            && b0.holds(kc)
+            && b1.holds(kc)
             && tile.rows <= R
             && tile.cols <= W * NR
             && (tile.rows == 0 || c.len() >= (tile.rows - 1) * rsc + tile.cols)
     );
     let mut acc = [[_mm512_setzero_ps(); W]; R];
-    let (pa, pb) = (a.as_ptr(), [b0.as_ptr(), b1.as_ptr()]);
+    let (pa, pb) = (a.as_ptr(), [b0, b1]);
     for p in 0..kc {
-        // SAFETY: p < kc, so p * NR + 16 <= kc * NR <= each B panel's length and
-        // p * mr + R <= (kc - 1) * mr + R <= a.len() (asserted above).
+        // SAFETY: p < kc for a kc both B panels hold (asserted above), so each row's 16
+        // values are inside its panel, and p * mr + R <= (kc - 1) * mr + R <= a.len().
         unsafe {
             let mut v = [_mm512_setzero_ps(); W];
             for (x, q) in v.iter_mut().zip(pb) {
-                *x = _mm512_loadu_ps(q.add(p * NR));
+                *x = _mm512_loadu_ps(q.row(p));
             }
             let ap = pa.add(p * mr);
             for (i, row) in acc.iter_mut().enumerate() {
