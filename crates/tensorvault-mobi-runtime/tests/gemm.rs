@@ -198,3 +198,157 @@ fn rows_past_the_data_are_refused_before_any_access() {
     });
     assert!(r.is_err());
 }
+
+// Fixed shapes (moved from the module's unit tests).
+fn naive_f32(m: usize, k: usize, n: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut c = vec![0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0f64;
+            for p in 0..k {
+                s += f64::from(a[i * k + p]) * f64::from(b[p * n + j]);
+            }
+            c[i * n + j] = s as f32;
+        }
+    }
+    c
+}
+
+fn vals(n: usize, seed: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 7919 + seed * 31) % 97) as f32 / 48.0 - 1.0)
+        .collect()
+}
+
+#[test]
+fn packed_and_strided_agree_with_naive_across_blocks() {
+    // Shapes crossing MR, NR, KC, MC and NC boundaries.
+    for &(m, k, n) in &[
+        (1, 1, 1),
+        (7, 3, 17),
+        (13, 300, 40),
+        (150, 20, 1030),
+        (6, 513, 16),
+        (5, 0, 9),
+        // The CIFAR-shaped CNN's convolutions: whole 8-row panels, 32-column tiles.
+        (16, 27, 1024),
+        (32, 144, 256),
+        (64, 288, 64),
+    ] {
+        let (a, b) = (vals(m * k, 1), vals(k * n, 2));
+        let want = naive_f32(m, k, n, &a, &b);
+        let pa = PackedA::new(m, k, &a, (k, 1));
+        let pb = PackedB::new(k, n, &b, (n, 1));
+        for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
+            for (lhs, rhs) in [
+                (
+                    Lhs::Strided {
+                        data: &a,
+                        rs: k,
+                        cs: 1,
+                    },
+                    Rhs::Strided {
+                        data: &b,
+                        rs: n,
+                        cs: 1,
+                    },
+                ),
+                (Lhs::Packed(&pa), Rhs::Packed(&pb)),
+            ] {
+                let mut c = vec![f32::NAN; m * n];
+                gemm([m, k, n], lhs, rhs, &mut c, n, Epilogue::default(), kernel);
+                for (x, y) in c.iter().zip(&want) {
+                    assert!(
+                        (x - y).abs() <= 1e-4 * (1.0 + y.abs()),
+                        "{m}x{k}x{n}: {x} vs {y}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn epilogue_bias_rows_cols_and_activations() {
+    let (m, k, n) = (7, 5, 19);
+    let (a, b) = (vals(m * k, 3), vals(k * n, 4));
+    let base = naive_f32(m, k, n, &a, &b);
+    let (rb, cb) = (vals(m, 5), vals(n, 6));
+    let lhs = Lhs::Strided {
+        data: &a,
+        rs: k,
+        cs: 1,
+    };
+    let rhs = Rhs::Strided {
+        data: &b,
+        rs: n,
+        cs: 1,
+    };
+    for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
+        for (bias, act) in [
+            (Bias::Rows(&rb), Some(Act::Relu)),
+            (Bias::Cols(&cb), Some(Act::Clip { lo: -0.25, hi: 0.5 })),
+            (Bias::None, None),
+        ] {
+            let mut c = vec![0f32; m * n];
+            gemm(
+                [m, k, n],
+                lhs,
+                rhs,
+                &mut c,
+                n,
+                Epilogue { bias, act },
+                kernel,
+            );
+            for i in 0..m {
+                for j in 0..n {
+                    let mut v = base[i * n + j]
+                        + match bias {
+                            Bias::Rows(r) => r[i],
+                            Bias::Cols(c) => c[j],
+                            Bias::None => 0.0,
+                        };
+                    if let Some(a) = act {
+                        let mut one = [v];
+                        a.apply(&mut one);
+                        v = one[0];
+                    }
+                    assert!((c[i * n + j] - v).abs() < 1e-5, "{kernel:?} ({i},{j})");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn relu_keeps_nan_and_rsc_leaves_other_columns() {
+    // A NaN in the first row and negatives in the second, on a 6 x 16 (full AVX2) tile.
+    let (m, k, n) = (6, 1, 16);
+    let mut a = vec![1f32; m];
+    a[1] = -2.0;
+    let mut b = vec![1f32; n];
+    b[0] = f32::NAN;
+    let mut c = vec![7f32; m * (n + 3)];
+    let epi = Epilogue {
+        bias: Bias::None,
+        act: Some(Act::Relu),
+    };
+    for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
+        let lhs = Lhs::Strided {
+            data: &a,
+            rs: 1,
+            cs: 1,
+        };
+        let rhs = Rhs::Strided {
+            data: &b,
+            rs: n,
+            cs: 1,
+        };
+        gemm([m, k, n], lhs, rhs, &mut c, n + 3, epi, kernel);
+        assert!(c[0].is_nan());
+        assert_eq!(c[1], 1.0);
+        assert_eq!(c[n + 3 + 1], 0.0, "relu of -2");
+        assert_eq!(c[2 * (n + 3) + 1], 1.0);
+        assert_eq!(&c[n..n + 3], &[7.0; 3], "columns past n untouched");
+    }
+}
