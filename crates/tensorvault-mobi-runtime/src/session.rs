@@ -75,8 +75,9 @@ pub struct Session {
     constants: HashMap<u32, Tensor>,
     /// Index of the last operator reading each value (values are freed after it).
     last_use: HashMap<u32, usize>,
-    /// Per operator, an activation fused into it (the next operator, then skipped).
-    fused: Vec<Option<ops::Act>>,
+    /// Per operator, what is fused into it (an activation, a max pool: the operators
+    /// after it, then skipped).
+    fused: Vec<ops::Fusion>,
     /// Per operator, its weights packed for the gemm (Conv2D, FullyConnected).
     packed: Vec<Option<ops::Prepacked>>,
     /// Buffers of freed values and scratch, reused by the next runs.
@@ -515,11 +516,12 @@ impl Session {
     ) -> Result<(Vec<(String, Tensor)>, usize), RuntimeError> {
         let mut largest = 0;
         let mut values: HashMap<u32, Tensor> = HashMap::new();
-        let mut skip = false;
+        let mut skip = 0usize;
         let buffers = self.pool.lend();
         for (index, op) in self.operators.iter().enumerate() {
-            if std::mem::take(&mut skip) {
-                continue; // an activation fused into the previous operator
+            if skip > 0 {
+                skip -= 1;
+                continue; // fused into an earlier operator
             }
             let mut args = Vec::with_capacity(op.inputs.len());
             for &id in &op.inputs {
@@ -541,7 +543,8 @@ impl Session {
                 buffers: &buffers,
                 packed: self.packed[index].as_ref(),
             };
-            let act = self.fused[index];
+            let fusion = self.fused[index];
+            let act = fusion.act;
             // A reshape of a value that no later operator reads moves it (no copy).
             let moved = match (act, self.movable_input(index, op, &values)) {
                 (None, Some(id)) => match ops::reshape_target(&cx) {
@@ -552,6 +555,7 @@ impl Session {
                 },
                 _ => None,
             };
+            let mut pooled = false;
             let outs = match moved {
                 Some((id, shape)) => {
                     drop(cx);
@@ -564,18 +568,23 @@ impl Session {
                     vec![t]
                 }
                 None => {
-                    let outs =
-                        ops::eval(&cx, act).map_err(|e| self.name_error(index, op, &cx, e))?;
+                    let err = |e| self.name_error(index, op, &cx, e);
+                    let with_pool = match fusion.pool {
+                        true => ops::eval_pooled(&cx, act).map_err(err)?,
+                        false => None,
+                    };
+                    pooled = with_pool.is_some();
+                    let outs = match with_pool {
+                        Some(t) => vec![t],
+                        None => ops::eval(&cx, act).map_err(err)?,
+                    };
                     drop(cx);
                     outs
                 }
             };
-            // A fused pair stores the result under the activation's output.
-            skip = act.is_some();
-            let out_ids = match act {
-                Some(_) => &self.operators[index + 1].outputs,
-                None => &op.outputs,
-            };
+            // A fused run stores the result under the last fused operator's output.
+            skip = fusion.skipped(pooled);
+            let out_ids = &self.operators[index + skip].outputs;
             for (&id, t) in out_ids.iter().zip(outs) {
                 largest = largest.max(t.len());
                 values.insert(id, t);

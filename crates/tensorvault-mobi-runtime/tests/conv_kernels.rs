@@ -471,3 +471,35 @@ fn max_pool_2x2_stride_2_fast_path() {
         close(&y, &shape, &want, 0.0);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The 2x2 / stride 2 max pool (the vectorized path: 16 outputs per step, masked row
+    /// ends) against the naive pool: planes up to 70 wide (several steps per row, odd
+    /// widths and heights leave a last column or row out), NaN and -inf inputs.
+    #[test]
+    fn max_pool_2x2_vectorized_matches_naive(n in 1usize..3, c in 1usize..3, h in 2usize..12, w in 2usize..70,
+                                             nans in prop::collection::vec(any::<prop::sample::Index>(), 0..4),
+                                             infs in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
+                                             seed in any::<u32>()) {
+        let g = Geo { n, c, h, w, m: c, kh: 2, kw: 2, s: [2, 2], d: [1, 1], p: [0; 4], g: 1 };
+        let len = n * c * h * w;
+        let mut x = rnd(seed, len);
+        for i in &infs {
+            x[i.index(len)] = f32::NEG_INFINITY;
+        }
+        for i in &nans {
+            x[i.index(len)] = f32::NAN;
+        }
+        let (shape, want) = naive_pool(&g, &x, true, false, false);
+        let mut params = g.params();
+        params.push(("kernel", ints(&[2, 2])));
+        let y = run(Op::MaxPool2D, vec![input(&[n, c, h, w], &x)], params).unwrap();
+        prop_assert_eq!(&y.shape, &shape);
+        let got = y.as_f32().unwrap();
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            prop_assert!(a.is_nan() == b.is_nan() && (a.is_nan() || a == b), "output {}: {} vs {}", i, a, b);
+        }
+    }
+}

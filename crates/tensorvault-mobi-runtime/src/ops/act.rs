@@ -1,8 +1,6 @@
 //! Activations fused into the output loop of the operator that produces their input
-//! (Conv2D, DepthwiseConv2D, FullyConnected + Relu or Clip/ReLU6), and the plan that
-//! decides, once per session, which operator pairs fuse.
-
-use std::collections::HashMap;
+//! (Conv2D, DepthwiseConv2D, FullyConnected + Relu or Clip/ReLU6); the plan that decides
+//! which operators fuse is [`super::fusion`].
 
 use tensorvault_formats::mobi::ops::Params;
 use tensorvault_formats::mobi::{Operator, OperatorType as Op};
@@ -97,39 +95,4 @@ pub(crate) fn epilogue(out: &mut [f32], plane: usize, bias: Option<&[f32]>, act:
             }
         }
     }
-}
-
-/// Whether operator `op` can take a fused activation.
-fn produces_fusable(op: &Operator) -> bool {
-    matches!(op.op, Op::Conv2D | Op::DepthwiseConv2D | Op::FullyConnected) && op.outputs.len() == 1
-}
-
-/// For each operator, the activation to fuse into it: `Some` when operator `i` is a
-/// Conv2D/DepthwiseConv2D/FullyConnected whose single output is read only by operator
-/// `i + 1`, a Relu or Clip with that one input (`last_use` maps a value to the index of
-/// its last reader; graph outputs map to `usize::MAX`, so they never fuse). The session
-/// then runs operator `i` with the activation, stores its result under operator
-/// `i + 1`'s output and skips operator `i + 1`.
-pub(crate) fn fusion_plan(
-    operators: &[Operator],
-    last_use: &HashMap<u32, usize>,
-) -> Vec<Option<Act>> {
-    let mut plan = vec![None; operators.len()];
-    let mut i = 0;
-    while i + 1 < operators.len() {
-        let (op, next) = (&operators[i], &operators[i + 1]);
-        let fuse = produces_fusable(op)
-            && next.inputs.len() == 1
-            && next.outputs.len() == 1
-            && next.inputs[0] == op.outputs[0]
-            && last_use.get(&op.outputs[0]) == Some(&(i + 1));
-        match Act::of(next).filter(|_| fuse) {
-            Some(a) => {
-                plan[i] = Some(a);
-                i += 2;
-            }
-            None => i += 1,
-        }
-    }
-    plan
 }

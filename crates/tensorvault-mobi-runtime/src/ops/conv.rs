@@ -6,7 +6,14 @@
 //!   of images, one im2col and one gemm per chunk, then a scatter to NCHW;
 //! - a 1x1 kernel at stride 1 without pads: one gemm per image and group straight on
 //!   the input (its `[C/group, H*W]` block already is the column matrix);
-//! - otherwise one im2col and one gemm per image and group.
+//! - otherwise one im2col and one gemm per image and group; at stride 1 with output rows
+//!   of whole 16-column panels (the CIFAR-shaped CNN's 32- and 16-wide planes) the gemm
+//!   reads the columns straight from the padded input (`Rhs::Rows`), with no column panels
+//!   written (the panel writer was a fifth of that model's run).
+//!
+//! With a 2x2 / stride 2 max pool fused in ([`conv2d_pooled`], see `fusion`), each image's
+//! output (or each plane of a chunk's product) is pooled into the result while it is in
+//! cache; the full-size output is never written.
 //!
 //! The im2col writes the gemm's column panels directly ([`Im2col`], `Rhs::Panels`), into
 //! buffers of the running thread reused across runs. The weights are the gemm's left
@@ -19,6 +26,7 @@ use super::act::Act;
 use super::depthwise::Depthwise;
 use super::gemm::{gemm, Bias, Epilogue, Kernel, Lhs, PackedA, Rhs, NR};
 use super::im2col::Im2col;
+use super::pool::max_2x2;
 use super::prepack::Prepacked;
 use super::window::{geometry, nchw};
 use super::{f32_tensor, to_usize, Ctx, OpError, OpResult};
@@ -35,6 +43,21 @@ const CHUNK_PANEL_ELEMENTS: usize = 1 << 18;
 /// Conv2D (OIHW weights, `group`) and DepthwiseConv2D ([C*m, 1, kh, kw]), with the
 /// activation `act` fused into the output loop.
 pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResult<Tensor> {
+    // `conv` declines only a pool, and none was asked for.
+    let out = conv(cx, depthwise, act, false)?;
+    out.ok_or(OpError::Unsupported)
+}
+
+/// Conv2D and activation `act`, then a 2x2 / stride 2 max pool (no pads, floor mode) of
+/// each image's output while it is in cache: the pooled tensor, or `None` (before any
+/// work) for a convolution with one input channel per group (the depthwise kernel) or an
+/// output plane smaller than 2x2.
+pub(crate) fn conv2d_pooled(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Option<Tensor>> {
+    conv(cx, false, act, true)
+}
+
+/// A convolution, pooled when `pool` (see [`conv2d_pooled`]); `None` only when `pool`.
+fn conv(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>, pool: bool) -> OpResult<Option<Tensor>> {
     let [n, c, h, w] = nchw(cx)?;
     let (x, wt) = (cx.f32(0)?, cx.f32(1)?);
     let [m, cg, kh, kw] = match *cx.shape(1)? {
@@ -74,9 +97,22 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
         });
     }
     let (ay, ax) = geometry(cx, h, w, kh, kw, false)?;
-    let out_shape = vec![n, m, ay.out, ax.out];
+    let (ph, pw) = (ay.out / 2, ax.out / 2);
+    if pool && (cg == 1 || ph == 0 || pw == 0) {
+        return Ok(None);
+    }
+    // The pooled output: `[oh, ow]` planes pooled into `[ph, pw]` ones.
+    let pooled = pool.then_some(Pooled {
+        from: [ay.out, ax.out],
+        to: [ph, pw],
+    });
+    let out_shape = match pooled {
+        Some(_) => vec![n, m, ph, pw],
+        None => vec![n, m, ay.out, ax.out],
+    };
     let total = cx.alloc(&out_shape)?;
-    // Every element is written: by the depthwise kernel's row copies or by sgemm (beta 0).
+    // Every element is written: by the depthwise kernel's row copies, by sgemm (beta 0)
+    // or by the pool.
     let mut y = cx.buffer(total);
     // One input channel per group: depthwise (LeNet's single-channel first layer too:
     // measured against the gemm path at batch 1 and 64, it was as fast or faster).
@@ -93,7 +129,7 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
         let mut scratch = cx.buffer(cx.scratch(dw.scratch_len())?);
         dw.run(x, wt, bias, act, &mut y, &mut scratch);
         cx.give(scratch);
-        return Ok(f32_tensor(out_shape, y));
+        return Ok(Some(f32_tensor(out_shape, y)));
     }
     let plane = ay.out * ax.out;
     let mg = m / group;
@@ -127,18 +163,24 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
             m,
             im: Im2col { c, kh, kw, ay, ax },
             chunk,
+            pooled,
         };
         kernel.run(cx, (x, lhs(0), bias), act, &mut y, tmp)?;
-        return Ok(f32_tensor(out_shape, y));
+        return Ok(Some(f32_tensor(out_shape, y)));
     }
-    // Image `b`, group `g`: its [M/group, H*W] output block = the group's weights times
+    // Pooled: each image's [M, H*W] output goes to this buffer, then is pooled into `y`.
+    let mut image_out = match pooled {
+        Some(_) => cx.buffer(cx.scratch(m.checked_mul(plane))?),
+        None => Vec::new(),
+    };
+    // Group `g` of one image's [M, H*W] output block `out`: the group's weights times
     // `rhs`, with bias and activation applied as each tile is stored.
-    let group_gemm = |y: &mut [f32], b: usize, g: usize, rhs: Rhs<'_>| {
+    let group_gemm = |out: &mut [f32], g: usize, rhs: Rhs<'_>| {
         let epi = Epilogue {
             bias: bias.map_or(Bias::None, |b| Bias::Rows(&b[g * mg..][..mg])),
             act,
         };
-        let out = &mut y[(b * m + g * mg) * plane..][..mg * plane];
+        let out = &mut out[g * mg * plane..][..mg * plane];
         gemm(
             [mg, kdim, plane],
             lhs(g),
@@ -149,8 +191,13 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
             Kernel::Auto,
         );
     };
+    let block = m * plane;
     if pointwise {
         for b in 0..n {
+            let out = match pooled {
+                Some(_) => &mut image_out[..block],
+                None => &mut y[b * block..][..block],
+            };
             for g in 0..group {
                 let xg = &x[(b * c + g * cg) * h * w..][..cg * h * w];
                 // Its [C/group, H*W] block is the column matrix.
@@ -159,10 +206,14 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
                     rs: plane,
                     cs: 1,
                 };
-                group_gemm(&mut y, b, g, rhs);
+                group_gemm(out, g, rhs);
+            }
+            if let Some(p) = pooled {
+                p.image(&image_out, m, b, &mut y);
             }
         }
-        return Ok(f32_tensor(out_shape, y));
+        cx.give(image_out);
+        return Ok(Some(f32_tensor(out_shape, y)));
     }
     let im = Im2col {
         c: cg,
@@ -171,19 +222,66 @@ pub(crate) fn conv2d(cx: &Ctx<'_>, depthwise: bool, act: Option<Act>) -> OpResul
         ay,
         ax,
     };
+    // Stride 1 along x and output rows of whole panels: the gemm reads the columns from
+    // the padded input in place (no column panels written).
+    let in_place = im.in_place_offsets();
     let pad_len = cx.scratch(im.padded_len(1))?;
-    let panels_len = cx.scratch(im.panels_len(1))?;
+    let panels_len = match in_place {
+        Some(_) => 0,
+        None => cx.scratch(im.panels_len(1))?,
+    };
     with_scratch(pad_len, panels_len, |pad, panels| {
         for b in 0..n {
+            let out = match pooled {
+                Some(_) => &mut image_out[..block],
+                None => &mut y[b * block..][..block],
+            };
             for g in 0..group {
                 let xg = &x[(b * c + g * cg) * h * w..][..cg * h * w];
                 im.pad(xg, 1, pad);
-                im.panels(pad, 1, panels);
-                group_gemm(&mut y, b, g, Rhs::Panels(panels));
+                let rhs = match &in_place {
+                    Some((rows, bases)) => Rhs::Rows {
+                        data: pad,
+                        rows,
+                        bases,
+                    },
+                    None => {
+                        im.panels(pad, 1, panels);
+                        Rhs::Panels(panels)
+                    }
+                };
+                group_gemm(out, g, rhs);
+            }
+            if let Some(p) = pooled {
+                p.image(&image_out, m, b, &mut y);
             }
         }
     });
-    Ok(f32_tensor(out_shape, y))
+    cx.give(image_out);
+    Ok(Some(f32_tensor(out_shape, y)))
+}
+
+/// A 2x2 / stride 2 max pool of `[oh, ow]` planes (`from`) into `[oh / 2, ow / 2]` ones
+/// (`to`, every window inside), applied by the convolution to its output.
+#[derive(Clone, Copy, Debug)]
+struct Pooled {
+    from: [usize; 2],
+    to: [usize; 2],
+}
+
+impl Pooled {
+    /// Pool one plane `src` (`from`) into `dst` (`to`).
+    fn plane(&self, src: &[f32], dst: &mut [f32]) {
+        let [h, w] = self.from;
+        max_2x2(src, [1, h, w], self.to, dst);
+    }
+
+    /// Pool image `b`'s `m` planes `src` into its place in `y` (`[N, m, to]`).
+    fn image(&self, src: &[f32], m: usize, b: usize, y: &mut [f32]) {
+        let ([h, w], [ph, pw]) = (self.from, self.to);
+        let block = m * ph * pw;
+        max_2x2(src, [m, h, w], self.to, &mut y[b * block..][..block]);
+    }
 }
 
 thread_local! {
@@ -237,6 +335,8 @@ struct Batched {
     im: Im2col,
     /// Images per chunk.
     chunk: usize,
+    /// Pool each image's output plane as it is scattered.
+    pooled: Option<Pooled>,
 }
 
 impl Batched {
@@ -277,8 +377,14 @@ impl Batched {
                 );
                 for b in 0..images {
                     for oc in 0..m {
-                        let dst = &mut y[((b0 + b) * m + oc) * plane..][..plane];
-                        dst.copy_from_slice(&out[oc * wide + b * plane..][..plane]);
+                        let src = &out[oc * wide + b * plane..][..plane];
+                        match self.pooled {
+                            Some(p) => {
+                                let size = p.to[0] * p.to[1];
+                                p.plane(src, &mut y[((b0 + b) * m + oc) * size..][..size]);
+                            }
+                            None => y[((b0 + b) * m + oc) * plane..][..plane].copy_from_slice(src),
+                        }
                     }
                 }
             }

@@ -8,24 +8,28 @@
 //! call: about half of EfficientNet-Lite0's sgemm time at batch 1.)
 //!
 //! Layout and blocking (BLIS's loop order):
-//! - the micro-kernel computes an `MR x NR` = 6 x 16 tile of `C`: twelve AVX2 accumulators
+//! - the AVX2 micro-kernel computes a 6 x 16 tile of `C`: twelve AVX2 accumulators
 //!   (6 rows x two 8-float vectors), two loads of `B` and one broadcast of `A` per step of
 //!   `k`, 15 of the 16 vector registers;
-//! - `A` is packed in panels of `MR` rows (`[k][MR]` per panel), `B` in panels of `NR`
-//!   columns (`[k][NR]` per panel), both zero-padded to whole panels, so the kernel has no
-//!   edge cases (a partial tile goes through a stack tile);
+//! - `A` is packed in panels of `mr` rows (`[k][mr]` per panel): 8 when the AVX-512 kernel
+//!   runs, 6 otherwise ([`panel_rows`]); `B` in panels of `NR` columns (`[k][NR]` per
+//!   panel); both zero-padded to whole panels, so the kernel has no edge cases (a partial
+//!   tile is stored with masks, AVX-512, or through a stack tile);
 //! - `KC` = 256: one `B` micro-panel (256 x 16 floats, 16 KiB) stays in the 48 KiB L1
 //!   while the kernel walks the `A` panels of a block; `MC` = 144 rows: an `A` block
 //!   (144 x 256 floats, 144 KiB) stays in L2 (2 MiB per core here); `NC` = 1024 columns: a
 //!   packed `B` block (256 x 1024 floats, 1 MiB) also fits L2 next to it.
 //!
-//! The kernel is written three times: with `std::arch` AVX-512 intrinsics (a 12 x 32 tile
-//! over two adjacent `A` and two adjacent `B` panels, so the packed layout is the same; built when the
-//! compiler has them, Rust >= 1.89, see build.rs), with AVX2 + FMA intrinsics, and as
+//! The kernel is written three times: with `std::arch` AVX-512 intrinsics (an 8 x 32 tile
+//! over one 8-row `A` panel and two adjacent `B` panels, fewer rows for a short `A`; built
+//! when the compiler has them, Rust >= 1.89, see build.rs), with AVX2 + FMA intrinsics, and as
 //! plain loops the compiler vectorizes for the baseline target ([`Kernel::Portable`]).
 //! The widest the CPU has is chosen at run time; tests check each against a naive
 //! product. (matrixmultiply 0.3.11 also runs AVX-512 on this machine: with only an AVX2
-//! kernel this gemm measured half its speed.)
+//! kernel this gemm measured half its speed.) The AVX-512 panels are 8 rows, not 6 (its
+//! earlier 12 x 32 tile over two 6-row panels): the convolutions of small CNNs have 16, 32
+//! or 64 output channels, which 6-row panels cover as 18, 36 and 66 rows with a partial
+//! tile stored element by element; 8-row panels cover them exactly.
 //! Bias and activation are applied to a tile in registers when the last `KC` block of
 //! `k` is stored, so `C` is written once per `KC` block and read back only for `k > KC`.
 
@@ -34,16 +38,19 @@ use std::cell::RefCell;
 pub use super::act::Act;
 use super::act::{clip, relu};
 
-/// Rows of `A` (and of a `C` tile) per micro-kernel call.
-pub const MR: usize = 6;
+/// The most rows of one packed `A` panel (the AVX-512 kernel's; the others read 6-row
+/// panels, [`panel_rows`]): a bound for the size of a [`PackedA`].
+pub const MR: usize = 8;
+/// Rows of an `A` panel for the AVX2 and portable kernels.
+const MR_NARROW: usize = 6;
 /// Columns of `B` (and of a `C` tile) per micro-kernel call.
 pub const NR: usize = 16;
 /// Depth of one block of `k` (see the module documentation); a product's sums are
 /// accumulated per block of `KC` and the blocks' sums added in order (a kernel that
 /// must give the same bits, as FullyConnected's batch-1 path does, follows it).
 pub const KC: usize = 256;
-/// Rows of one block of `A` (a multiple of `MR`).
-const MC: usize = 24 * MR;
+/// Rows of one block of `A` (a multiple of both panel heights).
+const MC: usize = 144;
 /// Columns of one block of `B` (a multiple of `NR`).
 const NC: usize = 64 * NR;
 
@@ -66,6 +73,16 @@ enum Isa {
     Portable,
     Avx2,
     Avx512,
+}
+
+/// Rows per packed `A` panel for products run by `kernel` on this CPU: 8 for the AVX-512
+/// kernel, 6 for the others. [`PackedA::new`] packs for [`Kernel::Auto`]; the other
+/// kernels also read an 8-row panel (as two 4-row halves).
+pub fn panel_rows(kernel: Kernel) -> usize {
+    match kernel.isa() {
+        Isa::Avx512 => MR,
+        _ => MR_NARROW,
+    }
 }
 
 impl Kernel {
@@ -108,12 +125,14 @@ pub struct Epilogue<'a> {
     pub act: Option<Act>,
 }
 
-/// An `m x k` left operand packed once into panels of [`MR`] rows (`[k][MR]` each, the
-/// last panel zero-padded), as the micro-kernel reads it.
+/// An `m x k` left operand packed once into panels of `mr` rows (`[k][mr]` each, the
+/// last panel zero-padded; `mr` = [`panel_rows`] of [`Kernel::Auto`]), as the
+/// micro-kernel reads it.
 #[derive(Debug, Clone)]
 pub struct PackedA {
     m: usize,
     k: usize,
+    mr: usize,
     data: Vec<f32>,
 }
 
@@ -123,26 +142,28 @@ impl PackedA {
     /// # Panics
     /// If `a` is too short for `m x k` with these strides (the caller checked the shape).
     pub fn new(m: usize, k: usize, a: &[f32], (rs, cs): (usize, usize)) -> Self {
-        let panels = m.div_ceil(MR);
-        let mut data = vec![0f32; panels * MR * k];
-        pack_a(a, (rs, cs), 0..m, 0..k, &mut data);
-        PackedA { m, k, data }
+        let mr = panel_rows(Kernel::Auto);
+        let panels = m.div_ceil(mr);
+        let mut data = vec![0f32; panels * mr * k];
+        pack_a(a, (rs, cs), 0..m, 0..k, mr, &mut data);
+        PackedA { m, k, mr, data }
     }
 
     /// Pack an `m x k` operand given row by row: `row(i, buf)` writes row `i` (`k`
     /// values) into `buf`. Only one panel's rows (`MR x k`) are held besides the packed
     /// values: weights decoded row by row (dequantized) are never whole in f32.
     pub fn from_rows(m: usize, k: usize, mut row: impl FnMut(usize, &mut [f32])) -> Self {
-        let mut data = vec![0f32; m.div_ceil(MR) * MR * k];
-        let mut rows = vec![0f32; MR * k];
-        for (pi, i0) in (0..m).step_by(MR).enumerate() {
-            let nrows = MR.min(m - i0);
+        let mr = panel_rows(Kernel::Auto);
+        let mut data = vec![0f32; m.div_ceil(mr) * mr * k];
+        let mut rows = vec![0f32; mr * k];
+        for (pi, i0) in (0..m).step_by(mr).enumerate() {
+            let nrows = mr.min(m - i0);
             for (ii, buf) in rows.chunks_exact_mut(k.max(1)).take(nrows).enumerate() {
                 row(i0 + ii, &mut buf[..k]);
             }
-            pack_a(&rows, (k, 1), 0..nrows, 0..k, &mut data[pi * MR * k..]);
+            pack_a(&rows, (k, 1), 0..nrows, 0..k, mr, &mut data[pi * mr * k..]);
         }
-        PackedA { m, k, data }
+        PackedA { m, k, mr, data }
     }
 
     /// Rows.
@@ -256,6 +277,19 @@ pub enum Rhs<'a> {
         /// Column stride.
         cs: usize,
     },
+    /// Read in place: the [`NR`] columns of column panel `q` in row `p` are the
+    /// consecutive values `data[bases[q] + rows[p]..][..NR]` (a stride-1 convolution's
+    /// columns straight from its padded input, when no panel crosses an output row: no
+    /// im2col copy). Values read past column `n` in the last panel only reach results
+    /// that are not stored.
+    Rows {
+        /// The values.
+        data: &'a [f32],
+        /// Offset of each row (`k` of them).
+        rows: &'a [usize],
+        /// Offset of each column panel (`n.div_ceil(NR)` of them).
+        bases: &'a [usize],
+    },
 }
 
 thread_local! {
@@ -348,6 +382,9 @@ pub fn gemm(
         Rhs::Packed(p) => p.k == k && p.n == n,
         Rhs::Panels(d) => panels_len(k, n).is_some_and(|l| l <= d.len()),
         Rhs::Strided { data, rs, cs } => extent(rs, cs, k, n) <= data.len(),
+        Rhs::Rows { data, rows, bases } => {
+            rows_fit(data.len(), &rows[..k.min(rows.len())], bases, k, n)
+        }
     };
     let bias_ok = match epi.bias {
         Bias::None => true,
@@ -366,7 +403,13 @@ pub fn gemm(
         } else {
             0
         };
-        let need_b = if matches!(b, Rhs::Strided { .. }) {
+        let packs_b = match b {
+            Rhs::Strided { .. } => true,
+            // Only the AVX-512 kernel reads rows in place; the others read packed panels.
+            Rhs::Rows { .. } => kernel.isa() != Isa::Avx512,
+            _ => false,
+        };
+        let need_b = if packs_b {
             KC.min(k) * NC.min(n.div_ceil(NR) * NR)
         } else {
             0
@@ -377,8 +420,18 @@ pub fn gemm(
         if bbuf.len() < need_b {
             bbuf.resize(need_b, 0.0);
         }
+        let mr = match a {
+            Lhs::Packed(p) => p.mr,
+            Lhs::Strided { .. } => panel_rows(kernel),
+        };
+        let row_max = match b {
+            Rhs::Rows { rows, .. } => rows.iter().max().copied().unwrap_or(0),
+            _ => 0,
+        };
         let mut blocks = Blocks {
             mkn: [m, k, n],
+            mr,
+            row_max,
             a,
             b,
             epi,
@@ -393,6 +446,10 @@ pub fn gemm(
 /// One product's operands and packing space.
 struct Blocks<'a, 's> {
     mkn: [usize; 3],
+    /// Rows per `A` panel.
+    mr: usize,
+    /// The largest row offset of an `Rhs::Rows` operand.
+    row_max: usize,
     a: Lhs<'a>,
     b: Rhs<'a>,
     epi: Epilogue<'a>,
@@ -411,8 +468,15 @@ impl Blocks<'_, '_> {
             for kb in 0..kblocks {
                 let pc = kb * KC;
                 let kc = KC.min(k - pc);
-                if let Rhs::Strided { data, rs, cs } = self.b {
-                    pack_b(data, (rs, cs), pc..pc + kc, jc..jc + nc, self.bbuf);
+                match self.b {
+                    Rhs::Strided { data, rs, cs } => {
+                        pack_b(data, (rs, cs), pc..pc + kc, jc..jc + nc, self.bbuf);
+                    }
+                    Rhs::Rows { data, rows, bases } if self.isa != Isa::Avx512 => {
+                        let panels = &bases[jc / NR..][..nc.div_ceil(NR)];
+                        pack::pack_b_rows(data, &rows[pc..pc + kc], panels, self.bbuf);
+                    }
+                    _ => {}
                 }
                 let store = Store {
                     accumulate: kb > 0,
@@ -421,7 +485,7 @@ impl Blocks<'_, '_> {
                 for ic in (0..m).step_by(MC) {
                     let mc = MC.min(m - ic);
                     if let Lhs::Strided { data, rs, cs } = self.a {
-                        pack_a(data, (rs, cs), ic..ic + mc, pc..pc + kc, self.abuf);
+                        pack_a(data, (rs, cs), ic..ic + mc, pc..pc + kc, self.mr, self.abuf);
                     }
                     self.macro_kernel([ic, pc, jc], [mc, kc, nc], c, rsc, store);
                 }
@@ -438,31 +502,43 @@ impl Blocks<'_, '_> {
         rsc: usize,
         store: Store,
     ) {
-        let k = self.mkn[1];
+        let (k, mr) = (self.mkn[1], self.mr);
         let mut jr = 0;
         while jr < nc {
-            // Two column panels at once for the AVX-512 kernel (a 12 x 32 or 6 x 32 tile).
+            // Two column panels at once for the AVX-512 kernel (an 8 x 32 tile).
             let wide = self.isa == Isa::Avx512 && jr + NR < nc;
             let cols = (if wide { 2 * NR } else { NR }).min(nc - jr);
             let j = jc + jr;
             let bpanel = |q: usize| match self.b {
                 Rhs::Packed(p) => &p.data[(q / NR) * p.k * NR + pc * NR..][..kc * NR],
                 Rhs::Panels(d) => &d[(q / NR) * k * NR + pc * NR..][..kc * NR],
-                Rhs::Strided { .. } => &self.bbuf[((q - jc) / NR) * kc * NR..][..kc * NR],
+                Rhs::Strided { .. } | Rhs::Rows { .. } => {
+                    &self.bbuf[((q - jc) / NR) * kc * NR..][..kc * NR]
+                }
             };
-            let bp = bpanel(j);
-            let bp2 = if wide { bpanel(j + NR) } else { bp };
-            let mut ir = 0;
-            while ir < mc {
-                // Two row panels at once for the AVX-512 kernel (a 12 x 32 tile).
-                let pair = wide && ir + MR < mc;
-                let rows = (if pair { 2 * MR } else { MR }).min(mc - ir);
+            // The AVX-512 kernel reads `Rhs::Rows` in place (nothing was packed).
+            let in_place = match self.b {
+                Rhs::Rows { data, rows, bases } if self.isa == Isa::Avx512 => {
+                    let rows = &rows[pc..pc + kc];
+                    let at = |q: usize| pack::InPlace::new(data, bases[q / NR], rows, self.row_max);
+                    Some([at(j), if wide { at(j + NR) } else { at(j) }])
+                }
+                _ => None,
+            };
+            let (bp, bp2) = match in_place {
+                Some(_) => (&[][..], &[][..]),
+                None => {
+                    let bp = bpanel(j);
+                    (bp, if wide { bpanel(j + NR) } else { bp })
+                }
+            };
+            for ir in (0..mc).step_by(mr) {
+                let rows = mr.min(mc - ir);
                 let i = ic + ir;
-                let apanel = |r: usize| match self.a {
-                    Lhs::Packed(p) => &p.data[((ic + r) / MR) * p.k * MR + pc * MR..][..kc * MR],
-                    Lhs::Strided { .. } => &self.abuf[(r / MR) * kc * MR..][..kc * MR],
+                let ap = match self.a {
+                    Lhs::Packed(p) => &p.data[(i / mr) * p.k * mr + pc * mr..][..kc * mr],
+                    Lhs::Strided { .. } => &self.abuf[(ir / mr) * kc * mr..][..kc * mr],
                 };
-                let ap = apanel(ir);
                 let bias = match self.epi.bias {
                     Bias::None => TileBias::None,
                     Bias::Rows(v) => TileBias::Rows(&v[i..i + rows]),
@@ -478,26 +554,24 @@ impl Blocks<'_, '_> {
                 let ct = &mut c[i * rsc + j..];
                 match self.isa {
                     #[cfg(all(target_arch = "x86_64", tv_avx512))]
-                    Isa::Avx512 if pair => {
-                        let a2 = [ap, apanel(ir + MR)];
+                    Isa::Avx512 => match in_place {
                         // SAFETY: `Isa::Avx512` is only chosen when the CPU has AVX-512F
                         // (`Kernel::isa`), the only requirement of the target-feature function.
-                        unsafe { avx512::kernel::<{ 2 * MR }>(kc, a2, [bp, bp2], ct, rsc, &tile) }
-                    }
-                    #[cfg(all(target_arch = "x86_64", tv_avx512))]
-                    Isa::Avx512 if wide => {
-                        // SAFETY: as above.
-                        unsafe { avx512::kernel::<MR>(kc, [ap, ap], [bp, bp2], ct, rsc, &tile) }
-                    }
+                        Some(b) => unsafe { avx512::tile(kc, ap, mr, b, wide, ct, rsc, &tile) },
+                        None => {
+                            let b = [pack::Packed(bp), pack::Packed(bp2)];
+                            // SAFETY: as above.
+                            unsafe { avx512::tile(kc, ap, mr, b, wide, ct, rsc, &tile) }
+                        }
+                    },
                     #[cfg(target_arch = "x86_64")]
-                    Isa::Avx2 | Isa::Avx512 => {
+                    Isa::Avx2 => {
                         // SAFETY: both are only chosen when the CPU has AVX2 and FMA
                         // (`Kernel::isa`), the only requirement of the target-feature function.
-                        unsafe { avx2::kernel(kc, ap, bp, ct, rsc, &tile) }
+                        unsafe { avx2::tile(kc, ap, mr, bp, ct, rsc, &tile) }
                     }
-                    _ => kernel_portable(kc, ap, bp, ct, rsc, &tile),
+                    _ => kernel_portable(kc, ap, mr, bp, ct, rsc, &tile),
                 }
-                ir += rows;
             }
             jr += cols;
         }
@@ -521,7 +595,7 @@ enum TileBias<'a> {
     Cols(&'a [f32]),
 }
 
-/// One `rows x cols` tile of `C` (at most `MR x NR`, or `2 MR x 2 NR` for AVX-512).
+/// One `rows x cols` tile of `C` (at most `MR x NR`, or `MR x 2 NR` for AVX-512).
 struct Tile<'a> {
     rows: usize,
     cols: usize,
@@ -531,6 +605,20 @@ struct Tile<'a> {
 }
 
 impl Tile<'_> {
+    /// The part of this tile from row `r0` on, at most `count` rows.
+    fn rows_from(&self, r0: usize, count: usize) -> Tile<'_> {
+        Tile {
+            rows: self.rows.saturating_sub(r0).min(count),
+            cols: self.cols,
+            store: self.store,
+            bias: match self.bias {
+                TileBias::Rows(b) => TileBias::Rows(&b[r0.min(b.len())..]),
+                other => other,
+            },
+            act: self.act,
+        }
+    }
+
     /// Store `acc` into `c` (rows `rsc` apart) with the accumulation, bias and
     /// activation of this tile, element by element.
     #[inline(always)]
@@ -562,10 +650,19 @@ impl Tile<'_> {
     }
 }
 
-/// The portable micro-kernel: `acc = a_panel * b_panel` over `kc`, then stored.
-fn kernel_portable(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], rsc: usize, tile: &Tile<'_>) {
+/// The portable micro-kernel: `acc = a_panel * b_panel` over `kc` (an `A` panel of `mr`
+/// rows), then stored.
+fn kernel_portable(
+    kc: usize,
+    a: &[f32],
+    mr: usize,
+    b: &[f32],
+    c: &mut [f32],
+    rsc: usize,
+    tile: &Tile<'_>,
+) {
     let mut acc = [[0f32; NR]; MR];
-    for (ap, bp) in a.chunks_exact(MR).zip(b.chunks_exact(NR)).take(kc) {
+    for (ap, bp) in a.chunks_exact(mr).zip(b.chunks_exact(NR)).take(kc) {
         for (row, &av) in acc.iter_mut().zip(ap) {
             for (r, &bv) in row.iter_mut().zip(bp) {
                 *r += av * bv;
@@ -575,71 +672,21 @@ fn kernel_portable(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], rsc: usize, t
     tile.store_scalar(&acc, c, rsc);
 }
 
-/// Pack rows `rows` x depth `ks` of `a` (element `(i, p)` at `a[i * rs + p * cs]`) into
-/// `dst` as panels of `MR` rows, `[ks.len()][MR]` each, zero-padded.
-fn pack_a(
-    a: &[f32],
-    (rs, cs): (usize, usize),
-    rows: std::ops::Range<usize>,
-    ks: std::ops::Range<usize>,
-    dst: &mut [f32],
-) {
-    let kc = ks.len();
-    for (pi, i0) in rows.clone().step_by(MR).enumerate() {
-        let panel = &mut dst[pi * kc * MR..][..kc * MR];
-        let nrows = MR.min(rows.end - i0);
-        for ii in 0..MR {
-            if ii >= nrows {
-                panel.iter_mut().skip(ii).step_by(MR).for_each(|v| *v = 0.0);
-                continue;
-            }
-            let base = (i0 + ii) * rs;
-            if cs == 1 {
-                let src = &a[base + ks.start..][..kc];
-                for (d, &v) in panel.iter_mut().skip(ii).step_by(MR).zip(src) {
-                    *d = v;
-                }
-            } else {
-                for (p, d) in ks.clone().zip(panel.iter_mut().skip(ii).step_by(MR)) {
-                    *d = a[base + p * cs];
-                }
-            }
-        }
-    }
+/// Whether `Rhs::Rows` operands stay inside `data`: `k` row offsets and one base per
+/// column panel, every 16-value run in bounds.
+fn rows_fit(len: usize, rows: &[usize], bases: &[usize], k: usize, n: usize) -> bool {
+    let (Some(&r), Some(&b)) = (rows.iter().max(), bases.iter().max()) else {
+        return rows.len() == k && k == 0 && bases.len() >= n.div_ceil(NR);
+    };
+    rows.len() == k
+        && bases.len() >= n.div_ceil(NR)
+        && r.checked_add(b)
+            .and_then(|v| v.checked_add(NR))
+            .is_some_and(|end| end <= len)
 }
 
-/// Pack depth `ks` x columns `cols` of `b` (element `(p, j)` at `b[p * rs + j * cs]`) into
-/// `dst` as panels of `NR` columns, `[ks.len()][NR]` each, zero-padded.
-fn pack_b(
-    b: &[f32],
-    (rs, cs): (usize, usize),
-    ks: std::ops::Range<usize>,
-    cols: std::ops::Range<usize>,
-    dst: &mut [f32],
-) {
-    let kc = ks.len();
-    for (pj, j0) in cols.clone().step_by(NR).enumerate() {
-        let panel = &mut dst[pj * kc * NR..][..kc * NR];
-        let ncols = NR.min(cols.end - j0);
-        for (p, d) in ks.clone().zip(panel.chunks_exact_mut(NR)) {
-            let base = p * rs + j0 * cs;
-            if cs == 1 && ncols == NR {
-                // A fixed-size copy: inlined moves, not a call to memmove per panel row.
-                let src: &[f32; NR] = b[base..][..NR].try_into().unwrap_or(&[0.0; NR]);
-                d.copy_from_slice(src);
-                continue;
-            }
-            if cs == 1 {
-                d[..ncols].copy_from_slice(&b[base..][..ncols]);
-            } else {
-                for (jj, v) in d[..ncols].iter_mut().enumerate() {
-                    *v = b[base + jj * cs];
-                }
-            }
-            d[ncols..].fill(0.0);
-        }
-    }
-}
+mod pack;
+use pack::{pack_a, pack_b};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -651,157 +698,3 @@ mod avx2;
               for Rust >= 1.89); the MSRV build uses the AVX2 kernel"
 )]
 mod avx512;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn naive(m: usize, k: usize, n: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
-        let mut c = vec![0f32; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                let mut s = 0f64;
-                for p in 0..k {
-                    s += f64::from(a[i * k + p]) * f64::from(b[p * n + j]);
-                }
-                c[i * n + j] = s as f32;
-            }
-        }
-        c
-    }
-
-    fn vals(n: usize, seed: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| ((i * 7919 + seed * 31) % 97) as f32 / 48.0 - 1.0)
-            .collect()
-    }
-
-    #[test]
-    fn packed_and_strided_agree_with_naive_across_blocks() {
-        // Shapes crossing MR, NR, KC, MC and NC boundaries.
-        for &(m, k, n) in &[
-            (1, 1, 1),
-            (7, 3, 17),
-            (13, 300, 40),
-            (150, 20, 1030),
-            (6, 513, 16),
-            (5, 0, 9),
-        ] {
-            let (a, b) = (vals(m * k, 1), vals(k * n, 2));
-            let want = naive(m, k, n, &a, &b);
-            let pa = PackedA::new(m, k, &a, (k, 1));
-            let pb = PackedB::new(k, n, &b, (n, 1));
-            for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
-                for (lhs, rhs) in [
-                    (
-                        Lhs::Strided {
-                            data: &a,
-                            rs: k,
-                            cs: 1,
-                        },
-                        Rhs::Strided {
-                            data: &b,
-                            rs: n,
-                            cs: 1,
-                        },
-                    ),
-                    (Lhs::Packed(&pa), Rhs::Packed(&pb)),
-                ] {
-                    let mut c = vec![f32::NAN; m * n];
-                    gemm([m, k, n], lhs, rhs, &mut c, n, Epilogue::default(), kernel);
-                    for (x, y) in c.iter().zip(&want) {
-                        assert!(
-                            (x - y).abs() <= 1e-4 * (1.0 + y.abs()),
-                            "{m}x{k}x{n}: {x} vs {y}"
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn epilogue_bias_rows_cols_and_activations() {
-        let (m, k, n) = (7, 5, 19);
-        let (a, b) = (vals(m * k, 3), vals(k * n, 4));
-        let base = naive(m, k, n, &a, &b);
-        let (rb, cb) = (vals(m, 5), vals(n, 6));
-        let lhs = Lhs::Strided {
-            data: &a,
-            rs: k,
-            cs: 1,
-        };
-        let rhs = Rhs::Strided {
-            data: &b,
-            rs: n,
-            cs: 1,
-        };
-        for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
-            for (bias, act) in [
-                (Bias::Rows(&rb), Some(Act::Relu)),
-                (Bias::Cols(&cb), Some(Act::Clip { lo: -0.25, hi: 0.5 })),
-                (Bias::None, None),
-            ] {
-                let mut c = vec![0f32; m * n];
-                gemm(
-                    [m, k, n],
-                    lhs,
-                    rhs,
-                    &mut c,
-                    n,
-                    Epilogue { bias, act },
-                    kernel,
-                );
-                for i in 0..m {
-                    for j in 0..n {
-                        let mut v = base[i * n + j]
-                            + match bias {
-                                Bias::Rows(r) => r[i],
-                                Bias::Cols(c) => c[j],
-                                Bias::None => 0.0,
-                            };
-                        if let Some(a) = act {
-                            let mut one = [v];
-                            a.apply(&mut one);
-                            v = one[0];
-                        }
-                        assert!((c[i * n + j] - v).abs() < 1e-5, "{kernel:?} ({i},{j})");
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn relu_keeps_nan_and_rsc_leaves_other_columns() {
-        // A NaN in the first row and negatives in the second, on a 6 x 16 (full AVX2) tile.
-        let (m, k, n) = (6, 1, 16);
-        let mut a = vec![1f32; m];
-        a[1] = -2.0;
-        let mut b = vec![1f32; n];
-        b[0] = f32::NAN;
-        let mut c = vec![7f32; m * (n + 3)];
-        let epi = Epilogue {
-            bias: Bias::None,
-            act: Some(Act::Relu),
-        };
-        for kernel in [Kernel::Auto, Kernel::Avx2, Kernel::Portable] {
-            let lhs = Lhs::Strided {
-                data: &a,
-                rs: 1,
-                cs: 1,
-            };
-            let rhs = Rhs::Strided {
-                data: &b,
-                rs: n,
-                cs: 1,
-            };
-            gemm([m, k, n], lhs, rhs, &mut c, n + 3, epi, kernel);
-            assert!(c[0].is_nan());
-            assert_eq!(c[1], 1.0);
-            assert_eq!(c[n + 3 + 1], 0.0, "relu of -2");
-            assert_eq!(c[2 * (n + 3) + 1], 1.0);
-            assert_eq!(&c[n..n + 3], &[7.0; 3], "columns past n untouched");
-        }
-    }
-}

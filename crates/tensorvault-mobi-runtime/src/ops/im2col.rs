@@ -67,27 +67,99 @@ impl Im2col {
         super::gemm::panels_len(self.depth(), cols)?.checked_add(self.slack())
     }
 
+    /// For one padded image (from [`Im2col::pad`]) read in place by the gemm
+    /// ([`Rhs::Rows`](super::gemm::Rhs)): the offset of each column-matrix row `(c, ky,
+    /// kx)` and of each 16-column panel's first output. `None` unless the stride along x
+    /// is 1 and the output width is a multiple of 16 (a panel's 16 columns are then 16
+    /// consecutive padded values of one output row).
+    pub fn in_place_offsets(&self) -> Option<(Vec<usize>, Vec<usize>)> {
+        let (hp, wp) = self.padded_dims();
+        let (ay, ax) = (&self.ay, &self.ax);
+        if ax.stride != 1 || ax.out == 0 || ax.out % NR != 0 {
+            return None;
+        }
+        let mut rows = Vec::with_capacity(self.depth());
+        for ci in 0..self.c {
+            for ky in 0..self.kh {
+                for kx in 0..self.kw {
+                    rows.push((ci * hp + ky * ay.dilation) * wp + kx * ax.dilation);
+                }
+            }
+        }
+        let bases = (0..ay.out)
+            .flat_map(|oy| {
+                (0..ax.out)
+                    .step_by(NR)
+                    .map(move |ox| oy * ay.stride * wp + ox)
+            })
+            .collect();
+        Some((rows, bases))
+    }
+
     /// Copy `images` images (`x`: `[images, c, h, w]`) into `pad` with zero borders.
     ///
     /// # Panics
     /// If `x` or `pad` is shorter than the shapes say (`pad`: [`Im2col::padded_len`]).
     pub fn pad(&self, x: &[f32], images: usize, pad: &mut [f32]) {
+        // Compiled with wider moves when the CPU has them, as `panels`.
+        #[cfg(all(target_arch = "x86_64", tv_avx512))]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F, the function's only requirement.
+            unsafe { self.pad_avx512(x, images, pad) };
+            return;
+        }
+        self.pad_any(x, images, pad);
+    }
+
+    /// [`Im2col::pad`] with AVX-512 moves.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[cfg(all(target_arch = "x86_64", tv_avx512))]
+    #[allow(
+        clippy::incompatible_msrv,
+        reason = "compiled only by compilers with AVX-512 support (cfg tv_avx512, see build.rs)"
+    )]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn pad_avx512(&self, x: &[f32], images: usize, pad: &mut [f32]) {
+        self.pad_any(x, images, pad);
+    }
+
+    /// The body of [`Im2col::pad`], inlined into each instruction-set version.
+    #[inline(always)]
+    fn pad_any(&self, x: &[f32], images: usize, pad: &mut [f32]) {
         let (h, w) = (self.ay.input, self.ax.input);
         let (hp, wp) = self.padded_dims();
         let planes = images * self.c;
         let len = planes * hp * wp;
-        if (hp == h && wp == w) || h == 0 || w == 0 {
+        if hp == h && wp == w {
+            pad[..len].copy_from_slice(&x[..len]);
+            return;
+        }
+        if h == 0 || w == 0 {
             pad[..len].fill(0.0);
-            pad[..planes * h * w].copy_from_slice(&x[..planes * h * w]);
             return;
         }
         let (top, left) = (self.ay.pad_begin, self.ax.pad_begin);
-        // One fill for every border, then the rows: no call per row for a 1-element border.
-        pad[..len].fill(0.0);
+        // Each zero written once: the top border, then per row its values and the gap to
+        // the next row's values (its right border and the next row's left one; after the
+        // last row, the bottom border). A short gap is one fixed 8-float store whose spill
+        // lands in the next row's values, written just after (a `memset` call per 2-float
+        // gap, or a fill of the whole buffer first, cost more than the copy).
         for (p, dst) in pad[..len].chunks_exact_mut(hp * wp).enumerate() {
             let src = &x[p * h * w..][..h * w];
+            dst[..top * wp + left].fill(0.0);
             for (y, row) in src.chunks_exact(w).enumerate() {
-                copy_row(&mut dst[(top + y) * wp + left..][..w], row);
+                let at = (top + y) * wp + left;
+                copy_row(&mut dst[at..][..w], row);
+                let (gap, last) = (wp - w, y + 1 == h);
+                if !last && gap <= 8 && gap + w >= 8 {
+                    let z: &mut [f32; 8] = (&mut dst[at + w..][..8]).try_into().expect("8 floats");
+                    *z = [0.0; 8];
+                } else {
+                    let end = if last { hp * wp } else { at + wp };
+                    dst[at + w..end].fill(0.0);
+                }
             }
         }
     }

@@ -11,6 +11,7 @@ mod conv;
 mod conv_transpose;
 mod depthwise;
 mod elementwise;
+mod fusion;
 pub mod gemm;
 mod im2col;
 mod linalg;
@@ -28,8 +29,9 @@ use tensorvault_formats::mobi::{Operator, OperatorType as Op};
 
 use crate::tensor::{numel, Data, Tensor};
 
-pub(crate) use act::{fusion_plan, Act};
+pub(crate) use act::Act;
 pub(crate) use buffers::{Buffers, Pool};
+pub(crate) use fusion::{fusion_plan, Fusion};
 pub(crate) use prepack::{prepack, Prepacked, Weights};
 
 /// A kernel's failure, before the session names the operator and values.
@@ -178,6 +180,13 @@ pub(crate) fn reshape_target(cx: &Ctx<'_>) -> Option<OpResult<Vec<usize>>> {
         }
         _ => None,
     }
+}
+
+/// Run a Conv2D with the 2x2 / stride 2 max pool that [`fusion_plan`] fused into it (and
+/// the activation `act`): the pooled tensor, or `None` when the convolution does not take
+/// the pool for these shapes (before any work: the session then runs it unfused).
+pub(crate) fn eval_pooled(cx: &Ctx<'_>, act: Option<Act>) -> OpResult<Option<Tensor>> {
+    conv::conv2d_pooled(cx, act)
 }
 
 /// Run one operator, with the activation `act` fused into its output loop (`act` is

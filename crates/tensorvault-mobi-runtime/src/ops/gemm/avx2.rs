@@ -6,41 +6,87 @@ use std::arch::x86_64::{
     _CMP_GT_OQ, _CMP_LT_OQ,
 };
 
-use super::{Act, Tile, TileBias, MR, NR};
+use super::{Act, Tile, TileBias, NR};
 
-/// `C tile = a_panel * b_panel` over `kc` (then stored as `tile` says).
+/// `C tile = a_panel * b_panel` over `kc` for an `A` panel of `mr` rows (6: one 6 x 16
+/// kernel call; 8: two 4 x 16 calls, the AVX-512 kernel's panels read by this one), then
+/// stored as `tile` says.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA.
 ///
 /// # Panics
-/// If `a` has fewer than `kc * MR` values, `b` fewer than `kc * NR`, or `c` is too
-/// short for the tile (rows `rsc` apart); the slices bound every pointer below.
+/// If `mr` is neither 6 nor a multiple of 4, or a slice is too short (see [`kernel`]).
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn kernel(
+pub(super) unsafe fn tile(
     kc: usize,
     a: &[f32],
+    mr: usize,
+    b: &[f32],
+    c: &mut [f32],
+    rsc: usize,
+    tile: &Tile<'_>,
+) {
+    if mr == 6 {
+        // SAFETY: the CPU has AVX2 and FMA (this function's requirement).
+        unsafe { kernel::<6>(kc, a, mr, b, c, rsc, tile) };
+        return;
+    }
+    assert!(mr % 4 == 0, "A panels of {mr} rows");
+    for r0 in (0..tile.rows).step_by(4) {
+        let part = tile.rows_from(r0, 4);
+        // SAFETY: as above.
+        unsafe {
+            kernel::<4>(
+                kc,
+                a.get(r0..).unwrap_or(&[]),
+                mr,
+                b,
+                &mut c[r0 * rsc..],
+                rsc,
+                &part,
+            )
+        };
+    }
+}
+
+/// `C tile = a_panel * b_panel` over `kc`, rows `0..R` of an `A` panel of `mr` rows
+/// (`a` starts at the first row read), then stored as `tile` says.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+///
+/// # Panics
+/// If `R > mr`, `a` has fewer than `(kc - 1) * mr + R` values, `b` fewer than `kc * NR`,
+/// or `c` is too short for the tile (rows `rsc` apart); the slices bound every pointer
+/// below.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn kernel<const R: usize>(
+    kc: usize,
+    a: &[f32],
+    mr: usize,
     b: &[f32],
     c: &mut [f32],
     rsc: usize,
     tile: &Tile<'_>,
 ) {
     assert!(
-        a.len() >= kc * MR
+        R <= mr
+            && (kc == 0 || a.len() >= (kc - 1) * mr + R)
             && b.len() >= kc * NR
-            && tile.rows <= MR
+            && tile.rows <= R
             && tile.cols <= NR
             && (tile.rows == 0 || c.len() >= (tile.rows - 1) * rsc + tile.cols)
     );
-    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+    let mut acc = [[_mm256_setzero_ps(); 2]; R];
     let (ap, bp) = (a.as_ptr(), b.as_ptr());
     for p in 0..kc {
-        // SAFETY: p < kc, so p * NR + 16 <= kc * NR <= b.len() and p * MR + MR <=
-        // kc * MR <= a.len() (asserted above): every load is inside the panels.
+        // SAFETY: p < kc, so p * NR + 16 <= kc * NR <= b.len() and p * mr + R <=
+        // (kc - 1) * mr + R <= a.len() (asserted above): every load is inside the panels.
         unsafe {
             let b0 = _mm256_loadu_ps(bp.add(p * NR));
             let b1 = _mm256_loadu_ps(bp.add(p * NR + 8));
-            let a_p = ap.add(p * MR);
+            let a_p = ap.add(p * mr);
             for (i, row) in acc.iter_mut().enumerate() {
                 let av = _mm256_broadcast_ss(&*a_p.add(i));
                 row[0] = _mm256_fmadd_ps(av, b0, row[0]);
@@ -48,8 +94,8 @@ pub(super) unsafe fn kernel(
             }
         }
     }
-    if tile.rows < MR || tile.cols < NR {
-        let mut t = [[0f32; NR]; MR];
+    if tile.rows < R || tile.cols < NR {
+        let mut t = [[0f32; NR]; R];
         for (row, v) in t.iter_mut().zip(&acc) {
             // SAFETY: `row` is 16 floats: two 8-float stores at 0 and 8.
             unsafe {
