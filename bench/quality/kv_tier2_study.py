@@ -10,7 +10,12 @@ envelope's static rANS reaches before its table) plus its side data.
         [--rmse]
 
 `--rmse`: rate (bits/value) and K/V relative RMSE of every config over the whole cache
-(one forward pass per text); otherwise perplexity change per config and text.
+(one forward pass per text); otherwise perplexity change per config and text. The
+perplexity hook hands every layer the codes of the clean forward's cache, so errors do
+not compound across layers as in `round3.py` (whose hook quantizes what each layer
+computes): its perplexity changes are lower bounds, for ranking only; the product's
+(`round3.py --sections kvcache`) are the ones to quote (bench/RESULTS.md, "Session 12:
+kv-tier2").
 
 Candidates (blocks of 256 tokens x 64 channels, token 0 of block 0 kept as f16):
 * `t2 today`: keys and values 5-bit per channel over 128 tokens (codec 2/4 tier 2);
