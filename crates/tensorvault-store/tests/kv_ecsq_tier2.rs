@@ -263,10 +263,10 @@ fn the_bit_is_header_bit_4_and_survives_a_reopen() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("kv_ecsq") && e.contains("49"), "{e}");
-    // Bit 3 stays unknown to this build.
-    let mut bit3 = encode_header(&geo(true, false), 0);
-    bit3[49] |= 0b1000;
-    let e = decode_header(&with_crc(bit3)).unwrap_err().to_string();
+    // Bit 5 stays unknown to this build (bit 3 is quant-ecsq's `ecsq`).
+    let mut bit5 = encode_header(&geo(true, false), 0);
+    bit5[49] |= 0b10_0000;
+    let e = decode_header(&with_crc(bit5)).unwrap_err().to_string();
     assert!(e.contains("flag") && e.contains("49"), "{e}");
 
     let dir = tempfile::tempdir().unwrap();
