@@ -241,4 +241,40 @@ mod tests {
             assert!(v4_layout(&v4, Tier::Tier0, kind, 4096).is_none(), "{kind}");
         }
     }
+
+    #[test]
+    fn ecsq_params_follow_the_flag_tier_kind_and_length() {
+        let on = CollectionConfig {
+            codec: CODEC_V4,
+            entropy: true,
+            ecsq: true,
+            ..CollectionConfig::default()
+        };
+        let off = CollectionConfig { ecsq: false, ..on };
+        let p = |geo: &CollectionConfig, tier, kind, len| {
+            ecsq_params(geo, tier, kind, len).map(|p| (p.bits, p.block_log2))
+        };
+        let w = TensorKind::Weight;
+        assert_eq!(p(&on, Tier::Tier2, w, 4096), Some((6, 10)));
+        assert_eq!(
+            p(&on, Tier::Tier3, TensorKind::Embedding, 4096),
+            Some((5, 10))
+        );
+        // Short blocks: the largest power of two dividing the length, at least 16.
+        assert_eq!(p(&on, Tier::Tier3, w, 4000), Some((5, 5)));
+        assert_eq!(p(&on, Tier::Tier3, w, 1000), None);
+        assert_eq!(p(&on, Tier::Tier3, w, 0), None);
+        for (geo, tier, kind) in [
+            (&on, Tier::Tier1, w),
+            (&on, Tier::Tier0, w),
+            (&on, Tier::Tier3, TensorKind::Generic),
+            (&on, Tier::Tier3, TensorKind::KvValue),
+            (&off, Tier::Tier3, w),
+        ] {
+            assert_eq!(p(geo, tier, kind, 4096), None, "{tier:?} {kind}");
+        }
+        // The budget is the slot, in proportion for a short block.
+        assert_eq!(ecsq_budget(&on, Tier::Tier2, 4096), 2688);
+        assert_eq!(ecsq_budget(&on, Tier::Tier2, 1024), 672);
+    }
 }
