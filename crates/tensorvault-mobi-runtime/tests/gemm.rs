@@ -1,8 +1,8 @@
 //! The packed gemm (`tensorvault_mobi_runtime::gemm`): the widest kernel the CPU has
 //! (AVX-512 or AVX2), the AVX2 + FMA one and the portable one against a naive f64
-//! product and each other, over random shapes (across
-//! the 6- and 8-row panels, the 16- and 32-column tiles and the 256-deep block), strides, pre-packed or not, bias and
-//! activation.
+//! product and each other, over random shapes (across the 6- and 8-row panels, the 16-
+//! and 32-column tiles and the 256-deep block), strides, pre-packed or not, bias and
+//! activation; `Rhs::Rows` (columns read in place) against the dense operand.
 
 use proptest::prelude::*;
 use tensorvault_mobi_runtime::gemm::{
