@@ -19,7 +19,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok((_, model)) = read_with(data, &opts) else {
         return;
     };
-    let limits = Limits { max_elements: MAX_ELEMENTS, ..Limits::default() };
+    let limits = Limits {
+        max_elements: MAX_ELEMENTS,
+        ..Limits::default()
+    };
     let Ok(session) = Session::with_limits(&model, limits) else {
         return;
     };
@@ -42,7 +45,9 @@ fuzz_target!(|data: &[u8]| {
         }
         let n = n.unwrap_or(0);
         let t = match spec.dtype {
-            DataType::I64 | DataType::I32 => Tensor::i64(shape, (0..n as i64).map(|i| i % 3 - 1).collect()),
+            DataType::I64 | DataType::I32 => {
+                Tensor::i64(shape, (0..n as i64).map(|i| i % 3 - 1).collect())
+            }
             _ => Tensor::f32(shape, (0..n).map(|i| (i % 7) as f32 - 3.0).collect()),
         };
         let Ok(t) = t else { return };

@@ -22,5 +22,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(!name.is_empty() && name.len() <= 100, "{id:x}: {name:?}");
     }
     cat.authenticate(|id, name| Some(tensor_id("t", "c", name, 0) == id));
-    assert!(cat.iter().all(|(id, name)| tensor_id("t", "c", name, 0) == id));
+    assert!(cat
+        .iter()
+        .all(|(id, name)| tensor_id("t", "c", name, 0) == id));
 });

@@ -21,23 +21,35 @@ use tensorvault_registry::{
 fuzz_target!(|data: &[u8]| {
     let root = std::env::temp_dir().join(format!("tv-fuzz-registry-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    if std::fs::create_dir_all(&root).is_err() || std::fs::write(root.join(MANIFEST_FILE), data).is_err() {
+    if std::fs::create_dir_all(&root).is_err()
+        || std::fs::write(root.join(MANIFEST_FILE), data).is_err()
+    {
         return;
     }
-    if let Ok(reg) =
-        WeightRegistry::with_config(&root, Device::Cpu, InitializationConfig::default(), FusionConfig::tiny())
-    {
+    if let Ok(reg) = WeightRegistry::with_config(
+        &root,
+        Device::Cpu,
+        InitializationConfig::default(),
+        FusionConfig::tiny(),
+    ) {
         let listed = reg.list_versions();
         let mut names = std::collections::HashSet::new();
         for v in &listed {
             assert!(validate_version(&v.version).is_ok(), "{:?}", v.version);
-            assert!(names.insert(v.version.clone()), "{:?} listed twice", v.version);
+            assert!(
+                names.insert(v.version.clone()),
+                "{:?} listed twice",
+                v.version
+            );
         }
         for v in reg.golden().iter().chain(reg.current_pointer().iter()) {
             assert!(validate_version(v).is_ok(), "{v:?}");
             assert!(names.contains(v), "{v:?} named but not listed");
         }
-        assert_eq!(std::fs::read(root.join(MANIFEST_FILE)).ok().as_deref(), Some(data));
+        assert_eq!(
+            std::fs::read(root.join(MANIFEST_FILE)).ok().as_deref(),
+            Some(data)
+        );
     }
     // The same bytes as a checkpoint's metadata.json, next to a 1 KiB weights file.
     let ckpt = root.join("ckpt");
@@ -53,7 +65,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = resolve_source(&hf);
     }
     let mv = root.join("mv");
-    if std::fs::create_dir_all(&mv).is_ok() && std::fs::write(mv.join("metadata.json"), data).is_ok() {
+    if std::fs::create_dir_all(&mv).is_ok()
+        && std::fs::write(mv.join("metadata.json"), data).is_ok()
+    {
         let _ = read_model_metadata(&mv);
     }
 });

@@ -68,8 +68,9 @@ fn v2_params(
     };
     let flat = layout(None, false);
     let start = u64::from(block) * u64::from(geo.block_elems);
-    let rows_ok =
-        start % u64::from(width) == 0 && len % width as usize == 0 && u16::try_from(width).is_ok();
+    let rows_ok = start % u64::from(width) == 0
+        && len.is_multiple_of(width as usize)
+        && u16::try_from(width).is_ok();
     if !rows_ok {
         return flat;
     }
@@ -99,8 +100,8 @@ fn encode_block(
         if let (Some(bits), Some(blog)) = (geo.bits(tier), v3_block(width)) {
             let b = 1u64 << blog;
             let start = u64::from(block) * u64::from(geo.block_elems);
-            if start % b == 0 && x.len() as u64 % b == 0 {
-                let whole = start % u64::from(width) == 0 && x.len() % width as usize == 0;
+            if start % b == 0 && (x.len() as u64).is_multiple_of(b) {
+                let whole = start % u64::from(width) == 0 && x.len().is_multiple_of(width as usize);
                 let sink = block == 0 && u32::from(geo.sink_values) >= width;
                 if let Some(p) = qkind::v3_layout(kind, bits, Some(width), whole, sink) {
                     if p.encoded_len(x.len())

@@ -390,7 +390,7 @@ fn round(dir: &Path, r: usize, data: &[Vec<u8>], ks: &[BlockKey]) -> Res<Figures
     // system is synced before each side, and the order alternates by round.
     let settle = || std::process::Command::new("sync").status().map(|_| ());
     let mut sync_figs = Vec::new();
-    for side in if r % 2 == 0 { [0, 1] } else { [1, 0] } {
+    for side in if r.is_multiple_of(2) { [0, 1] } else { [1, 0] } {
         settle()?;
         if side == 0 {
             let ours = open_ours(&rdir, "sync", Durability::EveryWrite)?;

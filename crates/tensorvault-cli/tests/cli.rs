@@ -234,7 +234,7 @@ fn bad_arguments_and_inputs_exit_2_with_one_line() {
     let huge = dir.path().join("huge.npy");
     let mut header =
         b"{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387903, 1), }".to_vec();
-    while (header.len() + 11) % 64 != 0 {
+    while !(header.len() + 11).is_multiple_of(64) {
         header.push(b' ');
     }
     header.push(b'\n');

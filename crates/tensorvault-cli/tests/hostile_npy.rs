@@ -41,7 +41,7 @@ fn preamble(major: u8, header_len: u32) -> Vec<u8> {
 /// A well-formed v1 header dictionary padded as numpy pads it.
 fn header_dict(dict: &str) -> Vec<u8> {
     let mut h = dict.as_bytes().to_vec();
-    while (10 + h.len() + 1) % 64 != 0 {
+    while !(10 + h.len() + 1).is_multiple_of(64) {
         h.push(b' ');
     }
     h.push(b'\n');

@@ -147,7 +147,7 @@ impl<T: Pod> AlignedBuf<T> {
     pub fn cast<U: Pod>(self) -> Option<AlignedBuf<U>> {
         let bytes = self.len * std::mem::size_of::<T>();
         let usz = std::mem::size_of::<U>();
-        if usz == 0 || bytes % usz != 0 || std::mem::align_of::<U>() > ALIGNMENT {
+        if usz == 0 || !bytes.is_multiple_of(usz) || std::mem::align_of::<U>() > ALIGNMENT {
             return None;
         }
         Some(AlignedBuf {

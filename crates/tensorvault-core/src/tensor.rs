@@ -244,7 +244,7 @@ mod tests {
             })
         ));
         // Find an odd address inside the array so the f32 view is misaligned.
-        let start = if bytes.as_ptr() as usize % 4 == 0 {
+        let start = if (bytes.as_ptr() as usize).is_multiple_of(4) {
             1
         } else {
             0

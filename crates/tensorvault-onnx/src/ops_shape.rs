@@ -130,7 +130,7 @@ fn split_sizes(ctx: &Ctx, n: &Node, dim: u64, outputs: usize) -> Result<Vec<u64>
             .map(|i| part.min(dim.saturating_sub(i * part)))
             .collect());
     }
-    if dim % k != 0 {
+    if !dim.is_multiple_of(k) {
         return Err(n.shape_err(format!(
             "axis of size {dim} does not split into {k} equal parts"
         )));

@@ -148,7 +148,7 @@ pub(crate) fn reshape_target(
     let total = product(input);
     if let Some(i) = infer {
         let known = product(&out);
-        if known == 0 || total % known != 0 {
+        if known == 0 || !total.is_multiple_of(known) {
             return Err(err());
         }
         out[i] = total / known;

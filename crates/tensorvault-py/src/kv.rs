@@ -51,7 +51,7 @@ fn to_f16(
     slot: KvSlot,
 ) -> PyResult<Vec<f16>> {
     let size = usize::from(itemsize);
-    if !matches!(size, 2 | 4 | 8) || bytes.len() % size != 0 {
+    if !matches!(size, 2 | 4 | 8) || !bytes.len().is_multiple_of(size) {
         return Err(arg_err(format!(
             "{slot}: {} bytes is not a whole number of {itemsize}-byte float values (2, 4 or 8)",
             bytes.len()

@@ -226,7 +226,7 @@ impl<T: AffineCode> PerChannel<T> {
     /// [`QuantError::InvalidParam`] if `channels` is 0 or does not divide `x.len()`,
     /// [`QuantError::NonFinite`] with the index into `x`.
     pub fn fit(x: &[f32], channels: usize) -> Result<Self, QuantError> {
-        if channels == 0 || x.len() % channels != 0 {
+        if channels == 0 || !x.len().is_multiple_of(channels) {
             return Err(QuantError::InvalidParam {
                 field: "channels",
                 value: channels as f64,

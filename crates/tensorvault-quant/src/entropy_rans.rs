@@ -155,7 +155,7 @@ fn decode_n<const N: usize>(
     out: &mut [u8],
 ) -> Result<(), QuantError> {
     let present = base + stream.len();
-    if stream.len() % RANS_WORD_BYTES != 0 {
+    if !stream.len().is_multiple_of(RANS_WORD_BYTES) {
         return Err(corrupt(
             "rans stream",
             base,

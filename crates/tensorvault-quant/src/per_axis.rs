@@ -55,7 +55,7 @@ impl<T: AffineCode> PerAxis<T> {
     /// `x.len()` (or the code type is unsigned), [`QuantError::NonFinite`] (index into `x`).
     pub fn fit_symmetric(x: &[f32], channels: usize, inner: usize) -> Result<Self, QuantError> {
         let block = channels.checked_mul(inner).unwrap_or(0);
-        if block == 0 || x.len() % block != 0 {
+        if block == 0 || !x.len().is_multiple_of(block) {
             return Err(QuantError::InvalidParam {
                 field: "channels",
                 value: channels as f64,
@@ -88,7 +88,7 @@ impl<T: AffineCode> PerAxis<T> {
     fn check(&self, what: &'static str, n: usize, out: usize) -> Result<(), QuantError> {
         check_len(what, n, out)?;
         let block = self.params.len() * self.inner;
-        if n % block != 0 {
+        if !n.is_multiple_of(block) {
             return Err(QuantError::LengthMismatch {
                 what,
                 input: n,

@@ -52,7 +52,7 @@ pub fn fwht(x: &mut [f32]) {
 pub fn fwht_scalar(x: &mut [f32]) {
     let n = x.len();
     let mut h = 1;
-    if n >= 8 && n % 8 == 0 {
+    if n >= 8 && n.is_multiple_of(8) {
         // Stages 1, 2 and 4 within each run of 8, unrolled (the same butterflies, so the
         // same f32 results as the loop below; only their order changes).
         for c in x.chunks_exact_mut(8) {

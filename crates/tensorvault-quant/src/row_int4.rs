@@ -51,7 +51,7 @@ impl ColumnNorm {
     /// [`QuantError::NonFinite`] naming the first NaN or infinite value;
     /// [`QuantError::LengthMismatch`] if `values` is not whole rows of `dim` (or `dim` is 0).
     pub fn fit(values: &[f32], dim: usize) -> Result<Self, QuantError> {
-        if dim == 0 || values.len() % dim != 0 {
+        if dim == 0 || !values.len().is_multiple_of(dim) {
             return Err(QuantError::LengthMismatch {
                 what: "int4 column fit (values must be whole rows)",
                 input: values.len(),
@@ -153,7 +153,7 @@ impl ColumnNorm {
         let dim = self.dim();
         let rb = row_bytes(dim).unwrap_or(usize::MAX);
         let rows = values / dim;
-        if values % dim != 0 || rows.checked_mul(rb) != Some(bytes) {
+        if !values.is_multiple_of(dim) || rows.checked_mul(rb) != Some(bytes) {
             return Err(QuantError::LengthMismatch {
                 what,
                 input: values,

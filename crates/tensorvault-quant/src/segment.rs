@@ -138,7 +138,7 @@ impl SegmentEncoder {
             self.scales.extend_from_slice(&self.fit_buf);
             self.ref_max.copy_from_slice(&self.max_buf);
         }
-        if self.frames % 8 == 0 {
+        if self.frames.is_multiple_of(8) {
             self.bitmap.push(0);
         }
         if let Some(last) = self.bitmap.last_mut() {
@@ -219,7 +219,7 @@ pub fn encode_frames(
     tol: f32,
 ) -> Result<(Vec<u8>, Vec<FrameReport>), QuantError> {
     let mut e = SegmentEncoder::new(*p, values_per_frame)?.with_drift_tolerance(tol)?;
-    if frames.len() % values_per_frame != 0 {
+    if !frames.len().is_multiple_of(values_per_frame) {
         return Err(QuantError::LengthMismatch {
             what: "segment frames (not a multiple of values_per_frame)",
             input: frames.len(),

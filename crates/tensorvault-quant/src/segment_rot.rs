@@ -144,7 +144,7 @@ impl V3Params {
                 "raw rows hold more values than the segment",
             ));
         }
-        if self.raw_rows > 0 && n % width != 0 {
+        if self.raw_rows > 0 && !n.is_multiple_of(width) {
             return Err(corrupt(
                 "width",
                 V3_WIDTH_OFFSET,
@@ -153,7 +153,7 @@ impl V3Params {
             ));
         }
         let quant_vals = n - raw_vals;
-        if quant_vals % self.block() != 0 {
+        if !quant_vals.is_multiple_of(self.block()) {
             return Err(corrupt(
                 "values",
                 V3_VALUES_OFFSET,

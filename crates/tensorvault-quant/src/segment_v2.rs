@@ -117,7 +117,7 @@ impl V2Params {
             ));
         }
         let needs_rows = self.axis == Axis::Columns || self.raw_rows > 0;
-        if needs_rows && n % width != 0 {
+        if needs_rows && !n.is_multiple_of(width) {
             return Err(corrupt(
                 "width",
                 V2_WIDTH_OFFSET,

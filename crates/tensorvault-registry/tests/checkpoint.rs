@@ -155,7 +155,7 @@ fn lying_header_offsets_are_rejected() {
     let end = offs[1].as_u64().unwrap();
     offs[1] = (end + 4).into();
     let mut h = serde_json::to_vec(&header).unwrap();
-    while h.len() % 8 != 0 {
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
     let mut out = (h.len() as u64).to_le_bytes().to_vec();

@@ -156,7 +156,7 @@ fn token_values(seed: u64, tensor: u64, token: u64, head_dim: usize, out: &mut V
         }
         (acc - 2.0) * 1.732
     };
-    let is_key = tensor % 2 == 0;
+    let is_key = tensor.is_multiple_of(2);
     for c in 0..head_dim {
         let x = if is_key {
             let pair = (c / 2) as f32;
@@ -312,7 +312,7 @@ impl Sim {
             let old_hi = w0;
             if self.o.old_read_every > 0
                 && old_hi > old_lo + self.o.old_read_tokens
-                && self.next_rand() % self.o.old_read_every == 0
+                && self.next_rand().is_multiple_of(self.o.old_read_every)
             {
                 let span = old_hi - old_lo - self.o.old_read_tokens;
                 let start = old_lo + self.next_rand() % span;

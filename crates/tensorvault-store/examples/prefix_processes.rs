@@ -153,7 +153,7 @@ fn reader(root: &Path, secs: u64, id: u64) -> (String, u64) {
         rng ^= rng >> 7;
         rng ^= rng << 17;
         // Mostly recent prompts (the budget evicts old ones), sometimes any.
-        let i = if rng % 4 == 0 {
+        let i = if rng.is_multiple_of(4) {
             rng % stored
         } else {
             stored.saturating_sub(1 + (rng >> 8) % 8)

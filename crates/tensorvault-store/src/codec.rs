@@ -73,7 +73,7 @@ pub fn v2_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
     let start = u64::from(place.block_index) * u64::from(geo.block_elems);
     let rows_ok = width > 0
         && start % u64::from(width) == 0
-        && place.len % width as usize == 0
+        && place.len.is_multiple_of(width as usize)
         && u16::try_from(width).is_ok();
     if !rows_ok {
         return flat;
@@ -110,10 +110,10 @@ pub fn v3_layout(geo: &CollectionConfig, tier: Tier, place: &BlockPlace<'_>) -> 
     let width = place.shape.last().copied().filter(|&w| w > 0)?;
     let b = 1u64 << kind::v3_block(width)?;
     let start = u64::from(place.block_index) * u64::from(geo.block_elems);
-    if start % b != 0 || place.len as u64 % b != 0 {
+    if start % b != 0 || !(place.len as u64).is_multiple_of(b) {
         return None;
     }
-    let whole_rows = start % u64::from(width) == 0 && place.len % width as usize == 0;
+    let whole_rows = start % u64::from(width) == 0 && place.len.is_multiple_of(width as usize);
     let sink = place.block_index == 0 && u32::from(geo.sink_values) >= width;
     let fits = |p: &V3Params| {
         p.encoded_len(place.len)
@@ -218,7 +218,7 @@ pub fn tier2_ecsq_layout(
     let block_log2 = kind::v3_block(width).filter(|&b| 1u32 << b == width)?;
     let w16 = u16::try_from(width).ok()?;
     let start = u64::from(place.block_index) * u64::from(geo.block_elems);
-    if start % u64::from(width) != 0 || place.len % width as usize != 0 {
+    if start % u64::from(width) != 0 || !place.len.is_multiple_of(width as usize) {
         return None;
     }
     let sink = place.block_index == 0 && u32::from(geo.sink_values) >= width;
@@ -323,7 +323,7 @@ pub fn encode_for_tier(
 /// [`StoreErr::UnsupportedDType`] for a dtype outside [`crate::types::STORE_DTYPES`].
 pub fn to_f32(dtype: DType, src: &[u8], dst: &mut Vec<f32>) -> Result<()> {
     let size = dtype.size();
-    if src.len() % size != 0 {
+    if !src.len().is_multiple_of(size) {
         return Err(StoreErr::InvalidArgument {
             field: "data",
             reason: format!(

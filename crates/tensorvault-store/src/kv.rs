@@ -135,7 +135,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
         if let Some(r) = rope {
             r.validate(Some(head_dim))?;
         }
-        if head_dim == 0 || geo.block_elems % head_dim != 0 || geo.tier0_elem_bytes < 2 {
+        if head_dim == 0 || !geo.block_elems.is_multiple_of(head_dim) || geo.tier0_elem_bytes < 2 {
             return Err(StoreErr::InvalidArgument {
                 field: "head_dim",
                 reason: format!(
@@ -419,7 +419,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> KvCache<C, B, M> {
         }
         // Pin the new tails before they exist, so no maintain step can see them unpinned.
         let pin_of = |t: &Tail| {
-            (t.tokens % u64::from(self.tokens_per_block) != 0).then(|| {
+            (!t.tokens.is_multiple_of(u64::from(self.tokens_per_block))).then(|| {
                 BlockKey::new(
                     t.id,
                     ((t.tokens - 1) / u64::from(self.tokens_per_block)) as u32,

@@ -113,7 +113,7 @@ impl RopeSpec {
             ));
         }
         let too_wide = head_dim.is_some_and(|h| u32::from(self.rotary_dims) > h);
-        if self.rotary_dims == 0 || self.rotary_dims % 2 != 0 || too_wide {
+        if self.rotary_dims == 0 || !self.rotary_dims.is_multiple_of(2) || too_wide {
             return Some((
                 "rope.rotary_dims",
                 format!(

@@ -208,7 +208,7 @@ fn capacity_eviction_takes_sealed_blocks_not_tails() {
         assert!(counts[0] <= 2, "{counts:?}");
         for slot in [K00, V00] {
             let n = kv.tokens(slot).unwrap();
-            if n % TPB != 0 {
+            if !n.is_multiple_of(TPB) {
                 let m = store
                     .meta(&kv.block_key(slot, (n / TPB) as u32))
                     .unwrap()

@@ -402,7 +402,7 @@ fn every_single_bit_flip_drops_at_most_its_record() {
             let (got, stats) = replay_all(&mut mem, mode);
             check_flip(&got, &stats, &recs, rbit, mode);
             // The file log on a sample of the flips (each costs a few syscalls).
-            if rbit % 5 == 0 {
+            if rbit.is_multiple_of(5) {
                 std::fs::write(&flip_path, &bytes).unwrap();
                 let (got_f, stats_f) = replay_file(&flip_path, mode);
                 assert_eq!((got_f, stats_f), (got, stats), "file vs mem, bit {bit}");

@@ -242,7 +242,7 @@ impl BatchReader {
             ..Default::default()
         };
         for (i, &off) in self.index.offsets.iter().enumerate() {
-            if (off + l::VECTOR_OFFSET as u64) % 64 != 0 {
+            if !(off + l::VECTOR_OFFSET as u64).is_multiple_of(64) {
                 report.misaligned_vectors.push(i as u64);
             }
             let (start, end) = self.index.range(i, bytes.len() as u64).unwrap_or_default();

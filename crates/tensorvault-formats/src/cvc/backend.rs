@@ -42,7 +42,8 @@ impl ChunkCodec {
     #[must_use]
     pub fn payload_len(&self, values: usize) -> Option<usize> {
         match self {
-            ChunkCodec::Int4(c) => (values % c.dim() == 0)
+            ChunkCodec::Int4(c) => values
+                .is_multiple_of(c.dim())
                 .then(|| (values / c.dim()).checked_mul(row_bytes(c.dim())?))
                 .flatten(),
             ChunkCodec::Int8(_) => Some(values),

@@ -441,7 +441,7 @@ pub(super) fn check_shape(values: &[f32], dim: usize) -> Result<u64, FormatError
     if dim == 0 {
         return Err(arg("dimension", "must be at least 1"));
     }
-    if values.len() % dim != 0 {
+    if !values.len().is_multiple_of(dim) {
         return Err(arg(
             "vectors",
             format!(

@@ -211,7 +211,7 @@ fn taps(
         let pp = xp.floor();
         let frac = xp - pp;
         let half = (n / 2) as i64;
-        let offset = if n % 2 == 0 {
+        let offset = if n.is_multiple_of(2) {
             if frac == 0.0 {
                 -half
             } else {

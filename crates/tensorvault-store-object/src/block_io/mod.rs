@@ -157,7 +157,7 @@ impl ObjectBlockIO {
     fn slot_of(&self, tier: Tier, offset: u64) -> Result<u64> {
         let sl = u64::from(self.slot_len[tier.index()]);
         let hwm = self.hwm[tier.index()].load(Ordering::Acquire);
-        if offset % sl != 0 || offset / sl >= hwm {
+        if !offset.is_multiple_of(sl) || offset / sl >= hwm {
             return Err(StoreErr::InvalidArgument {
                 field: "offset",
                 reason: format!(

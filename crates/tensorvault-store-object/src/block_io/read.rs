@@ -63,7 +63,7 @@ impl ObjectBlockIO {
         // As every BlockIO: a bad argument is InvalidArgument naming it, a slot start
         // this backend never handed out is NotFound.
         let sl = self.slot_len[tier.index()];
-        if offset % u64::from(sl) != 0 || offset.checked_add(u64::from(len)).is_none() {
+        if !offset.is_multiple_of(u64::from(sl)) || offset.checked_add(u64::from(len)).is_none() {
             return Err(StoreErr::InvalidArgument {
                 field: "offset",
                 reason: format!("{offset} is not a slot start of {tier} ({sl}-byte slots)"),

@@ -173,7 +173,7 @@ impl ExtentAlloc {
     pub(crate) fn live_at(&self, offset: u64) -> Result<(u64, u64)> {
         let start = offset / self.unit;
         match self.live.get(&start) {
-            Some(&n) if offset % self.unit == 0 => Ok((start, n)),
+            Some(&n) if offset.is_multiple_of(self.unit) => Ok((start, n)),
             _ => Err(StoreErr::InvalidArgument {
                 field: "offset",
                 reason: format!("no live extent starts at {offset} in {}", self.tier),
@@ -271,7 +271,7 @@ pub(crate) fn check_read(
             reason: format!("{len} bytes is longer than a {tier} block may be ({max_len})"),
         });
     }
-    if offset % unit != 0 || offset.saturating_add(u64::from(len)) > MAX_TIER_BYTES {
+    if !offset.is_multiple_of(unit) || offset.saturating_add(u64::from(len)) > MAX_TIER_BYTES {
         return Err(StoreErr::InvalidArgument {
             field: "offset",
             reason: format!("{offset} is not an extent start in {tier} (unit {unit} bytes)"),

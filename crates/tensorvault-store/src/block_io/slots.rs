@@ -230,7 +230,7 @@ impl SlotAlloc {
 /// [`StoreErr::InvalidArgument`] (field `offset`) if `offset` is not a multiple of the
 /// slot length or its slot would end past [`MAX_TIER_BYTES`].
 pub(crate) fn slot_index(tier: Tier, slot_len: u64, offset: u64) -> Result<u64> {
-    if offset % slot_len != 0 {
+    if !offset.is_multiple_of(slot_len) {
         return Err(StoreErr::InvalidArgument {
             field: "offset",
             reason: format!("{offset} is not a slot start in {tier} (slot length {slot_len})"),

@@ -264,7 +264,7 @@ pub(crate) fn check_slot(
             });
         }
         let unit = u64::from(geo.alloc_unit(tier).max(1));
-        if offset % unit != 0 {
+        if !offset.is_multiple_of(unit) {
             return Err(Ignored::BadExtent {
                 tier,
                 field: "data_offset",
@@ -280,7 +280,7 @@ pub(crate) fn check_slot(
             "data_len {len} not in 1..={slot} for {tier}"
         )));
     }
-    if offset % slot != 0 {
+    if !offset.is_multiple_of(slot) {
         return Err(Ignored::BadSlot(format!(
             "data_offset {offset} is not a multiple of {tier}'s slot length {slot}"
         )));

@@ -33,7 +33,7 @@ impl RopeSpec {
 
     pub(crate) fn checked(&self, rows: &[f32], head_dim: usize) -> Result<()> {
         self.validate(Some(u32::try_from(head_dim).unwrap_or(u32::MAX)))?;
-        if head_dim == 0 || rows.len() % head_dim != 0 {
+        if head_dim == 0 || !rows.len().is_multiple_of(head_dim) {
             return Err(StoreErr::InvalidArgument {
                 field: "values",
                 reason: format!(

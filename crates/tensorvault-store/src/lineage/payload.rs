@@ -103,14 +103,14 @@ pub fn decode_delta(kind: EntryKind, payload: &[u8], n: usize) -> Result<Vec<f32
 #[must_use]
 pub fn factor_dims(len: usize, last_dim: Option<u32>) -> (usize, usize) {
     if let Some(d) = last_dim.map(|d| d as usize) {
-        if d > 0 && len % d == 0 {
+        if d > 0 && len.is_multiple_of(d) {
             return (len / d, d);
         }
     }
     let mut m = 1;
     let mut d = 1;
     while d * d <= len {
-        if len % d == 0 {
+        if len.is_multiple_of(d) {
             m = d;
         }
         d += 1;

@@ -31,7 +31,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             self.apply_pending_access()?;
         }
         let every = self.cfg.access_flush_every;
-        if every > 0 && (self.reads_since_flush.fetch_add(1, Ordering::Relaxed) + 1) % every == 0 {
+        if every > 0
+            && (self.reads_since_flush.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(every)
+        {
             match self.flush_access() {
                 // A stopped writer cannot log statistics; the read itself succeeded.
                 Err(StoreErr::WriterFailed { .. }) => {}

@@ -122,7 +122,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 actual,
             });
         }
-        if out.len() % meta.dtype.size() != 0 {
+        if !out.len().is_multiple_of(meta.dtype.size()) {
             let input = out.len();
             out.clear();
             return Err(StoreErr::Decode {

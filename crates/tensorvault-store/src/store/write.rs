@@ -36,7 +36,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             return Err(StoreErr::UnsupportedDType { dtype: info.dtype });
         }
         let size = info.dtype.size();
-        if data.is_empty() || data.len() % size != 0 {
+        if data.is_empty() || !data.len().is_multiple_of(size) {
             return Err(StoreErr::InvalidArgument {
                 field: "data",
                 reason: format!(

@@ -238,7 +238,7 @@ pub(super) fn check<'m, F: Fn(u32) -> Option<&'m ConstantTensor>>(
         }
         Op::Pad => {
             let pads = ps.ints("pads").unwrap_or(&[]);
-            if pads.len() % 2 != 0 {
+            if !pads.len().is_multiple_of(2) {
                 return Err(cx.conflict("pads", "an even count: begins then ends"));
             }
             if let Some(axes) = ps.ints("axes") {

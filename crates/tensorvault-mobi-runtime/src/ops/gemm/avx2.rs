@@ -32,7 +32,7 @@ pub(super) unsafe fn tile(
         unsafe { kernel::<6>(kc, a, mr, b, c, rsc, tile) };
         return;
     }
-    assert!(mr % 4 == 0, "A panels of {mr} rows");
+    assert!(mr.is_multiple_of(4), "A panels of {mr} rows");
     for r0 in (0..tile.rows).step_by(4) {
         let part = tile.rows_from(r0, 4);
         // SAFETY: as above.
