@@ -7,7 +7,9 @@
 //! survives a reopen; the bytes are deterministic.
 
 mod mem;
+mod values;
 use mem::{dir_store, mem_store};
+use values::{assert_migrated_equals_direct, f32_bytes as bytes, f32_floats as floats, rel_rmse};
 
 use tensorvault_quant::layout::{V3_VERSION, V5_VERSION, VERSION_OFFSET};
 use tensorvault_store::meta_log::{decode_header, encode_header};
@@ -34,31 +36,12 @@ fn weights(n: usize) -> Vec<f32> {
         .collect()
 }
 
-fn bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn floats(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
 fn geo(ecsq: bool) -> CollectionConfig {
     CollectionConfig {
         entropy: true,
         ecsq,
         ..CollectionConfig::default().with_codec_v4()
     }
-}
-
-fn rel_rmse(x: &[f32], y: &[f32]) -> f64 {
-    let (mut e, mut n) = (0f64, 0f64);
-    for (a, b) in x.iter().zip(y) {
-        e += f64::from(a - b).powi(2);
-        n += f64::from(*a).powi(2);
-    }
-    (e / n).sqrt()
 }
 
 #[test]
@@ -139,18 +122,7 @@ fn tier_1_other_kinds_and_no_flag_are_stored_as_before() {
 fn migration_to_tier_3_uses_the_rate_controlled_levels() {
     let x = weights(4096);
     let info = BlockInfo::new(DType::F32, &[4096]).with_kind(TensorKind::Weight);
-    let (direct, migrated) = (mem_store("c", geo(true)), mem_store("c", geo(true)));
-    direct
-        .put_tensor_with("w", &info, &bytes(&x), Tier::Tier3)
-        .unwrap();
-    migrated
-        .put_tensor_with("w", &info, &bytes(&x), Tier::Tier0)
-        .unwrap();
-    migrated.migrate_tensor("w", Tier::Tier3).unwrap();
-    assert_eq!(
-        direct.get_tensor("w").unwrap().data,
-        migrated.get_tensor("w").unwrap().data
-    );
+    assert_migrated_equals_direct(geo(true), "w", &info, &bytes(&x), Tier::Tier3);
 }
 
 #[test]

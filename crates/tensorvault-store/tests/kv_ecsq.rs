@@ -6,43 +6,20 @@
 //! needs codec v4 with entropy and survives a reopen.
 
 mod mem;
+mod values;
 use mem::{dir_store, mem_store};
+use values::{
+    assert_migrated_equals_direct, bell_tokens, f16_bytes as bytes, f16_floats as floats, rel_rmse,
+};
 
-use half::f16;
 use tensorvault_store::meta_log::{decode_header, encode_header};
 use tensorvault_store::{BlockInfo, CollectionConfig, DType, TensorKind, Tier};
 
 const HD: u32 = 64;
 
-/// Bell-shaped pseudo-random values with a few large channels and per-channel offsets
-/// (after the per-token rotation close to Gaussian, as real values are).
+/// The test cache: bell-shaped values with per-channel offsets.
 fn tokens(n: u64) -> Vec<f32> {
-    (0..n * u64::from(HD))
-        .map(|i| {
-            let mut z = i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let mut acc = 0.0f32;
-            for _ in 0..3 {
-                z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                z ^= z >> 29;
-                acc += (z >> 40) as f32 / (1u64 << 24) as f32;
-            }
-            let c = i % u64::from(HD);
-            let mag = if c % 13 == 0 { 6.0 } else { 1.0 };
-            f16::from_f32(mag * (acc - 1.5) + 0.05 * c as f32).to_f32()
-        })
-        .collect()
-}
-
-fn bytes(v: &[f32]) -> Vec<u8> {
-    v.iter()
-        .flat_map(|&x| f16::from_f32(x).to_le_bytes())
-        .collect()
-}
-
-fn floats(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(2)
-        .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
-        .collect()
+    bell_tokens(n, HD, 0, 0.05)
 }
 
 fn geo(ecsq: bool) -> CollectionConfig {
@@ -51,15 +28,6 @@ fn geo(ecsq: bool) -> CollectionConfig {
         kv_ecsq: ecsq,
         ..CollectionConfig::kv_cache(HD).unwrap().with_codec_v4()
     }
-}
-
-fn rel_rmse(x: &[f32], y: &[f32]) -> f64 {
-    let (mut e, mut n) = (0f64, 0f64);
-    for (a, b) in x.iter().zip(y) {
-        e += f64::from(a - b).powi(2);
-        n += f64::from(*a).powi(2);
-    }
-    (e / n).sqrt()
 }
 
 #[test]
@@ -119,18 +87,7 @@ fn keys_and_other_tiers_are_stored_as_without_the_flag() {
 fn migration_to_tier_3_uses_the_entropy_coded_levels() {
     let x = tokens(512);
     let info = BlockInfo::new(DType::F16, &[512, HD]).with_kind(TensorKind::KvValue);
-    let (direct, migrated) = (mem_store("c", geo(true)), mem_store("c", geo(true)));
-    direct
-        .put_tensor_with("v", &info, &bytes(&x), Tier::Tier3)
-        .unwrap();
-    migrated
-        .put_tensor_with("v", &info, &bytes(&x), Tier::Tier0)
-        .unwrap();
-    migrated.migrate_tensor("v", Tier::Tier3).unwrap();
-    assert_eq!(
-        direct.get_tensor("v").unwrap().data,
-        migrated.get_tensor("v").unwrap().data
-    );
+    assert_migrated_equals_direct(geo(true), "v", &info, &bytes(&x), Tier::Tier3);
 }
 
 #[test]

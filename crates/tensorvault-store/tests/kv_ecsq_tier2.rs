@@ -7,7 +7,9 @@
 //! stored exactly as before; the bit needs `kv_ecsq` and survives a reopen.
 
 mod mem;
+mod values;
 use mem::{dir_store, mem_store};
+use values::{bell_tokens, f16_bytes as bytes, f16_floats as floats, rel_rmse};
 
 use half::f16;
 use proptest::prelude::*;
@@ -19,37 +21,9 @@ use tensorvault_store::{BlockInfo, CollectionConfig, DType, TensorKind, Tier};
 
 const HD: u32 = 64;
 
-/// Bell-shaped pseudo-random values with a few large channels and small per-channel
-/// offsets.
+/// The test cache: bell-shaped values with small per-channel offsets.
 fn tokens(n: u64, seed: u64) -> Vec<f32> {
-    (0..n * u64::from(HD))
-        .map(|i| {
-            let mut z = (i + seed)
-                .wrapping_add(1)
-                .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let mut acc = 0.0f32;
-            for _ in 0..3 {
-                z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                z ^= z >> 29;
-                acc += (z >> 40) as f32 / (1u64 << 24) as f32;
-            }
-            let c = i % u64::from(HD);
-            let mag = if c % 13 == 0 { 6.0 } else { 1.0 };
-            f16::from_f32(mag * (acc - 1.5) + 0.005 * c as f32).to_f32()
-        })
-        .collect()
-}
-
-fn bytes(v: &[f32]) -> Vec<u8> {
-    v.iter()
-        .flat_map(|&x| f16::from_f32(x).to_le_bytes())
-        .collect()
-}
-
-fn floats(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(2)
-        .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
-        .collect()
+    bell_tokens(n, HD, seed, 0.005)
 }
 
 /// Codec v4 KV cache with entropy and `kv_ecsq`; `tier2` sets bit 4; `extents` allocation.
@@ -61,15 +35,6 @@ fn geo(tier2: bool, extents: bool) -> CollectionConfig {
         extents,
         ..CollectionConfig::kv_cache(HD).unwrap().with_codec_v4()
     }
-}
-
-fn rel_rmse(x: &[f32], y: &[f32]) -> f64 {
-    let (mut e, mut n) = (0f64, 0f64);
-    for (a, b) in x.iter().zip(y) {
-        e += f64::from(a - b).powi(2);
-        n += f64::from(*a).powi(2);
-    }
-    (e / n).sqrt()
 }
 
 /// The stored payloads of tensor `name` (block order) and their BlockMeta bit widths.

@@ -1,4 +1,4 @@
-//! Stores for the codec suites (`codec_v3.rs`, `codec_v4_weights.rs`, `entropy.rs`,
+//! Stores for the codec suites (`codec_v3.rs`, `codec_v4_weights.rs`, `ecsq.rs`, `entropy.rs`,
 //! `kv_ecsq.rs`, `kv_rope.rs`): in memory (buffer blocks, in-memory MetaLog and catalog, a
 //! manual clock at 1), or in a directory for the reopen tests; OS durability.
 
