@@ -76,11 +76,12 @@ impl MobiSession {
         Ok(MobiSession { inner })
     }
 
-    /// Where the weights live, in bytes: `{"in_place": .., "mapped": .., "converted": ..}`
-    /// (in place = f32 weights used from the model's memory without a copy, mapped = the
-    /// part of those in the file's memory map, converted = dequantized or copied and kept,
-    /// dropped = dequantized straight into packed copies and never kept whole, packed =
-    /// Conv2D / FullyConnected weights in the gemm's panel layout).
+    /// Where the weights live, in bytes: `{"in_place": .., "mapped": .., "converted": ..,
+    /// "dropped": .., "packed": ..}` (in place = f32 weights used from the model's memory
+    /// without a copy, mapped = the part of those in the file's memory map, converted =
+    /// dequantized or copied and kept, dropped = dequantized straight into packed copies
+    /// and never kept whole, packed = Conv2D / FullyConnected weights in the gemm's panel
+    /// layout).
     #[getter]
     fn constant_memory<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let m = self.inner.constant_memory();
