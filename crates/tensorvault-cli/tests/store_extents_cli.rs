@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ok, s, store_put, tv, write_npy};
+use common::{bell, collection_header, collection_stat, ok, store_get, store_put, write_npy};
 
 #[test]
 fn extent_collections_read_back_and_take_less_file() {
@@ -12,12 +12,7 @@ fn extent_collections_read_back_and_take_less_file() {
     let root = dir.path().join("r");
     let npy = dir.path().join("x.npy");
     // Three blocks and a short one: bell-shaped values, entropy-coded below the slot.
-    let vals: Vec<f32> = (0..3 * 4096 + 700)
-        .map(|i| {
-            let i = i as f32;
-            (i * 0.37).sin() + (i * 1.13).sin() + (i * 2.71).sin()
-        })
-        .collect();
+    let vals = bell(3 * 4096 + 700);
     write_npy(&npy, &[vals.len() as u64], &vals);
     ok(&store_put(
         &root,
@@ -26,30 +21,13 @@ fn extent_collections_read_back_and_take_less_file() {
         "3",
         &["--entropy"],
     ));
-    ok(&store_put(
-        &root,
-        ["t", "ext", "x"],
-        &npy,
-        "3",
-        &["--entropy", "--allocation", "extent"],
-    ));
-    let get = |c: &str| {
-        let out = dir.path().join(format!("{c}.npy"));
-        ok(&tv(&["store", "get", s(&root), "t", c, "x", s(&out)]));
-        std::fs::read(out).unwrap()
-    };
+    let ext = ["--entropy", "--allocation", "extent"];
+    ok(&store_put(&root, ["t", "ext", "x"], &npy, "3", &ext));
+    let get = |c: &str| store_get(&root, ["t", c, "x"], &dir.path().join(format!("{c}.npy")));
     assert_eq!(get("slot"), get("ext"), "the same codes either way");
-    let flags = |c: &str| std::fs::read(root.join("t").join(c).join("meta.log")).unwrap()[49];
+    let flags = |c: &str| collection_header(&root, "t", c)[49];
     assert_eq!((flags("slot"), flags("ext")), (0b01, 0b11));
-    let st = ok(&tv(&["store", "stats", s(&root), "--json"]));
-    let v: serde_json::Value = serde_json::from_str(&st).unwrap_or_else(|e| panic!("{e}: {st}"));
-    let field = |c: &str, f: &str| -> u64 {
-        let coll = v["collections"]
-            .as_array()
-            .and_then(|a| a.iter().find(|x| x["collection"] == c))
-            .unwrap_or_else(|| panic!("{c} missing: {v}"));
-        coll["stats"][f][3].as_u64().unwrap()
-    };
+    let field = |c: &str, f: &str| collection_stat(&root, c, f, 3);
     let (pay, live_slot, live_ext) = (
         field("ext", "payload_bytes"),
         field("slot", "live_bytes"),

@@ -69,3 +69,54 @@ pub fn store_put(
     args.extend_from_slice(extra);
     tv(&args)
 }
+
+/// The first 64 bytes of a collection's `meta.log` (its header: codec byte 48, flags byte 49).
+pub fn collection_header(root: &Path, tenant: &str, collection: &str) -> Vec<u8> {
+    let log = root.join(tenant).join(collection).join("meta.log");
+    let mut h = std::fs::read(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    h.truncate(64);
+    h
+}
+
+/// `store get ROOT TENANT COLLECTION NAME OUT` and the bytes it wrote.
+pub fn store_get(root: &Path, [tenant, collection, name]: [&str; 3], out: &Path) -> Vec<u8> {
+    ok(&tv(&[
+        "store",
+        "get",
+        s(root),
+        tenant,
+        collection,
+        name,
+        s(out),
+    ]));
+    std::fs::read(out).unwrap()
+}
+
+/// Assert the command failed and its stderr names `needle`.
+pub fn refused(o: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains(needle), "{err}");
+}
+
+/// Bell-shaped values (a sum of three sines of unrelated periods), far from uniform codes.
+pub fn bell(n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let i = i as f32;
+            (i * 0.37).sin() + (i * 1.13).sin() + (i * 2.71).sin()
+        })
+        .collect()
+}
+
+/// `store stats ROOT --json`'s `stats[field][tier]` for `collection`.
+pub fn collection_stat(root: &Path, collection: &str, field: &str, tier: usize) -> u64 {
+    let st = ok(&tv(&["store", "stats", s(root), "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&st).unwrap_or_else(|e| panic!("{e}: {st}"));
+    let coll = v["collections"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["collection"] == collection))
+        .unwrap_or_else(|| panic!("{collection} missing: {v}"));
+    coll["stats"][field][tier]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{collection}: no {field}[{tier}]: {v}"))
+}
