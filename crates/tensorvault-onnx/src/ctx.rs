@@ -133,8 +133,21 @@ impl<'a> Ctx<'a> {
     /// stored.
     pub fn dyn_in(&mut self, n: &Node, i: usize) -> Result<Dyn, OnnxError> {
         let name = self.require(n, i)?;
+        self.dyn_of(name)?.ok_or_else(|| OnnxError::DanglingValue {
+            op: n.op().into(),
+            node: n.name(),
+            input: name.into(),
+        })
+    }
+
+    /// The value of `name` as a run-time value (`None` if undefined); a constant is added
+    /// to the model (once per name) stored as [`Role::Other`].
+    ///
+    /// # Errors
+    /// [`OnnxError::Mobi`] if the constant cannot be stored.
+    pub fn dyn_of(&mut self, name: &str) -> Result<Option<Dyn>, OnnxError> {
         match self.vals.get(name).cloned() {
-            Some(Val::Dyn(d)) => Ok(d),
+            Some(Val::Dyn(d)) => Ok(Some(d)),
             Some(Val::Const(c)) => {
                 let v = match self.materialized.get(name) {
                     Some(v) => *v,
@@ -144,17 +157,13 @@ impl<'a> Ctx<'a> {
                         v
                     }
                 };
-                Ok(Dyn {
+                Ok(Some(Dyn {
                     v,
                     shape: c.shape.clone(),
                     dtype: mobi_dtype(&c),
-                })
+                }))
             }
-            None => Err(OnnxError::DanglingValue {
-                op: n.op().into(),
-                node: n.name(),
-                input: name.into(),
-            }),
+            None => Ok(None),
         }
     }
 

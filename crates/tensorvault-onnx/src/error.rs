@@ -170,13 +170,13 @@ pub enum OnnxError {
         /// The output name.
         name: String,
     },
-    /// A graph output that MOBI cannot declare: a constant (folded) value, a graph input
-    /// passed through, or a value already declared as another output.
-    #[error("onnx: graph output {name:?} is {why}; MOBI outputs must be computed by an operator")]
+    /// A graph output that MOBI cannot declare: a graph input passed through, or a value
+    /// already declared as another output. (A constant output is stored as a constant.)
+    #[error("onnx: graph output {name:?} is {why}; MOBI outputs must be computed by an operator or be constants")]
     OutputNotComputed {
         /// The output name.
         name: String,
-        /// `"a constant"`, `"a graph input"` or `"the same value as another output"`.
+        /// `"a graph input"` or `"the same value as another output"`.
         why: &'static str,
     },
     /// An op type (or domain) with no mapping to MOBI.

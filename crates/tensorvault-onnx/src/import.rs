@@ -333,12 +333,12 @@ fn build(
                 })
             }
             Some(Val::Dyn(d)) => d.clone(),
-            Some(Val::Const(_)) => {
-                return Err(OnnxError::OutputNotComputed {
-                    name: name.into(),
-                    why: "a constant",
-                })
-            }
+            // A constant output (folded, or an initializer passed through) is stored as a
+            // constant the runtime returns as it is.
+            Some(Val::Const(_)) => match ctx.dyn_of(name)? {
+                Some(d) => d,
+                None => return Err(OnnxError::DanglingOutput { name: name.into() }),
+            },
             None => return Err(OnnxError::DanglingOutput { name: name.into() }),
         };
         if !declared.insert(d.v) {

@@ -349,7 +349,7 @@ fn shape_mismatches_are_typed() {
 }
 
 #[test]
-fn outputs_that_are_inputs_or_constants_are_refused() {
+fn outputs_that_are_inputs_are_refused() {
     let bytes = model(
         13,
         vec![node("Identity", "i", &["x"], &["y"], vec![])],
@@ -364,17 +364,18 @@ fn outputs_that_are_inputs_or_constants_are_refused() {
             ..
         }
     ));
+    // One name listed twice among the outputs (here a constant, stored once).
     let bytes = model(
         13,
         vec![node("Identity", "i", &["c"], &["y"], vec![])],
         vec![],
-        vec![vi("y", FLOAT, &[1])],
+        vec![vi("y", FLOAT, &[1]), vi("y", FLOAT, &[1])],
         vec![tf32("c", &[1], &[1.0])],
     );
     assert!(matches!(
         err(&bytes),
         OnnxError::OutputNotComputed {
-            why: "a constant",
+            why: "the same value as another output",
             ..
         }
     ));

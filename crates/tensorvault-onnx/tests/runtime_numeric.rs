@@ -259,3 +259,28 @@ fn reshape_to_an_empty_dimension_keeps_it_empty() {
         .unwrap();
     assert_eq!(out[0].1.shape, [3, 4, 0]);
 }
+
+/// A graph output that is a constant (an initializer passed through Identity, which the
+/// importer folds) is stored as a constant and returned as it is, next to a computed one.
+#[test]
+fn constant_outputs_are_stored_and_returned() {
+    let m = imp(&model(
+        13,
+        vec![
+            node("Relu", "r", &["x"], &["y"], vec![]),
+            node("Identity", "i", &["c"], &["k"], vec![]),
+        ],
+        vec![vi("x", FLOAT, &[3])],
+        vec![vi("y", FLOAT, &[3]), vi("k", FLOAT, &[2, 2])],
+        vec![tf32("c", &[2, 2], &[0.5, -1.5, 2.5, -3.5])],
+    ));
+    let out = Session::new(&m)
+        .unwrap()
+        .run(&[("x", Tensor::f32(vec![3], vec![-1.0, 0.0, 2.0]).unwrap())])
+        .unwrap();
+    assert_eq!(out[0].0, "y");
+    assert_eq!(out[0].1.as_f32().unwrap(), &[0.0, 0.0, 2.0]);
+    assert_eq!(out[1].0, "k");
+    assert_eq!(out[1].1.shape, vec![2, 2]);
+    assert_eq!(out[1].1.as_f32().unwrap(), &[0.5, -1.5, 2.5, -3.5]);
+}
