@@ -24,8 +24,9 @@ pub struct RunArgs {
     /// An input array: `NAME=PATH.npy`, or just `PATH.npy` for a one-input model
     /// (repeatable). float32/float64/float16 arrays feed f32 inputs, integer (8 to 64
     /// bits, signed or not) and bool arrays i64 inputs (booleans as 0/1); the first axis
-    /// (batch) may differ from the model's declared shape.
-    #[arg(long = "input", required = true)]
+    /// (batch) may differ from the model's declared shape. Every model input needs one
+    /// (a missing one is named); a model without inputs takes none.
+    #[arg(long = "input")]
     pub inputs: Vec<String>,
     /// Directory for the outputs (created if missing): `<output name>.npy` per graph
     /// output, the name made safe for the file system (characters other than letters,

@@ -187,6 +187,9 @@ fn output_names_cannot_escape_the_output_dir() {
         s(&out),
     ]));
     assert!(e.contains("missing input \"b\""), "{e}");
+    // No --input at all: the first missing input is named.
+    let e = fail(&tv(&["mobi", "run", s(&m), "--output-dir", s(&out)]));
+    assert!(e.contains("missing input \"a\""), "{e}");
     ok(&tv(&[
         "mobi",
         "run",

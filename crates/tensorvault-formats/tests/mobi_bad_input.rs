@@ -605,3 +605,33 @@ fn gzip_budget_follows_the_file_size_by_default() {
         e => panic!("expected InflateBudget, got {e}"),
     }
 }
+
+/// The builder refuses a graph output that the file cannot hold (a constant tensor, a graph
+/// input, a value declared twice) with the output's name, before any id is assigned.
+#[test]
+fn builder_refuses_outputs_the_file_cannot_declare() {
+    let named = |e: MobiError, name: &str, why: &str| match e {
+        MobiError::InvalidModel { what, reason } => {
+            assert!(what.contains(name), "{what}");
+            assert!(reason.contains(why), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    };
+    let mut b = ModelBuilder::new("c");
+    let x = b.input("x", DataType::F32, &[2]);
+    let c = b.constant_f32(&[2], &[1.0, 2.0]).unwrap();
+    let y = b.op(OperatorType::Add, &[x, c], vec![]);
+    b.output("y", DataType::F32, &[2], y);
+    b.output("k", DataType::F32, &[2], c);
+    named(b.build().unwrap_err(), "\"k\"", "constant tensor");
+    let mut b = ModelBuilder::new("i");
+    let x = b.input("x", DataType::F32, &[2]);
+    b.output("same", DataType::F32, &[2], x);
+    named(b.build().unwrap_err(), "\"same\"", "graph input or output");
+    let mut b = ModelBuilder::new("twice");
+    let x = b.input("x", DataType::F32, &[2]);
+    let y = b.op(OperatorType::Relu, &[x], vec![]);
+    b.output("a", DataType::F32, &[2], y);
+    b.output("b", DataType::F32, &[2], y);
+    named(b.build().unwrap_err(), "\"b\"", "graph input or output");
+}

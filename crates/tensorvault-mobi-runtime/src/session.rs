@@ -600,10 +600,8 @@ impl Session {
         self.pool.restore(buffers);
         let mut out = Vec::with_capacity(self.outputs.len());
         for (name, id) in &self.outputs {
-            // An output may also be a constant passed through unchanged.
             let t = values
                 .get(id)
-                .or_else(|| self.constants.get(id))
                 .cloned()
                 .ok_or(RuntimeError::UnproducedOutput {
                     name: name.clone(),

@@ -170,15 +170,6 @@ pub enum OnnxError {
         /// The output name.
         name: String,
     },
-    /// A graph output that MOBI cannot declare: a graph input passed through, or a value
-    /// already declared as another output. (A constant output is stored as a constant.)
-    #[error("onnx: graph output {name:?} is {why}; MOBI outputs must be computed by an operator or be constants")]
-    OutputNotComputed {
-        /// The output name.
-        name: String,
-        /// `"a graph input"` or `"the same value as another output"`.
-        why: &'static str,
-    },
     /// An op type (or domain) with no mapping to MOBI.
     #[error("onnx: {op} node {node:?} (domain {domain:?}): {why}")]
     UnsupportedOp {

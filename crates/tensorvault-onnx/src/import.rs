@@ -8,7 +8,7 @@ use std::path::Path;
 use std::rc::Rc;
 
 use prost::Message;
-use tensorvault_formats::mobi::{DataType, Model, ModelBuilder, WriteOptions};
+use tensorvault_formats::mobi::{DataType, Model, ModelBuilder, OperatorType, WriteOptions};
 
 use crate::ctx::{Ctx, Dyn, Val};
 use crate::error::OnnxError;
@@ -325,29 +325,24 @@ fn build(
     let mut declared = HashSet::new();
     for o in &g.output {
         let name = o.name.as_deref().unwrap_or("");
-        let d = match ctx.val(name) {
-            Some(Val::Dyn(d)) if input_values.contains(&d.v) => {
-                return Err(OnnxError::OutputNotComputed {
-                    name: name.into(),
-                    why: "a graph input",
-                })
-            }
-            Some(Val::Dyn(d)) => d.clone(),
-            // A constant output (folded, or an initializer passed through) is stored as a
-            // constant the runtime returns as it is.
-            Some(Val::Const(_)) => match ctx.dyn_of(name)? {
-                Some(d) => d,
-                None => return Err(OnnxError::DanglingOutput { name: name.into() }),
-            },
-            None => return Err(OnnxError::DanglingOutput { name: name.into() }),
+        let Some(d) = ctx.dyn_of(name)? else {
+            return Err(OnnxError::DanglingOutput { name: name.into() });
         };
-        if !declared.insert(d.v) {
-            return Err(OnnxError::OutputNotComputed {
-                name: name.into(),
-                why: "the same value as another output",
-            });
-        }
         check_declared(o, name, &d)?;
+        // A MOBI output is a value an operator computes, declared once: a constant (an
+        // initializer, a Constant node or a folded value), a graph input passed through,
+        // or a value another output already declares is copied by an Identity.
+        let copy = matches!(ctx.val(name), Some(Val::Const(_)))
+            || input_values.contains(&d.v)
+            || declared.contains(&d.v);
+        let d = if copy {
+            let v = ctx.b.op(OperatorType::Identity, &[d.v], vec![]);
+            ctx.stats.ops_out += 1;
+            Dyn { v, ..d }
+        } else {
+            d
+        };
+        declared.insert(d.v);
         ctx.b.output(name, d.dtype, &d.shape, d.v);
     }
     let mut stats = std::mem::take(&mut ctx.stats);

@@ -349,39 +349,6 @@ fn shape_mismatches_are_typed() {
 }
 
 #[test]
-fn outputs_that_are_inputs_are_refused() {
-    let bytes = model(
-        13,
-        vec![node("Identity", "i", &["x"], &["y"], vec![])],
-        vec![vi("x", FLOAT, &[1])],
-        vec![vi("y", FLOAT, &[1])],
-        vec![],
-    );
-    assert!(matches!(
-        err(&bytes),
-        OnnxError::OutputNotComputed {
-            why: "a graph input",
-            ..
-        }
-    ));
-    // One name listed twice among the outputs (here a constant, stored once).
-    let bytes = model(
-        13,
-        vec![node("Identity", "i", &["c"], &["y"], vec![])],
-        vec![],
-        vec![vi("y", FLOAT, &[1]), vi("y", FLOAT, &[1])],
-        vec![tf32("c", &[1], &[1.0])],
-    );
-    assert!(matches!(
-        err(&bytes),
-        OnnxError::OutputNotComputed {
-            why: "the same value as another output",
-            ..
-        }
-    ));
-}
-
-#[test]
 fn a_failed_conversion_leaves_no_file_and_a_good_one_is_valid() {
     let dir = tempfile::tempdir().unwrap();
     let (src, dst) = (dir.path().join("m.onnx"), dir.path().join("m.mobi"));

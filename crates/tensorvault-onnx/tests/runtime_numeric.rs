@@ -260,27 +260,44 @@ fn reshape_to_an_empty_dimension_keeps_it_empty() {
     assert_eq!(out[0].1.shape, [3, 4, 0]);
 }
 
-/// A graph output that is a constant (an initializer passed through Identity, which the
-/// importer folds) is stored as a constant and returned as it is, next to a computed one.
+/// Graph outputs no operator computes — a constant (an initializer through Identity, which
+/// the importer folds), the graph input itself, and one value listed under two names — are
+/// copied by Identity operators: the file writes, reads back and runs to ONNX's outputs.
 #[test]
-fn constant_outputs_are_stored_and_returned() {
-    let m = imp(&model(
+fn passthrough_and_constant_outputs_convert_and_run() {
+    let bytes = model(
         13,
         vec![
             node("Relu", "r", &["x"], &["y"], vec![]),
             node("Identity", "i", &["c"], &["k"], vec![]),
+            node("Identity", "j", &["x"], &["same"], vec![]),
+            node("Identity", "l", &["y"], &["y2"], vec![]),
         ],
         vec![vi("x", FLOAT, &[3])],
-        vec![vi("y", FLOAT, &[3]), vi("k", FLOAT, &[2, 2])],
+        vec![
+            vi("y", FLOAT, &[3]),
+            vi("k", FLOAT, &[2, 2]),
+            vi("same", FLOAT, &[3]),
+            vi("y2", FLOAT, &[3]),
+        ],
         vec![tf32("c", &[2, 2], &[0.5, -1.5, 2.5, -3.5])],
-    ));
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("m.onnx"), dir.path().join("m.mobi"));
+    std::fs::write(&src, &bytes).unwrap();
+    let opts = tensorvault_onnx::ImportOptions::default();
+    tensorvault_onnx::convert_file(&src, &dst, &opts, false, &mut |_, _| {}).unwrap();
+    let m = tensorvault_formats::mobi::Model::open(&dst).unwrap();
+    let x = [-1.0, 0.0, 2.0];
     let out = Session::new(&m)
         .unwrap()
-        .run(&[("x", Tensor::f32(vec![3], vec![-1.0, 0.0, 2.0]).unwrap())])
+        .run(&[("x", Tensor::f32(vec![3], x.to_vec()).unwrap())])
         .unwrap();
-    assert_eq!(out[0].0, "y");
+    let names: Vec<&str> = out.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["y", "k", "same", "y2"]);
     assert_eq!(out[0].1.as_f32().unwrap(), &[0.0, 0.0, 2.0]);
-    assert_eq!(out[1].0, "k");
     assert_eq!(out[1].1.shape, vec![2, 2]);
     assert_eq!(out[1].1.as_f32().unwrap(), &[0.5, -1.5, 2.5, -3.5]);
+    assert_eq!(out[2].1.as_f32().unwrap(), &x);
+    assert_eq!(out[3].1.as_f32().unwrap(), &[0.0, 0.0, 2.0]);
 }

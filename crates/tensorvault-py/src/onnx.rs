@@ -23,7 +23,6 @@ fn onnx_kind(e: &OnnxError) -> Kind {
         | OnnxError::UnsupportedDtype { .. }
         | OnnxError::ExternalData { .. }
         | OnnxError::NotConstant { .. }
-        | OnnxError::OutputNotComputed { .. }
         | OnnxError::SymbolicDim { .. }
         | OnnxError::SymbolicShape { .. } => Kind::UnsupportedFormat,
         OnnxError::Mobi(_) => Kind::InvalidArgument,

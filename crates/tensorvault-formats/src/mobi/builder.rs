@@ -1,7 +1,7 @@
 //! A builder that makes writing a model by hand pleasant: values are handles, ids are
 //! assigned at [`ModelBuilder::build`] (graph inputs first, then outputs, then the rest).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::error::MobiError;
 use super::types::*;
@@ -157,14 +157,23 @@ impl ModelBuilder {
     ///
     /// # Errors
     /// [`MobiError::InvalidModel`] if a value is declared as a graph output twice, or a
-    /// graph input is declared as an output.
+    /// graph input or a constant tensor is declared as an output (the file gives graph
+    /// outputs ids of their own, which a constant's cannot share).
     pub fn build(self) -> Result<Model, MobiError> {
         let mut ids: HashMap<Value, u32> = HashMap::new();
         for (i, (_, v)) in self.inputs.iter().enumerate() {
             ids.insert(*v, i as u32);
         }
         let n_in = self.inputs.len() as u32;
+        let constants: HashSet<Value> = self.tensors.iter().map(|(_, v)| *v).collect();
         for (j, (s, v)) in self.outputs.iter().enumerate() {
+            if constants.contains(v) {
+                return Err(MobiError::InvalidModel {
+                    what: format!("output {:?}", s.name),
+                    reason: "the value is a constant tensor (copy it with an Identity operator)"
+                        .into(),
+                });
+            }
             if ids.insert(*v, n_in + j as u32).is_some() {
                 return Err(MobiError::InvalidModel {
                     what: format!("output {:?}", s.name),
