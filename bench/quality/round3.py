@@ -170,12 +170,27 @@ class KvCacheConfig:
     AGE = {1: (0, 1 << 40, 0), 2: (0, 0, 1 << 40), 3: (0, 0, 0)}
 
     def __init__(self, label: str, tier: int, codec: int, rope=None, entropy: bool = False,
-                 allocation: str = "slot", ecsq: bool = False, ecsq_tier2: bool = False) -> None:
+                 allocation: str = "slot", ecsq: bool = False, ecsq_tier2: bool = False,
+                 **extra) -> None:
         self.label, self.tier, self.codec, self.rope = label, tier, codec, rope
         self.entropy, self.ecsq, self.ecsq_tier2 = entropy, ecsq, ecsq_tier2
         self.allocation = allocation
         self.pre_rope = rope is not None
         self.slot_bytes = 0
+        #: Further `KvCache` options (flags added after session 12, e.g. `ecsq_tier2b`).
+        self.extra = extra
+        #: Attribution (`--attrib`): "k" / "v" hands attention the exact (f16) keys /
+        #: values instead of the round-tripped ones; `layers` limits the round trip to
+        #: those layers (the others read the exact cache).
+        self.exact: Optional[str] = None
+        self.layers: Optional[range] = None
+
+    def variant(self, suffix: str, exact: Optional[str] = None, layers: Optional[range] = None):
+        """A copy of this configuration for attribution (label + suffix)."""
+        import copy
+        c = copy.copy(self)
+        c.label, c.exact, c.layers = self.label + suffix, exact, layers
+        return c
 
     def roundtrip_layer(self, m, layer: int, k: np.ndarray, v: np.ndarray):
         import shutil
@@ -193,6 +208,7 @@ class KvCacheConfig:
                 kw["ecsq"] = True
             if self.ecsq_tier2:
                 kw["ecsq_tier2"] = True
+            kw.update(self.extra)
             c = tv.KvCache(d, "q", "kv", head_dim=m.hd, durability="os",
                            age_tiers=self.AGE[self.tier], **kw)
             for h in range(m.n_kv):
@@ -209,6 +225,15 @@ class KvCacheConfig:
         # (`live_bytes`; older bindings: slot lengths times blocks).
         self.slot_bytes += sum(u.get("live_bytes", u["slot_len"] * n)
                                for u, n in zip(st["usage"], st["blocks"]))
+        if self.exact or self.layers is not None:
+            # The exact cache as attention reads it (post-RoPE keys).
+            k_exact = m.rope(k.astype(np.float32)).astype(np.float16) if self.pre_rope else k
+            if self.layers is not None and layer not in self.layers:
+                kk, vv = k_exact, v
+            elif self.exact == "k":
+                kk = k_exact
+            elif self.exact == "v":
+                vv = v
         return kk, vv, stored, k.size + v.size
 
 
@@ -267,6 +292,117 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
     return out
 
 
+def nll_tokens(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The NLL of each of ids[1:] given its prefix (f64), as `nll_ppl` averages it."""
+    lg = logits[:-1].astype(np.float64)
+    mx = lg.max(-1, keepdims=True)
+    lse = mx[:, 0] + np.log(np.exp(lg - mx).sum(-1))
+    return lse - lg[np.arange(len(ids) - 1), ids[1:]]
+
+
+def window_offsets(n: int, size: int, max_windows: int) -> List[int]:
+    """The evaluation windows of a text of `n` tokens (session 13's protocol, fixed before
+    any result was seen): non-overlapping `size`-token windows from offset 0, at most
+    `max_windows`; a text with a single whole window also gets the window that ends at its
+    last token (offset n - size, overlapping the first)."""
+    full = n // size
+    if full == 0:
+        raise SystemExit(f"a text of {n} tokens has no {size}-token window")
+    offs = [i * size for i in range(min(full, max_windows))]
+    if full == 1 and n > size:
+        offs.append(n - size)
+    return offs
+
+
+def kv_windows_section(m, texts: List[str], size: int, max_windows: int, configs: List,
+                       dump: str = "") -> Dict:
+    """Every configuration on every window of every text (`window_offsets`): per window
+    the f16-cache perplexity and each configuration's (bits/value, K/V error, perplexity,
+    change); per text the pooled change: exp(mean NLL over all windows' scored tokens)
+    against the f16 cache's pooled NLL over the same tokens. Each window is an independent
+    sequence (its first token is the attention sink). `dump` writes every per-token NLL
+    (npz) for the diagnosis."""
+    out: Dict = {}
+    arrays: Dict[str, np.ndarray] = {}
+    for name in texts:
+        all_ids = m.encode(text(name))
+        offs = window_offsets(len(all_ids), size, max_windows)
+        rows: Dict = {"tokens": int(len(all_ids)), "offsets": offs, "windows": [], "pooled": {}}
+        ref_nll: List[np.ndarray] = []
+        cfg_nll: Dict[str, List[np.ndarray]] = {c.label: [] for c in configs}
+        acc: Dict[str, List[float]] = {c.label: [0.0] * 6 for c in configs}  # ek nk ev nv stored values
+        disk: Dict[str, float] = {c.label: 0.0 for c in configs}
+        for off in offs:
+            ids = all_ids[off:off + size]
+            K: Dict[int, np.ndarray] = {}
+            V: Dict[int, np.ndarray] = {}
+
+            def cap(layer, k, v):
+                K[layer], V[layer] = k, v
+                return k, v
+
+            t0 = time.time()
+            rn = nll_tokens(m.forward(ids, kv_hook=cap), ids)
+            ref_nll.append(rn)
+            arrays[f"{name}@{off}/ref"] = rn
+            ref = float(np.exp(rn.mean()))
+            win = {"offset": off, "ppl_ref": ref, "configs": {}}
+            log(f"== {name} window @{off}: f16-cache perplexity {ref:.3f} ({time.time() - t0:.0f}s)")
+            for c in configs:
+                t1 = time.time()
+                ek = nk = ev = nv = 0.0
+                stored = values = 0
+                pre = getattr(c, "pre_rope", False)
+                c.slot_bytes = 0
+                for l in sorted(K):
+                    kin = unrope(m, K[l].astype(np.float32)).astype(np.float16) if pre else K[l]
+                    kh, vh, st, n = c.roundtrip_layer(m, l, kin, V[l])
+                    stored += st
+                    values += n
+                    k32, v32 = K[l].astype(np.float32), V[l].astype(np.float32)
+                    ek += float(((kh.astype(np.float32) - k32) ** 2).sum()); nk += float((k32 ** 2).sum())
+                    ev += float(((vh.astype(np.float32) - v32) ** 2).sum()); nv += float((v32 ** 2).sum())
+                a = acc[c.label]
+                for i, x in enumerate((ek, nk, ev, nv, stored, values)):
+                    a[i] += x
+                disk[c.label] += c.slot_bytes
+
+                def hook(layer, k, v, c=c):
+                    kh, vh, _, _ = c.roundtrip_layer(m, layer, k, v)
+                    return kh.astype(np.float16), vh.astype(np.float16)
+
+                hook.pre_rope = pre
+                cn = nll_tokens(m.forward(ids, kv_hook=hook), ids)
+                cfg_nll[c.label].append(cn)
+                arrays[f"{name}@{off}/{c.label}"] = cn
+                ppl = float(np.exp(cn.mean()))
+                r = {"bits": stored * 8.0 / values, "disk_bits": c.slot_bytes * 8.0 / values or None,
+                     "k_rrmse": (ek / nk) ** 0.5, "v_rrmse": (ev / nv) ** 0.5,
+                     "ppl": ppl, "ppl_change_pct": (ppl / ref - 1) * 100}
+                win["configs"][c.label] = r
+                log(f"   {c.label:60s} b/v {r['bits']:.3f}  K {r['k_rrmse'] * 100:5.2f}%  "
+                    f"V {r['v_rrmse'] * 100:5.2f}%  ppl {ppl:.3f} ({r['ppl_change_pct']:+.2f}%)  "
+                    f"({time.time() - t1:.0f}s)")
+            rows["windows"].append(win)
+        ref_pool = float(np.concatenate(ref_nll).mean())
+        rows["ppl_ref_pooled"] = float(np.exp(ref_pool))
+        for c in configs:
+            ek, nk, ev, nv, stored, values = acc[c.label]
+            pool = float(np.concatenate(cfg_nll[c.label]).mean())
+            rows["pooled"][c.label] = {
+                "bits": stored * 8.0 / values, "disk_bits": disk[c.label] * 8.0 / values or None,
+                "k_rrmse": (ek / nk) ** 0.5, "v_rrmse": (ev / nv) ** 0.5,
+                "ppl": float(np.exp(pool)), "ppl_change_pct": (np.exp(pool - ref_pool) - 1) * 100,
+                "window_changes_pct": [w["configs"][c.label]["ppl_change_pct"] for w in rows["windows"]]}
+            p = rows["pooled"][c.label]
+            log(f"   {name} pooled over {len(offs)} windows: {c.label:50s} {p['ppl_change_pct']:+.2f}%  "
+                f"(windows {', '.join(f'{x:+.2f}' for x in p['window_changes_pct'])})")
+        out[name] = rows
+    if dump:
+        np.savez_compressed(dump, **arrays)
+    return out
+
+
 def unrope(m, k: np.ndarray) -> np.ndarray:
     """Post-RoPE keys [heads, T, hd] at positions 0.. back to before RoPE (the model's
     adjacent-pair rotation undone), for the error and the K/V tables of pre-RoPE caches."""
@@ -319,6 +455,15 @@ def main() -> int:
     ap.add_argument("--emb-codecs", default="2,3,4",
                     help="store codecs the emb section compares (4: TQTC v4 super-block segments; "
                          "4e: codec 4 with entropy-coded levels, ecsq; x suffix: extent allocation)")
+    ap.add_argument("--windows", type=int, default=0,
+                    help="kvcache: evaluate every configuration on up to N non-overlapping windows of "
+                         "--tokens tokens per text (plus the window ending at the text's last token when "
+                         "the text holds only one) and report per-window and pooled changes "
+                         "(session 13's protocol); 0: the first --tokens tokens only")
+    ap.add_argument("--attrib", action="store_true",
+                    help="kvcache: add attribution variants of each configuration (exact K, exact V, "
+                         "V round-tripped only in layers 0-9 / 10-19 / 20-29 with exact K)")
+    ap.add_argument("--dump", default="", help="with --windows: write every per-token NLL to this .npz")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
@@ -364,6 +509,11 @@ def main() -> int:
         only = os.environ.get("TVQ_ONLY")
         if only:  # harness knob: a subset of the configurations by label substring
             configs = [c for c in configs if any(o in c.label for o in only.split("|"))]
+        if a.attrib:
+            configs += [v for c in configs if isinstance(c, KvCacheConfig) for v in (
+                c.variant(" [exact K]", exact="k"), c.variant(" [exact V]", exact="v"),
+                *(c.variant(f" [V only, layers {lo}-{lo + 9}]", exact="k", layers=range(lo, lo + 10))
+                  for lo in (0, 10, 20)))]
         if "ref" in sections:
             for label, rot, uni, rms in (("V numpy: no rotation, Lloyd-Max, RMS", False, False, True),
                                          ("V numpy: rotated, uniform, RMS", True, True, True),
@@ -371,7 +521,10 @@ def main() -> int:
                                          ("V numpy: rotated, uniform, max", True, True, False)):
                 configs.append(KvConfig(label, 3, 2, values_np=lambda v, r=rot, u=uni, s=rms:
                                         rotated_np(v, 3, r, u, s)))
-        res["kv"] = kv_section(m, texts, a.tokens, configs)
+        if a.windows:
+            res["kv_windows"] = kv_windows_section(m, texts, a.tokens, a.windows, configs, a.dump)
+        else:
+            res["kv"] = kv_section(m, texts, a.tokens, configs)
     if "emb" in sections:
         res["emb"] = emb_section([1, 2, 3], a.emb_sets.split(","),
                                  a.emb_codecs.split(","), a.entropy)
