@@ -300,6 +300,20 @@ def nll_tokens(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return lse - lg[np.arange(len(ids) - 1), ids[1:]]
 
 
+def log_probs(logits: np.ndarray) -> np.ndarray:
+    """log-softmax of the scored positions' logits (all but the last), f32 [T-1, vocab]."""
+    lg = logits[:-1].astype(np.float64)
+    mx = lg.max(-1, keepdims=True)
+    return (lg - mx - np.log(np.exp(lg - mx).sum(-1, keepdims=True))).astype(np.float32)
+
+
+def kl_tokens(ref_lp: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """KL(f16-cache distribution || quantized-cache distribution) per scored position
+    (nats): a lower-variance companion of the NLL change, never negative."""
+    lp = log_probs(logits)
+    return (np.exp(ref_lp.astype(np.float64)) * (ref_lp.astype(np.float64) - lp)).sum(-1)
+
+
 def window_offsets(n: int, size: int, max_windows: int) -> List[int]:
     """The evaluation windows of a text of `n` tokens (session 13's protocol, fixed before
     any result was seen): non-overlapping `size`-token windows from offset 0, at most
@@ -315,21 +329,23 @@ def window_offsets(n: int, size: int, max_windows: int) -> List[int]:
 
 
 def kv_windows_section(m, texts: List[str], size: int, max_windows: int, configs: List,
-                       dump: str = "") -> Dict:
+                       dump: str = "", offsets: Optional[List[int]] = None) -> Dict:
     """Every configuration on every window of every text (`window_offsets`): per window
     the f16-cache perplexity and each configuration's (bits/value, K/V error, perplexity,
-    change); per text the pooled change: exp(mean NLL over all windows' scored tokens)
-    against the f16 cache's pooled NLL over the same tokens. Each window is an independent
+    change, mean KL divergence per scored token from the f16 cache's next-token
+    distribution); per text the pooled change: exp(mean NLL over all windows' scored
+    tokens) against the f16 cache's pooled NLL over the same tokens, and the pooled KL. Each window is an independent
     sequence (its first token is the attention sink). `dump` writes every per-token NLL
     (npz) for the diagnosis."""
     out: Dict = {}
     arrays: Dict[str, np.ndarray] = {}
     for name in texts:
         all_ids = m.encode(text(name))
-        offs = window_offsets(len(all_ids), size, max_windows)
+        offs = offsets or window_offsets(len(all_ids), size, max_windows)
         rows: Dict = {"tokens": int(len(all_ids)), "offsets": offs, "windows": [], "pooled": {}}
         ref_nll: List[np.ndarray] = []
         cfg_nll: Dict[str, List[np.ndarray]] = {c.label: [] for c in configs}
+        cfg_kl: Dict[str, List[np.ndarray]] = {c.label: [] for c in configs}
         acc: Dict[str, List[float]] = {c.label: [0.0] * 6 for c in configs}  # ek nk ev nv stored values
         disk: Dict[str, float] = {c.label: 0.0 for c in configs}
         for off in offs:
@@ -342,7 +358,10 @@ def kv_windows_section(m, texts: List[str], size: int, max_windows: int, configs
                 return k, v
 
             t0 = time.time()
-            rn = nll_tokens(m.forward(ids, kv_hook=cap), ids)
+            ref_logits = m.forward(ids, kv_hook=cap)
+            rn = nll_tokens(ref_logits, ids)
+            ref_lp = log_probs(ref_logits)
+            del ref_logits
             ref_nll.append(rn)
             arrays[f"{name}@{off}/ref"] = rn
             ref = float(np.exp(rn.mean()))
@@ -372,17 +391,21 @@ def kv_windows_section(m, texts: List[str], size: int, max_windows: int, configs
                     return kh.astype(np.float16), vh.astype(np.float16)
 
                 hook.pre_rope = pre
-                cn = nll_tokens(m.forward(ids, kv_hook=hook), ids)
+                logits = m.forward(ids, kv_hook=hook)
+                cn = nll_tokens(logits, ids)
+                kl = kl_tokens(ref_lp, logits)
+                del logits
+                cfg_kl[c.label].append(kl)
                 cfg_nll[c.label].append(cn)
                 arrays[f"{name}@{off}/{c.label}"] = cn
                 ppl = float(np.exp(cn.mean()))
                 r = {"bits": stored * 8.0 / values, "disk_bits": c.slot_bytes * 8.0 / values or None,
                      "k_rrmse": (ek / nk) ** 0.5, "v_rrmse": (ev / nv) ** 0.5,
-                     "ppl": ppl, "ppl_change_pct": (ppl / ref - 1) * 100}
+                     "ppl": ppl, "ppl_change_pct": (ppl / ref - 1) * 100, "kl": float(kl.mean())}
                 win["configs"][c.label] = r
                 log(f"   {c.label:60s} b/v {r['bits']:.3f}  K {r['k_rrmse'] * 100:5.2f}%  "
                     f"V {r['v_rrmse'] * 100:5.2f}%  ppl {ppl:.3f} ({r['ppl_change_pct']:+.2f}%)  "
-                    f"({time.time() - t1:.0f}s)")
+                    f"KL {r['kl'] * 1e3:.3f} mnats  ({time.time() - t1:.0f}s)")
             rows["windows"].append(win)
         ref_pool = float(np.concatenate(ref_nll).mean())
         rows["ppl_ref_pooled"] = float(np.exp(ref_pool))
@@ -393,6 +416,7 @@ def kv_windows_section(m, texts: List[str], size: int, max_windows: int, configs
                 "bits": stored * 8.0 / values, "disk_bits": disk[c.label] * 8.0 / values or None,
                 "k_rrmse": (ek / nk) ** 0.5, "v_rrmse": (ev / nv) ** 0.5,
                 "ppl": float(np.exp(pool)), "ppl_change_pct": (np.exp(pool - ref_pool) - 1) * 100,
+                "kl": float(np.concatenate(cfg_kl[c.label]).mean()),
                 "window_changes_pct": [w["configs"][c.label]["ppl_change_pct"] for w in rows["windows"]]}
             p = rows["pooled"][c.label]
             log(f"   {name} pooled over {len(offs)} windows: {c.label:50s} {p['ppl_change_pct']:+.2f}%  "
@@ -461,8 +485,11 @@ def main() -> int:
                          "the text holds only one) and report per-window and pooled changes "
                          "(session 13's protocol); 0: the first --tokens tokens only")
     ap.add_argument("--attrib", action="store_true",
-                    help="kvcache: add attribution variants of each configuration (exact K, exact V, "
-                         "V round-tripped only in layers 0-9 / 10-19 / 20-29 with exact K)")
+                    help="kvcache: instead of the configurations, their attribution variants (exact K; "
+                         "V round-tripped only in layers 0-9 / 10-19 / 20-29 with exact K; for the first, "
+                         "also exact V)")
+    ap.add_argument("--offsets", default="",
+                    help="with --windows: these window offsets instead of the protocol's (diagnosis only)")
     ap.add_argument("--dump", default="", help="with --windows: write every per-token NLL to this .npz")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
@@ -509,9 +536,11 @@ def main() -> int:
         only = os.environ.get("TVQ_ONLY")
         if only:  # harness knob: a subset of the configurations by label substring
             configs = [c for c in configs if any(o in c.label for o in only.split("|"))]
-        if a.attrib:
-            configs += [v for c in configs if isinstance(c, KvCacheConfig) for v in (
-                c.variant(" [exact K]", exact="k"), c.variant(" [exact V]", exact="v"),
+        if a.attrib:  # instead of the configurations: their attribution variants
+            base = [c for c in configs if isinstance(c, KvCacheConfig)]
+            configs = [v for i, c in enumerate(base) for v in (
+                *([c.variant(" [exact V]", exact="v")] if i == 0 else []),
+                c.variant(" [exact K]", exact="k"),
                 *(c.variant(f" [V only, layers {lo}-{lo + 9}]", exact="k", layers=range(lo, lo + 10))
                   for lo in (0, 10, 20)))]
         if "ref" in sections:
@@ -522,7 +551,8 @@ def main() -> int:
                 configs.append(KvConfig(label, 3, 2, values_np=lambda v, r=rot, u=uni, s=rms:
                                         rotated_np(v, 3, r, u, s)))
         if a.windows:
-            res["kv_windows"] = kv_windows_section(m, texts, a.tokens, a.windows, configs, a.dump)
+            offs = [int(x) for x in a.offsets.split(",")] if a.offsets else None
+            res["kv_windows"] = kv_windows_section(m, texts, a.tokens, a.windows, configs, a.dump, offs)
         else:
             res["kv"] = kv_section(m, texts, a.tokens, configs)
     if "emb" in sections:
