@@ -543,6 +543,9 @@ def main() -> int:
                 c.variant(" [exact K]", exact="k"),
                 *(c.variant(f" [V only, layers {lo}-{lo + 9}]", exact="k", layers=range(lo, lo + 10))
                   for lo in (0, 10, 20)))]
+        only_after = os.environ.get("TVQ_ONLY_AFTER")
+        if only_after:  # the same knob, applied after --attrib made its variants
+            configs = [c for c in configs if any(o in c.label for o in only_after.split("|"))]
         if "ref" in sections:
             for label, rot, uni, rms in (("V numpy: no rotation, Lloyd-Max, RMS", False, False, True),
                                          ("V numpy: rotated, uniform, RMS", True, True, True),
