@@ -91,7 +91,7 @@ def run_window(m, a, offset: int):
         vals = KvCacheConfig("v", 2, 4, SMOLLM2_GGUF_ROPE, True, alloc, ecsq=True, ecsq_tier2=True)
         for d in [int(x) for x in a.divisors.split(",")]:
             t0 = time.time()
-            acc = {"kbits": 0.0, "kvals": 0, "vbytes": 0, "vvals": 0}
+            acc = {"kbits": 0.0, "kvals": 0}
 
             def hook(layer, k, v, d=d, vals=vals, acc=acc):
                 _, vh, _, _ = vals.roundtrip_layer(m, layer, k, v)
