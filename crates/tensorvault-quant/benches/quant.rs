@@ -250,5 +250,109 @@ fn bench_ecsq(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, bench_v2, bench_v3, bench_v4, bench_ecsq);
+/// Bell-shaped like post-RoPE keys and values (a sum of three uniforms), with outlier
+/// channels (as `benches/entropy.rs`).
+fn kv_like(n: usize) -> Vec<f32> {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|i| {
+            let mut g = 0.0f32;
+            for _ in 0..3 {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                g += (s >> 40) as f32 / (1u64 << 24) as f32;
+            }
+            let c = i % 64;
+            (g - 1.5) * if c % 16 == 3 { 6.0 } else { 1.0 } + 0.05 * c as f32
+        })
+        .collect()
+}
+
+/// The store's opt-in entropy-coded KV paths on one block (256 tokens x 64, block 0: the
+/// sink token raw), whole put and get: `encode_*` is the inner segment's encode plus the
+/// v5 envelope (`encode_smallest`), `parse_decode_*` is `decode_any` of the envelope,
+/// `inner_decode_*` the same segment without the envelope (what the rANS stream costs),
+/// `wrap_*` the envelope alone. Layouts: `v2_4bit_cols` codec 4 tier 3 keys (per channel
+/// over 128 tokens), `v2_5bit_cols` tier 2 keys (and values without `ecsq_tier2`),
+/// `v3_4bit_uniform_rotated` `kv_ecsq` tier 3 values (26/16 RMS), the same unrotated
+/// (what the rotation costs), `v3_6bit_uniform_rotated` `ecsq_tier2` values (16/16 RMS).
+fn bench_kv_v5(c: &mut Criterion) {
+    use tensorvault_quant::segment_v5::{decode_any, encode_smallest, wrap};
+    let n = 256 * 64;
+    let x = kv_like(n);
+    let mut g = c.benchmark_group("kv_v5");
+    g.throughput(Throughput::Bytes((n * 4) as u64));
+    let v2p = |bits| V2Params {
+        bits,
+        group_log2: 7,
+        axis: Axis::Columns,
+        width: 64,
+        raw_rows: 1,
+        clip_search: false,
+    };
+    let v3p = |bits, step, rotate| V3Params {
+        bits,
+        levels: LevelSet::Uniform,
+        block_log2: 6,
+        rotate,
+        seed: tensorvault_quant::layout::V3_DEFAULT_SEED,
+        width: 64,
+        raw_rows: 1,
+        scale: ScaleRule::RmsTimes(step),
+        wide_scales: false,
+    };
+    type Enc = Box<dyn Fn(&[f32]) -> Vec<u8>>;
+    let layouts: [(&str, Enc); 5] = [
+        (
+            "v2_4bit_cols",
+            Box::new(move |x| segment_v2::encode(&v2p(4), x).unwrap()),
+        ),
+        (
+            "v2_5bit_cols",
+            Box::new(move |x| segment_v2::encode(&v2p(5), x).unwrap()),
+        ),
+        (
+            "v3_4bit_uniform_rotated",
+            Box::new(move |x| segment_rot::encode(&v3p(4, 26, true), x).unwrap()),
+        ),
+        (
+            "v3_4bit_uniform_unrotated",
+            Box::new(move |x| segment_rot::encode(&v3p(4, 26, false), x).unwrap()),
+        ),
+        (
+            "v3_6bit_uniform_rotated",
+            Box::new(move |x| segment_rot::encode(&v3p(6, 16, true), x).unwrap()),
+        ),
+    ];
+    let mut y = Vec::with_capacity(n);
+    for (name, enc) in &layouts {
+        let inner = enc(&x);
+        let env = encode_smallest(inner.clone()).unwrap();
+        assert!(env.len() < inner.len(), "{name}: the envelope must be kept");
+        g.bench_function(format!("encode_{name}"), |b| {
+            b.iter(|| encode_smallest(enc(black_box(&x))).unwrap())
+        });
+        g.bench_function(format!("wrap_{name}"), |b| {
+            b.iter(|| wrap(black_box(&inner), 2).unwrap())
+        });
+        g.bench_function(format!("parse_decode_{name}"), |b| {
+            b.iter(|| decode_any(black_box(&env), n, &mut y).unwrap())
+        });
+        g.bench_function(format!("inner_decode_{name}"), |b| {
+            b.iter(|| decode_any(black_box(&inner), n, &mut y).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    bench,
+    bench_v2,
+    bench_v3,
+    bench_v4,
+    bench_ecsq,
+    bench_kv_v5
+);
 criterion_main!(benches);

@@ -11,12 +11,12 @@
 //! operation is fused), so the output is bit for bit theirs (tested against them).
 
 use std::arch::x86_64::{
-    __m256, __m256i, _mm256_add_ps, _mm256_and_si256, _mm256_blendv_ps, _mm256_castps_si256,
-    _mm256_castsi256_ps, _mm256_cmpeq_epi32, _mm256_cvtepi32_ps, _mm256_i32gather_ps,
-    _mm256_loadu_ps, _mm256_mul_ps, _mm256_permutevar8x32_ps, _mm256_set1_epi32, _mm256_set1_ps,
-    _mm256_set_m128, _mm256_set_m128i, _mm256_setr_epi32, _mm256_setzero_ps, _mm256_slli_epi32,
-    _mm256_srlv_epi32, _mm256_storeu_ps, _mm256_sub_ps, _mm256_xor_si256, _mm_set1_epi32,
-    _mm_set1_ps,
+    __m128i, __m256, __m256i, _mm256_add_ps, _mm256_and_si256, _mm256_blendv_ps,
+    _mm256_castps_si256, _mm256_castsi256_ps, _mm256_cmpeq_epi32, _mm256_cvtepi32_ps,
+    _mm256_cvtepu8_epi32, _mm256_i32gather_ps, _mm256_loadu_ps, _mm256_mul_ps,
+    _mm256_permutevar8x32_ps, _mm256_set1_epi32, _mm256_set1_ps, _mm256_set_m128, _mm256_set_m128i,
+    _mm256_setr_epi32, _mm256_setzero_ps, _mm256_slli_epi32, _mm256_srlv_epi32, _mm256_storeu_ps,
+    _mm256_sub_ps, _mm256_xor_si256, _mm_loadl_epi64, _mm_set1_epi32, _mm_set1_ps,
 };
 
 use crate::fwht_avx2::wht8;
@@ -186,17 +186,28 @@ unsafe fn finish(out: &mut [f32], signs: &Signs) {
     }
 }
 
+/// Codes `first .. first + 8` of one-code-per-byte `codes`, one per 32-bit lane.
+///
+/// # Safety
+/// AVX2; `codes` holds at least `first + 8` bytes.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn bytes8(codes: &[u8], first: usize) -> __m256i {
+    // SAFETY: `first + 8 <= codes.len()` (the contract): the 8-byte load is inside.
+    unsafe { _mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.as_ptr().add(first).cast::<__m128i>())) }
+}
+
 /// One v3 block: `out[j] = s * lut[code]` for codes `first .. first + out.len()` of
-/// `packed`, then (with `signs`) the transform and the signs, as
-/// `Rotation::inverse_prescaled` does.
+/// `codes` (packed `bits` wide, or with `BYTES` one per byte), then (with `signs`) the
+/// transform and the signs, as `Rotation::inverse_prescaled` does.
 ///
 /// # Safety
 /// AVX2 ([`available`]); `bits` in 2..=8; `first` a multiple of 8; `out.len()` a power of
-/// two in 8..=1024; `packed` holds the codes up to
-/// `first + out.len()` (`packed_len` of at least that many codes).
+/// two in 8..=1024; `codes` holds the codes up to `first + out.len()` (`packed_len` of
+/// at least that many codes; with `BYTES`, that many bytes, each below `2^bits`).
 #[target_feature(enable = "avx2")]
-pub(crate) unsafe fn v3_block(
-    packed: &[u8],
+pub(crate) unsafe fn v3_block<const BYTES: bool>(
+    codes: &[u8],
     bits: u8,
     first: usize,
     lut: &[f32; 256],
@@ -215,7 +226,11 @@ pub(crate) unsafe fn v3_block(
         // SAFETY: codes up to first + out.len() are in `packed` and i + 8 <= out.len()
         // (the contract); a gathered index is < 2^bits <= 256, inside `lut`.
         unsafe {
-            let idx = codes8(packed, bits, (first + i) / 8, shifts);
+            let idx = if BYTES {
+                bytes8(codes, first + i)
+            } else {
+                codes8(codes, bits, (first + i) / 8, shifts)
+            };
             let level = match bits {
                 2 | 3 => _mm256_permutevar8x32_ps(t_lo, idx),
                 4 => _mm256_blendv_ps(

@@ -362,6 +362,15 @@ fn rms(blk: &[f32]) -> f32 {
     (ss / blk.len().max(1) as f64).sqrt() as f32
 }
 
+/// Where a decode takes the codes from.
+#[derive(Clone, Copy)]
+enum Codes<'b> {
+    /// The segment's packed codes.
+    Packed(&'b [u8]),
+    /// One code per byte (a version 5 envelope's decoded stream).
+    Bytes(&'b [u8]),
+}
+
 /// A validated v3 segment borrowed from its bytes.
 #[derive(Clone, Debug)]
 pub struct SegmentV3<'a> {
@@ -390,6 +399,21 @@ impl<'a> SegmentV3<'a> {
     /// [`QuantError::TrailingBytes`], [`QuantError::CorruptScale`] (a wide scale that is
     /// not a finite f16 >= 0).
     pub fn parse(bytes: &'a [u8]) -> Result<Self, QuantError> {
+        Self::parse_to(bytes, true)
+    }
+
+    /// Validate `head` as a v3 segment without its packed codes: the header, raw rows
+    /// and block scales, exactly (what a version 5 envelope keeps). Decode it with
+    /// [`Self::decode_codes`].
+    ///
+    /// # Errors
+    /// As [`Self::parse`], the region after the block scales left out.
+    pub(crate) fn parse_head(head: &'a [u8]) -> Result<Self, QuantError> {
+        Self::parse_to(head, false)
+    }
+
+    /// [`Self::parse`] (`with_codes`) or [`Self::parse_head`].
+    fn parse_to(bytes: &'a [u8], with_codes: bool) -> Result<Self, QuantError> {
         let present = bytes.len();
         let (h, bits) = segment_prefix(bytes, "v3 header", V3_HEADER_LEN, V3_VERSION)?;
         let Some(levels) = LevelSet::from_byte(h[V3_LEVELS_OFFSET]) else {
@@ -436,7 +460,8 @@ impl<'a> SegmentV3<'a> {
                 "must be finite, >= 0 and decode within the f32 range",
             ));
         }
-        if present < reg.end {
+        let end = if with_codes { reg.end } else { reg.scales_end };
+        if present < end {
             let what = if present < reg.raw_end {
                 "raw rows"
             } else if present < reg.scales_end {
@@ -447,13 +472,13 @@ impl<'a> SegmentV3<'a> {
             return Err(QuantError::Truncated {
                 what,
                 offset: V3_HEADER_LEN as u64,
-                end: reg.end as u64,
+                end: end as u64,
                 present,
             });
         }
-        if present > reg.end {
+        if present > end {
             return Err(QuantError::TrailingBytes {
-                expected: reg.end as u64,
+                expected: end as u64,
                 present,
             });
         }
@@ -525,6 +550,47 @@ impl<'a> SegmentV3<'a> {
     /// [`Self::decode`], with the fused AVX2 path allowed (`simd`, where the CPU has it)
     /// or not (the scalar reference it must match bit for bit).
     pub(crate) fn decode_with(&self, out: &mut [f32], simd: bool) -> Result<(), QuantError> {
+        let Some(packed) = self.bytes.get(self.reg.scales_end..self.reg.end) else {
+            // Only a head (`parse_head`) lacks its codes.
+            return Err(QuantError::Truncated {
+                what: "codes",
+                offset: self.reg.scales_end as u64,
+                end: self.reg.end as u64,
+                present: self.bytes.len(),
+            });
+        };
+        self.decode_from(Codes::Packed(packed), out, simd)
+    }
+
+    /// Number of quantized values (the codes): the values after the raw rows.
+    pub(crate) fn quantized(&self) -> usize {
+        self.reg.quant_vals
+    }
+
+    /// Decode every value into `out` (exactly [`SegmentV3::values`] long) from the
+    /// quantized values' codes, one per byte ([`Self::quantized`] of them, each below
+    /// `2^bits`): the same values as [`Self::decode`], without packed codes.
+    ///
+    /// # Errors
+    /// [`QuantError::LengthMismatch`] if `codes` or `out` has the wrong length.
+    pub(crate) fn decode_codes(&self, codes: &[u8], out: &mut [f32]) -> Result<(), QuantError> {
+        self.decode_codes_with(codes, out, true)
+    }
+
+    /// [`Self::decode_codes`], with the fused AVX2 path allowed or not.
+    pub(crate) fn decode_codes_with(
+        &self,
+        codes: &[u8],
+        out: &mut [f32],
+        simd: bool,
+    ) -> Result<(), QuantError> {
+        check_len("v3 segment codes", self.reg.quant_vals, codes.len())?;
+        self.decode_from(Codes::Bytes(codes), out, simd)
+    }
+
+    /// Decode from packed codes (checked against the header by `parse`) or from code
+    /// bytes (checked by the caller: `quant_vals` of them).
+    fn decode_from(&self, codes: Codes<'_>, out: &mut [f32], simd: bool) -> Result<(), QuantError> {
         check_len("v3 segment decode", self.n, out.len())?;
         let b = self.bytes;
         let (raw_out, q_out) = out.split_at_mut(self.reg.raw_vals);
@@ -542,7 +608,6 @@ impl<'a> SegmentV3<'a> {
         // A 256-entry table: any u8 code indexes it without a bounds check.
         let mut lut = [0f32; 256];
         lut[..levels.len()].copy_from_slice(levels);
-        let packed = &b[self.reg.scales_end..self.reg.end];
         let block = self.p.block();
         // The same value as `Rotation::norm` (the scalar path's), without building the
         // rotation's sign table.
@@ -559,26 +624,46 @@ impl<'a> SegmentV3<'a> {
                 .then(|| crate::rot_decode_avx2::Signs::new(self.p.seed, block));
             for (k, (o, sc)) in q_out.chunks_exact_mut(block).zip(self.scales()).enumerate() {
                 // SAFETY: AVX2 was detected; bits are 2..=8 and the block a power of two
-                // in 8..=1024 (validated by `parse`), `k * block` is
-                // a multiple of 8, and `packed` holds all `quant_vals` codes (its length
-                // was checked against the header by `parse`).
+                // in 8..=1024 (validated by `parse`), `k * block` is a multiple of 8;
+                // packed codes hold all `quant_vals` codes (their length was checked
+                // against the header by `parse`), code bytes are `quant_vals` long
+                // (checked by `decode_codes_with`).
                 unsafe {
-                    crate::rot_decode_avx2::v3_block(
-                        packed,
-                        self.p.bits,
-                        k * block,
-                        &lut,
-                        sc * norm,
-                        signs.as_ref(),
-                        o,
-                    );
+                    match codes {
+                        Codes::Packed(packed) => crate::rot_decode_avx2::v3_block::<false>(
+                            packed,
+                            self.p.bits,
+                            k * block,
+                            &lut,
+                            sc * norm,
+                            signs.as_ref(),
+                            o,
+                        ),
+                        Codes::Bytes(bytes) => crate::rot_decode_avx2::v3_block::<true>(
+                            bytes,
+                            self.p.bits,
+                            k * block,
+                            &lut,
+                            sc * norm,
+                            signs.as_ref(),
+                            o,
+                        ),
+                    }
                 }
             }
             return Ok(());
         }
         let rot = self.p.rotation()?;
-        let mut codes = vec![0u8; self.reg.quant_vals];
-        unpack_unchecked(packed, self.p.bits, &mut codes);
+        let unpacked;
+        let codes = match codes {
+            Codes::Packed(packed) => {
+                let mut c = vec![0u8; self.reg.quant_vals];
+                unpack_unchecked(packed, self.p.bits, &mut c);
+                unpacked = c;
+                &unpacked[..]
+            }
+            Codes::Bytes(bytes) => bytes,
+        };
         for ((o, c), sc) in q_out
             .chunks_exact_mut(block)
             .zip(codes.chunks_exact(block))

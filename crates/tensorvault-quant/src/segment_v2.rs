@@ -396,6 +396,21 @@ impl<'a> SegmentV2<'a> {
     /// [`QuantError::UnsupportedVersion`], [`QuantError::CorruptField`] (bits, axis,
     /// group size, values, width, raw rows, units), [`QuantError::TrailingBytes`].
     pub fn parse(bytes: &'a [u8]) -> Result<Self, QuantError> {
+        Self::parse_to(bytes, true)
+    }
+
+    /// Validate `head` as a v2 segment without its packed codes: the header, raw rows
+    /// and group parameters, exactly (what a version 5 envelope keeps). Decode it with
+    /// [`Self::decode_codes`].
+    ///
+    /// # Errors
+    /// As [`Self::parse`], the region after the group parameters left out.
+    pub(crate) fn parse_head(head: &'a [u8]) -> Result<Self, QuantError> {
+        Self::parse_to(head, false)
+    }
+
+    /// [`Self::parse`] (`with_codes`) or [`Self::parse_head`].
+    fn parse_to(bytes: &'a [u8], with_codes: bool) -> Result<Self, QuantError> {
         let present = bytes.len();
         let (h, bits) = segment_prefix(bytes, "v2 header", V2_HEADER_LEN, V2_VERSION)?;
         let axis = match h[V2_AXIS_OFFSET] {
@@ -447,7 +462,8 @@ impl<'a> SegmentV2<'a> {
                 "scale_unit, min_base and min_unit decode beyond the f32 range",
             ));
         }
-        if present < reg.end {
+        let end = if with_codes { reg.end } else { reg.params_end };
+        if present < end {
             let what = if present < reg.raw_end {
                 "raw rows"
             } else if present < reg.params_end {
@@ -458,13 +474,13 @@ impl<'a> SegmentV2<'a> {
             return Err(QuantError::Truncated {
                 what,
                 offset: V2_HEADER_LEN as u64,
-                end: reg.end as u64,
+                end: end as u64,
                 present,
             });
         }
-        if present > reg.end {
+        if present > end {
             return Err(QuantError::TrailingBytes {
-                expected: reg.end as u64,
+                expected: end as u64,
                 present,
             });
         }
@@ -507,6 +523,34 @@ impl<'a> SegmentV2<'a> {
     /// [`QuantError::LengthMismatch`] if `out` has the wrong length.
     pub fn decode(&self, out: &mut [f32]) -> Result<(), QuantError> {
         check_len("v2 segment decode", self.n, out.len())?;
+        let Some(packed) = self.bytes.get(self.reg.params_end..self.reg.end) else {
+            // Only a head (`parse_head`) lacks its codes.
+            return Err(QuantError::Truncated {
+                what: "codes",
+                offset: self.reg.params_end as u64,
+                end: self.reg.end as u64,
+                present: self.bytes.len(),
+            });
+        };
+        let mut codes = vec![0u8; self.reg.quant_vals];
+        unpack_unchecked(packed, self.p.bits, &mut codes);
+        self.decode_codes(&codes, out)
+    }
+
+    /// Number of quantized values (the codes): the values after the raw rows.
+    pub(crate) fn quantized(&self) -> usize {
+        self.reg.quant_vals
+    }
+
+    /// Decode every value into `out` (exactly [`SegmentV2::values`] long) from the
+    /// quantized values' codes, one per byte ([`Self::quantized`] of them, each below
+    /// `2^bits`): what [`Self::decode`] does after unpacking them.
+    ///
+    /// # Errors
+    /// [`QuantError::LengthMismatch`] if `codes` or `out` has the wrong length.
+    pub(crate) fn decode_codes(&self, codes: &[u8], out: &mut [f32]) -> Result<(), QuantError> {
+        check_len("v2 segment decode", self.n, out.len())?;
+        check_len("v2 segment codes", self.reg.quant_vals, codes.len())?;
         let b = self.bytes;
         let (raw_out, q_out) = out.split_at_mut(self.reg.raw_vals);
         for (o, c) in raw_out
@@ -523,12 +567,6 @@ impl<'a> SegmentV2<'a> {
             b[self.reg.raw_end..self.reg.params_end]
                 .chunks_exact(V2_GROUP_BYTES)
                 .map(|c| [c[0], c[1]]),
-        );
-        let mut codes = vec![0u8; self.reg.quant_vals];
-        unpack_unchecked(
-            &b[self.reg.params_end..self.reg.end],
-            self.p.bits,
-            &mut codes,
         );
         let g = self.p.group();
         match self.p.axis {

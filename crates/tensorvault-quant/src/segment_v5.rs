@@ -193,6 +193,88 @@ impl<'a> SegmentV5<'a> {
     }
 }
 
+impl SegmentV5<'_> {
+    /// Decode every value of the wrapped segment into `dst` (resized to its value count,
+    /// which must be at most `max_values`): the values the rebuilt inner segment
+    /// ([`Self::inner`]) decodes to, bit for bit. A v2 or v3 inner segment is decoded
+    /// straight from the rANS-decoded codes (its header and side data checked as its
+    /// parser checks them, without the packed codes); a v4 one through its rebuilt bytes.
+    ///
+    /// # Errors
+    /// [`QuantError::LengthMismatch`] when the envelope codes, or the inner segment holds,
+    /// more than `max_values` values; the inner header's and side data's errors (as the
+    /// inner parser reports them, at inner segment offsets); [`QuantError::CorruptField`]
+    /// `codes` when `m` differs from the inner segment's quantized value count; the
+    /// stream's errors.
+    pub fn decode(&self, max_values: usize, dst: &mut Vec<f32>) -> Result<(), QuantError> {
+        if self.codes > max_values {
+            return Err(QuantError::LengthMismatch {
+                what: "v5 codes (must be at most the values the caller expects)",
+                input: self.codes,
+                output: max_values,
+            });
+        }
+        let side = &self.bytes[V5_HEADER_LEN..self.side_end];
+        let mut head = Vec::with_capacity(V5_INNER_SKIP + side.len());
+        head.extend_from_slice(&MAGIC);
+        head.push(self.inner_version);
+        head.push(self.bits);
+        head.extend_from_slice(side);
+        match self.inner_version {
+            V2_VERSION => {
+                let seg = SegmentV2::parse_head(&head)?;
+                let codes = self.checked_codes(seg.quantized(), seg.values(), max_values)?;
+                size_for(dst, seg.values());
+                seg.decode_codes(&codes, dst)
+            }
+            V3_VERSION => {
+                let seg = SegmentV3::parse_head(&head)?;
+                let codes = self.checked_codes(seg.quantized(), seg.values(), max_values)?;
+                size_for(dst, seg.values());
+                seg.decode_codes(&codes, dst)
+            }
+            _ => decode_inner(&self.inner(max_values)?, max_values, dst),
+        }
+    }
+
+    /// The decoded codes, once the inner head says it quantizes exactly `m` of its `n`
+    /// values and `n` is at most `max_values`.
+    fn checked_codes(
+        &self,
+        quantized: usize,
+        n: usize,
+        max_values: usize,
+    ) -> Result<Vec<u8>, QuantError> {
+        if quantized != self.codes {
+            return Err(corrupt(
+                "codes",
+                V5_CODES_OFFSET,
+                self.codes as u64,
+                "differs from the inner segment's quantized value count",
+            ));
+        }
+        if n > max_values {
+            return Err(too_many(n, max_values));
+        }
+        let mut codes = vec![0u8; self.codes];
+        self.decode_codes(&mut codes)?;
+        Ok(codes)
+    }
+}
+
+fn too_many(n: usize, max_values: usize) -> QuantError {
+    QuantError::LengthMismatch {
+        what: "segment values (must be at most the values the caller expects)",
+        input: n,
+        output: max_values,
+    }
+}
+
+fn size_for(dst: &mut Vec<f32>, n: usize) {
+    dst.clear();
+    dst.resize(n, 0.0);
+}
+
 /// Decode a v2, v3, v4 or v5 segment into `dst` (resized to its value count, which must be
 /// at most `max_values`).
 ///
@@ -201,20 +283,13 @@ impl<'a> SegmentV5<'a> {
 /// more than `max_values` values; [`QuantError::UnsupportedVersion`] for other versions.
 pub fn decode_any(bytes: &[u8], max_values: usize, dst: &mut Vec<f32>) -> Result<(), QuantError> {
     match bytes.get(VERSION_OFFSET) {
-        Some(&V5_VERSION) => {
-            let inner = SegmentV5::parse(bytes)?.inner(max_values)?;
-            decode_inner(&inner, max_values, dst)
-        }
+        Some(&V5_VERSION) => SegmentV5::parse(bytes)?.decode(max_values, dst),
         _ => decode_inner(bytes, max_values, dst),
     }
 }
 
 fn decode_inner(bytes: &[u8], max_values: usize, dst: &mut Vec<f32>) -> Result<(), QuantError> {
-    let too_many = |n: usize| QuantError::LengthMismatch {
-        what: "segment values (must be at most the values the caller expects)",
-        input: n,
-        output: max_values,
-    };
+    let too_many = |n: usize| too_many(n, max_values);
     match bytes.get(VERSION_OFFSET) {
         Some(&V3_VERSION) => {
             let seg = SegmentV3::parse(bytes)?;

@@ -325,3 +325,203 @@ proptest! {
         prop_assert_eq!(decoded(&stored, x.len()), decoded(&inner, x.len()));
     }
 }
+
+/// `bytes` with the `len` bytes at `at` replaced by `with`, and the side length `P`
+/// adjusted by the difference (the table and stream are untouched, so the envelope
+/// still parses: only the inner head is wrong).
+fn resized_side(env: &[u8], at: usize, len: usize, with: &[u8]) -> Vec<u8> {
+    let p = u32::from_le_bytes(
+        env[V5_SIDE_LEN_OFFSET..V5_SIDE_LEN_OFFSET + 4]
+            .try_into()
+            .unwrap(),
+    );
+    let p = (p as usize + with.len() - len) as u32;
+    let mut b = env[..at].to_vec();
+    b.extend_from_slice(with);
+    b.extend_from_slice(&env[at + len..]);
+    b[V5_SIDE_LEN_OFFSET..V5_SIDE_LEN_OFFSET + 4].copy_from_slice(&p.to_le_bytes());
+    b
+}
+
+#[test]
+fn decoding_from_codes_checks_the_inner_head_as_its_parser_does() {
+    let (inner, env) = sample();
+    let n = 4096;
+    let side_end = V5_HEADER_LEN + (inner.len() - packed_len(n, 3) - V5_INNER_SKIP);
+    let mut out = Vec::new();
+    // One side byte too many: the inner head has bytes after its group parameters.
+    let b = resized_side(&env, side_end, 0, &[0]);
+    let e = SegmentV5::parse(&b)
+        .unwrap()
+        .decode(n, &mut out)
+        .unwrap_err();
+    assert!(matches!(e, QuantError::TrailingBytes { .. }), "{e}");
+    // One too few: the group parameters are cut.
+    let b = resized_side(&env, side_end - 1, 1, &[]);
+    let e = SegmentV5::parse(&b)
+        .unwrap()
+        .decode(n, &mut out)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            QuantError::Truncated {
+                what: "group parameters",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // A code count that disagrees with the inner header, before any stream is decoded.
+    let mut b = env.clone();
+    b[V5_CODES_OFFSET..V5_CODES_OFFSET + 4].copy_from_slice(&4095u32.to_le_bytes());
+    let e = SegmentV5::parse(&b)
+        .unwrap()
+        .decode(n, &mut out)
+        .unwrap_err();
+    assert!(
+        matches!(e, QuantError::CorruptField { field: "codes", offset, .. } if offset == V5_CODES_OFFSET),
+        "{e}"
+    );
+    // More values than the caller expects: refused before the codes are allocated.
+    let e = SegmentV5::parse(&env)
+        .unwrap()
+        .decode(n - 1, &mut out)
+        .unwrap_err();
+    assert!(matches!(e, QuantError::LengthMismatch { .. }), "{e}");
+    // The inner header's own fields keep their checks (width 0 at inner offset 16).
+    let mut b = env.clone();
+    let at = V5_HEADER_LEN + crate::layout::V2_WIDTH_OFFSET - V5_INNER_SKIP;
+    b[at..at + 2].copy_from_slice(&0u16.to_le_bytes());
+    let e = SegmentV5::parse(&b)
+        .unwrap()
+        .decode(n, &mut out)
+        .unwrap_err();
+    assert!(
+        matches!(e, QuantError::CorruptField { field: "width", offset, .. } if offset == crate::layout::V2_WIDTH_OFFSET),
+        "{e}"
+    );
+    // A v3 head that lost a block scale.
+    let x = kv_like(64, 64);
+    let inner = v3(4, &x);
+    let env = wrap(&inner, 2).unwrap().unwrap();
+    let side_end = V5_HEADER_LEN + (inner.len() - packed_len(63 * 64, 4) - V5_INNER_SKIP);
+    let b = resized_side(&env, side_end - 1, 1, &[]);
+    let e = SegmentV5::parse(&b)
+        .unwrap()
+        .decode(n, &mut out)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            QuantError::Truncated {
+                what: "block scales",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+/// The oracle: the rebuilt inner segment, decoded by its own parser.
+fn oracle(env: &[u8], n: usize) -> Vec<u32> {
+    let inner = SegmentV5::parse(env).unwrap().inner(n).unwrap();
+    let mut out = Vec::new();
+    decode_inner(&inner, n, &mut out).unwrap();
+    out.iter().map(|v| v.to_bits()).collect()
+}
+
+/// `inner` with its packed codes replaced by pseudo-random codes below `2^bits` (every
+/// level, including the extremes an encoder rarely picks).
+fn with_random_codes(inner: &[u8], seed: u32) -> Vec<u8> {
+    let (at, m) = code_region(inner).unwrap();
+    let bits = inner[crate::layout::BITS_OFFSET];
+    let mut s = seed | 1;
+    let codes: Vec<u8> = (0..m)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            // Skewed towards small codes so the envelope still shrinks.
+            ((s % 1000) * (s % 1000) / 1000 * (1u32 << bits) / 1000) as u8
+        })
+        .collect();
+    let mut b = inner.to_vec();
+    pack_unchecked(&codes, bits, &mut b[at..]);
+    b
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// `SegmentV5::decode` (codes straight into the v2/v3 decoder) gives the bits of the
+    /// rebuilt inner segment's decode, for encoder output and for arbitrary codes, on
+    /// the AVX2 and the scalar v3 paths.
+    #[test]
+    fn decoding_from_codes_matches_the_rebuilt_segment(
+        tokens in 1usize..24,
+        bits in 2u8..=8,
+        version3 in any::<bool>(),
+        columns in any::<bool>(),
+        group_log2 in 2u8..=8,
+        uniform in any::<bool>(),
+        block_log2 in 2u8..=6,
+        rotate in any::<bool>(),
+        wide in any::<bool>(),
+        raw in 0u16..2,
+        lanes in 0u8..=3,
+        random_codes in any::<bool>(),
+        seed in any::<u32>(),
+    ) {
+        let x = kv_like(tokens, 64);
+        let n = x.len();
+        let raw_rows = raw.min(tokens as u16 - 1);
+        let inner = if version3 {
+            let p = V3Params {
+                bits,
+                levels: if uniform { LevelSet::Uniform } else { LevelSet::LloydMax },
+                block_log2,
+                rotate,
+                seed,
+                width: 64,
+                raw_rows,
+                scale: ScaleRule::Rms,
+                wide_scales: wide,
+            };
+            segment_rot::encode(&p, &x).unwrap()
+        } else {
+            let p = V2Params {
+                bits,
+                group_log2,
+                axis: if columns { Axis::Columns } else { Axis::Flat },
+                width: 64,
+                raw_rows,
+                clip_search: false,
+            };
+            segment_v2::encode(&p, &x).unwrap()
+        };
+        let inner = if random_codes { with_random_codes(&inner, seed) } else { inner };
+        if let Some(env) = wrap(&inner, lanes).unwrap() {
+            let seg = SegmentV5::parse(&env).unwrap();
+            let mut out = Vec::new();
+            seg.decode(n, &mut out).unwrap();
+            let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+            prop_assert_eq!(&got, &oracle(&env, n));
+            prop_assert_eq!(got, decoded(&inner, n));
+            if version3 {
+                // The scalar path from code bytes against the scalar path from packed codes.
+                let (at, m) = code_region(&inner).unwrap();
+                let mut codes = vec![0u8; m];
+                unpack_unchecked(&inner[at..], bits, &mut codes);
+                let head = SegmentV3::parse_head(&inner[..at]).unwrap();
+                let (mut a, mut b) = (vec![0f32; n], vec![0f32; n]);
+                head.decode_codes_with(&codes, &mut a, false).unwrap();
+                SegmentV3::parse(&inner).unwrap().decode_with(&mut b, false).unwrap();
+                prop_assert_eq!(
+                    a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    b.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+}

@@ -444,10 +444,9 @@ pub fn decode_quantized(
     dst: &mut Vec<f32>,
 ) -> Result<(), QuantError> {
     if payload.get(q::VERSION_OFFSET) == Some(&q::V5_VERSION) {
-        // The envelope rebuilds a v2, v3 or v4 segment (never another v5) of at most
-        // `max_elems` codes; it is then checked and decoded like any other payload.
-        let inner = SegmentV5::parse(payload)?.inner(max_elems)?;
-        return decode_quantized(&inner, max_elems, dst);
+        // The envelope holds a v2, v3 or v4 segment (never another v5) of at most
+        // `max_elems` values, checked as that segment and decoded from its codes.
+        return SegmentV5::parse(payload)?.decode(max_elems, dst);
     }
     let sized = |n: usize, dst: &mut Vec<f32>| {
         if n > max_elems {

@@ -5,7 +5,7 @@ use tensorvault_quant::row_int4::{row_bytes, ColumnNorm};
 use tensorvault_quant::segment_rot::{self, ScaleRule, SegmentV3, V3Params};
 use tensorvault_quant::segment_v4::{self, SegmentV4, V4Params};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
-use tensorvault_quant::segment_v5::{wrap, SegmentV5};
+use tensorvault_quant::segment_v5::{decode_any, encode_smallest, wrap, SegmentV5};
 use tensorvault_quant::affine_u8::AffineU8;
 use std::hint::black_box;
 
@@ -14,6 +14,31 @@ fn data(n: usize) -> Vec<f32> {
     (0..n).map(|i| { s ^= s << 13; s ^= s >> 7; s ^= s << 17;
         let u = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
         u * if i % 16 == 3 { 6.0 } else { 1.0 } }).collect()
+}
+
+/// Bell-shaped like post-RoPE keys and values (a sum of three uniforms), outlier channels.
+fn kv_like(n: usize) -> Vec<f32> {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n).map(|i| { let mut g = 0.0f32;
+        for _ in 0..3 { s ^= s << 13; s ^= s >> 7; s ^= s << 17; g += (s >> 40) as f32 / (1u64 << 24) as f32; }
+        let c = i % 64; (g - 1.5) * if c % 16 == 3 { 6.0 } else { 1.0 } + 0.05 * c as f32 }).collect()
+}
+
+/// The store's opt-in entropy-coded KV layouts of one 256-token x 64 block (block 0: the
+/// sink token raw): `k4` codec 4 tier 3 keys (v2 4-bit per channel over 128, in v5),
+/// `v5b` tier 2 v2 5-bit per channel (keys, and values without `ecsq_tier2`), `e4`
+/// `kv_ecsq` tier 3 values (v3 rotated 4-bit uniform, 26/16 RMS), `e6` `ecsq_tier2`
+/// values (v3 rotated 6-bit uniform, 16/16 RMS).
+fn kv_inner(name: &str, x: &[f32]) -> Vec<u8> {
+    let v2p = |bits| V2Params { bits, group_log2: 7, axis: Axis::Columns, width: 64, raw_rows: 1, clip_search: false };
+    let v3p = |bits, n| V3Params { bits, levels: LevelSet::Uniform, block_log2: 6, rotate: true, seed: tensorvault_quant::layout::V3_DEFAULT_SEED, width: 64, raw_rows: 1, scale: ScaleRule::RmsTimes(n), wide_scales: false };
+    match name {
+        "k4" => segment_v2::encode(&v2p(4), x).unwrap(),
+        "v5b" => segment_v2::encode(&v2p(5), x).unwrap(),
+        "e4" => segment_rot::encode(&v3p(4, 26), x).unwrap(),
+        "e6" => segment_rot::encode(&v3p(6, 16), x).unwrap(),
+        _ => panic!("unknown KV layout {name}"),
+    }
 }
 
 fn main() {
@@ -60,6 +85,18 @@ fn main() {
             let seg = SegmentV5::parse(&env).unwrap();
             let mut codes = vec![0u8; n - 64];
             for _ in 0..iters { seg.decode_codes(black_box(&mut codes)).unwrap(); }
+        }
+        // Whole put (encode + envelope) and get (parse + decode) of a KV block.
+        w if w.starts_with("kvenc_") => {
+            let x = kv_like(n);
+            for _ in 0..iters { black_box(encode_smallest(kv_inner(&w[6..], black_box(&x))).unwrap()); }
+        }
+        w if w.starts_with("kvdec_") => {
+            let x = kv_like(n);
+            let env = encode_smallest(kv_inner(&w[6..], &x)).unwrap();
+            assert_eq!(env[8], 5, "the envelope must be kept");
+            let mut y = Vec::with_capacity(n);
+            for _ in 0..iters { decode_any(black_box(&env), n, &mut y).unwrap(); }
         }
         _ => panic!(),
     }
