@@ -215,13 +215,63 @@ pub fn quantize_group(vals: &[f32], min: f32, scale: f32, bits: u8, out: &mut [u
     let top = f32::from((1u16 << bits) - 1);
     let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
     for (o, &v) in out.iter_mut().zip(vals) {
-        *o = ((v - min) * inv).round().clamp(0.0, top) as u8;
+        *o = round_code((v - min) * inv, top);
     }
+}
+
+/// `x.round().clamp(0.0, top) as u8` for `top` in 1..=255, bit for bit (NaN gives 0,
+/// halves round away from zero), without a call to libm's `roundf` per value (x86-64's
+/// baseline has no rounding instruction): the fraction left by truncation decides.
+#[inline(always)]
+pub(crate) fn round_code(x: f32, top: f32) -> u8 {
+    // Past [-1, top + 1] the result is 0 or top either way; NaN stays NaN.
+    let y = x.clamp(-1.0, top + 1.0);
+    let t = y as i32; // toward zero; NaN -> 0
+    let f = y - t as f32; // exact: |y| <= 256
+    let r = t + i32::from(f >= 0.5) - i32::from(f <= -0.5);
+    r.clamp(0, top as i32) as u8
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn round_code_is_round_then_clamp() {
+        let mut xs = vec![
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+            f32::MIN,
+            -0.0,
+            0.0,
+            f32::MIN_POSITIVE,
+            -f32::MIN_POSITIVE,
+        ];
+        // Every half and its neighbours, and a dense sweep around the range.
+        for k in -4..=2 * 260 {
+            let h = k as f32 * 0.5;
+            xs.extend([h, h.next_down(), h.next_up()]);
+        }
+        let mut s = 0x2545_f491u32;
+        for _ in 0..200_000 {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            xs.push((s >> 8) as f32 / (1u32 << 24) as f32 * 300.0 - 20.0);
+        }
+        for bits in 1..=8u32 {
+            let top = ((1u32 << bits) - 1) as f32;
+            for &x in &xs {
+                assert_eq!(
+                    round_code(x, top),
+                    x.round().clamp(0.0, top) as u8,
+                    "{x} {top}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn coded_ranges_cover_the_groups() {

@@ -68,33 +68,69 @@ fn decode_table(freqs: &[u16]) -> Vec<DecEntry> {
     t
 }
 
+/// What the encoder needs of one symbol, in one load: the state bound above which a word
+/// is flushed first (`((RANS_L >> p) << 16) * f`, in u64: `f` may be `2^p`), the
+/// reciprocal of [`reciprocal`], the frequency and the cumulative frequency.
+#[derive(Clone, Copy, Default)]
+struct EncSym {
+    x_max: u64,
+    rcp: u64,
+    freq: u32,
+    cum: u32,
+}
+
+/// Encode one symbol on a lane's state `s`, pushing the renormalization word first.
+#[inline(always)]
+fn put(s: &mut u32, e: &EncSym, pb: u32, words: &mut Vec<u16>) {
+    if u64::from(*s) >= e.x_max {
+        words.push(*s as u16);
+        *s >>= RANS_WORD_BITS;
+    }
+    let q = div_by(*s, e.freq, e.rcp);
+    *s = (q << pb) + (*s - q * e.freq) + e.cum;
+}
+
 fn encode_n<const N: usize>(codes: &[u8], freqs: &[u16], prob_bits: u8, out: &mut Vec<u8>) {
     let pb = u32::from(prob_bits);
-    let cum = cumulative(freqs);
-    let recip: Vec<u64> = freqs.iter().map(|&f| reciprocal(u32::from(f))).collect();
+    // A 256-entry table: any u8 code indexes it without a bounds check (symbols past the
+    // alphabet never occur: every code has a nonzero frequency).
+    let mut tab = [EncSym::default(); 256];
+    for ((t, &f), c) in tab.iter_mut().zip(freqs).zip(cumulative(freqs)) {
+        let f = u32::from(f);
+        *t = EncSym {
+            x_max: (u64::from(RANS_L >> pb) << RANS_WORD_BITS) * u64::from(f),
+            rcp: reciprocal(f),
+            freq: f,
+            cum: c,
+        };
+    }
     let mut x = [RANS_L; N];
-    // Words in reverse order of reading; reversed at the end.
-    let mut words: Vec<u16> = Vec::with_capacity(codes.len() / 2 + 2 * N);
-    for (i, &c) in codes.iter().enumerate().rev() {
-        let lane = i % N;
-        let f = u32::from(freqs[usize::from(c)]);
-        let s = &mut x[lane];
-        // x_max = ((RANS_L >> pb) << 16) * f, in u64: f may be 2^pb.
-        let x_max = (u64::from(RANS_L >> pb) << RANS_WORD_BITS) * u64::from(f);
-        if u64::from(*s) >= x_max {
-            words.push(*s as u16);
-            *s >>= RANS_WORD_BITS;
+    // Words in reverse order of reading (at most one per symbol); reversed at the end.
+    let mut words: Vec<u16> = Vec::with_capacity(codes.len() + 2 * N);
+    // Symbol i is on lane i % N; the encoder runs from the last symbol down: first the
+    // partial run at the end (lanes 0 .. len % N), then each whole run of N, lane N-1
+    // first. The lanes' states stay in registers.
+    let whole = codes.len() / N * N;
+    let (head, tail) = codes.split_at(whole);
+    for (s, &c) in x.iter_mut().zip(tail).rev() {
+        put(s, &tab[usize::from(c)], pb, &mut words);
+    }
+    for run in head.chunks_exact(N).rev() {
+        for (s, &c) in x.iter_mut().zip(run).rev() {
+            put(s, &tab[usize::from(c)], pb, &mut words);
         }
-        let q = div_by(*s, f, recip[usize::from(c)]);
-        *s = (q << pb) + (*s - q * f) + cum[usize::from(c)];
     }
     for &s in x.iter().rev() {
         words.push((s >> RANS_WORD_BITS) as u16);
         words.push(s as u16);
     }
-    out.reserve(words.len() * RANS_WORD_BYTES);
-    for w in words.iter().rev() {
-        out.extend_from_slice(&w.to_le_bytes());
+    let start = out.len();
+    out.resize(start + words.len() * RANS_WORD_BYTES, 0);
+    for (d, w) in out[start..]
+        .chunks_exact_mut(RANS_WORD_BYTES)
+        .zip(words.iter().rev())
+    {
+        d.copy_from_slice(&w.to_le_bytes());
     }
 }
 

@@ -146,6 +146,33 @@ impl Quantizer {
     pub fn code(&self, v: f32) -> u8 {
         self.mids.partition_point(|&m| m <= v) as u8
     }
+
+    /// `out[i] = self.code(vals[i] * inv)` for every value. Tables of at most 16 levels
+    /// count the thresholds at or below each value (the same number as the search: the
+    /// thresholds ascend; none is <= NaN) in a fixed loop the compiler unrolls and
+    /// vectorizes across values.
+    pub fn codes(&self, vals: &[f32], inv: f32, out: &mut [u8]) {
+        match self.mids.len() {
+            3 => count_codes::<3>(&self.mids, vals, inv, out),
+            7 => count_codes::<7>(&self.mids, vals, inv, out),
+            15 => count_codes::<15>(&self.mids, vals, inv, out),
+            _ => {
+                for (o, &v) in out.iter_mut().zip(vals) {
+                    *o = self.code(v * inv);
+                }
+            }
+        }
+    }
+}
+
+/// [`Quantizer::codes`] over `M` thresholds.
+fn count_codes<const M: usize>(mids: &[f32], vals: &[f32], inv: f32, out: &mut [u8]) {
+    let mut m = [0f32; M];
+    m.copy_from_slice(&mids[..M]);
+    for (o, &v) in out.iter_mut().zip(vals) {
+        let x = v * inv;
+        *o = m.iter().map(|&t| u8::from(t <= x)).sum();
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +218,34 @@ mod tests {
         assert_eq!(scale_code(1e-30, 1.0), 1);
         assert_eq!(scale_code(1e30, 1.0), 255);
         assert_eq!(scale_code(1.0, 0.0), 0);
+    }
+
+    #[test]
+    fn counted_codes_are_the_search() {
+        let mut s = 0x9e37_79b9u32;
+        let mut vs = vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0];
+        for _ in 0..20_000 {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            vs.push((s >> 8) as f32 / (1u32 << 24) as f32 * 12.0 - 6.0);
+        }
+        for set in [LevelSet::LloydMax, LevelSet::Uniform] {
+            for bits in 2..=8u8 {
+                let q = Quantizer::new(set, bits).unwrap();
+                let mut xs = vs.clone();
+                for &m in &q.mids {
+                    xs.extend([m, m.next_up(), m.next_down()]);
+                }
+                for inv in [1.0f32, 0.37, 3.0] {
+                    let mut out = vec![0u8; xs.len()];
+                    q.codes(&xs, inv, &mut out);
+                    for (&x, &c) in xs.iter().zip(&out) {
+                        assert_eq!(c, q.code(x * inv), "{set:?} {bits} {x} {inv}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -348,9 +348,7 @@ pub fn encode(p: &V3Params, x: &[f32]) -> Result<Vec<u8>, QuantError> {
         } else {
             0.0
         };
-        for (c, &v) in cs.iter_mut().zip(blk) {
-            *c = quant.code(v * inv);
-        }
+        quant.codes(blk, inv, cs);
     }
     pack_unchecked(&codes, p.bits, &mut out[reg.scales_end..reg.end]);
     Ok(out)

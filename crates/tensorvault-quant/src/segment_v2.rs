@@ -18,7 +18,7 @@
 //! # Ok::<(), tensorvault_quant::QuantError>(())
 //! ```
 
-use crate::asym::{min_max, quantize_group, search_clip, GroupCoder, Range};
+use crate::asym::{min_max, quantize_group, round_code, search_clip, GroupCoder, Range};
 use crate::bitpack::{pack_unchecked, packed_len, unpack_unchecked};
 use crate::error::{check_len, corrupt, segment_prefix};
 use crate::layout::{
@@ -302,7 +302,7 @@ pub fn encode(p: &V2Params, x: &[f32]) -> Result<Vec<u8>, QuantError> {
                 }
                 for (c, v) in cs.chunks_exact_mut(width).zip(vs.chunks_exact(width)) {
                     for i in 0..width {
-                        c[i] = ((v[i] - mins[i]) * invs[i]).round().clamp(0.0, top) as u8;
+                        c[i] = round_code((v[i] - mins[i]) * invs[i], top);
                     }
                 }
             }

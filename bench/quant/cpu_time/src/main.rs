@@ -91,6 +91,16 @@ fn main() {
             let x = kv_like(n);
             for _ in 0..iters { black_box(encode_smallest(kv_inner(&w[6..], black_box(&x))).unwrap()); }
         }
+        // The stored bytes of each layout over 64 blocks of different data (FNV-1a), to
+        // check that a faster encoder writes the same bytes as before.
+        w if w.starts_with("kvbytes_") => {
+            let mut h = 0xcbf2_9ce4_8422_2325u64;
+            for b in 0..64u32 {
+                let x: Vec<f32> = kv_like(n + 64 * b as usize)[64 * b as usize..].iter().map(|v| v * (1.0 + b as f32 * 0.1)).collect();
+                for byte in encode_smallest(kv_inner(&w[8..], &x)).unwrap() { h = (h ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3); }
+            }
+            println!("{w} {h:016x}");
+        }
         w if w.starts_with("kvdec_") => {
             let x = kv_like(n);
             let env = encode_smallest(kv_inner(&w[6..], &x)).unwrap();
