@@ -37,6 +37,8 @@ fn kv_inner(name: &str, x: &[f32]) -> Vec<u8> {
         "v5b" => segment_v2::encode(&v2p(5), x).unwrap(),
         "e4" => segment_rot::encode(&v3p(4, 26), x).unwrap(),
         "e6" => segment_rot::encode(&v3p(6, 16), x).unwrap(),
+        // `e4` without the rotation (what the rotation costs).
+        "e4u" => segment_rot::encode(&V3Params { rotate: false, ..v3p(4, 26) }, x).unwrap(),
         _ => panic!("unknown KV layout {name}"),
     }
 }
@@ -100,6 +102,13 @@ fn main() {
                 for byte in encode_smallest(kv_inner(&w[8..], &x)).unwrap() { h = (h ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3); }
             }
             println!("{w} {h:016x}");
+        }
+        // The inner segment alone, without the envelope (what the rANS stream costs).
+        w if w.starts_with("kvinner_") => {
+            let x = kv_like(n);
+            let inner = kv_inner(&w[8..], &x);
+            let mut y = Vec::with_capacity(n);
+            for _ in 0..iters { decode_any(black_box(&inner), n, &mut y).unwrap(); }
         }
         w if w.starts_with("kvdec_") => {
             let x = kv_like(n);
