@@ -138,6 +138,25 @@ pub enum QuantError {
     },
 }
 
+/// The first non-finite value of `x` as [`QuantError::NonFinite`]. The common case (all
+/// finite) is one branch-free pass over the exponent bits, which vectorizes; the position
+/// is looked for only when there is one.
+pub(crate) fn check_finite(x: &[f32]) -> Result<(), QuantError> {
+    const EXP: u32 = 0x7F80_0000;
+    let any_special = x
+        .iter()
+        .fold(false, |bad, v| bad | (v.to_bits() & EXP == EXP));
+    if any_special {
+        if let Some(index) = x.iter().position(|v| !v.is_finite()) {
+            return Err(QuantError::NonFinite {
+                index,
+                value: x[index],
+            });
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn check_len(what: &'static str, input: usize, output: usize) -> Result<(), QuantError> {
     if input == output {
         Ok(())
@@ -202,4 +221,27 @@ pub(crate) fn segment_prefix<'a>(
         ));
     }
     Ok((h, bits))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_finite_names_the_first_non_finite_value() {
+        let mut x = vec![1.5f32; 100];
+        x[99] = f32::MAX;
+        x[0] = -f32::MAX;
+        assert!(check_finite(&x).is_ok());
+        for (at, bad) in [(0, f32::NAN), (37, f32::INFINITY), (99, f32::NEG_INFINITY)] {
+            let mut y = x.clone();
+            y[at] = bad;
+            y[(at + 50) % 100] = f32::NAN; // a second one, reported only if it comes first
+            let first = at.min((at + 50) % 100);
+            assert!(
+                matches!(check_finite(&y), Err(QuantError::NonFinite { index, .. }) if index == first),
+                "{at}"
+            );
+        }
+    }
 }

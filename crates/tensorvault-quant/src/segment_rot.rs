@@ -232,12 +232,7 @@ fn code_scale(s: f32, base: f32, wide: bool) -> ([u8; 2], f32) {
 /// [`QuantError::CorruptField`] for settings that do not fit `x`.
 pub fn encode(p: &V3Params, x: &[f32]) -> Result<Vec<u8>, QuantError> {
     let reg = p.regions(x.len())?;
-    if let Some(index) = x.iter().position(|v| !v.is_finite()) {
-        return Err(QuantError::NonFinite {
-            index,
-            value: x[index],
-        });
-    }
+    crate::error::check_finite(x)?;
     let quant = Quantizer::new(p.levels, p.bits).ok_or(QuantError::InvalidBits { bits: p.bits })?;
     let rot = p.rotation()?;
     let (raw, q) = x.split_at(reg.raw_vals);

@@ -217,12 +217,7 @@ fn group_ranges(p: &V2Params, q: &[f32]) -> Vec<Range> {
 /// that do not fit `x` (group size, width, raw rows).
 pub fn encode(p: &V2Params, x: &[f32]) -> Result<Vec<u8>, QuantError> {
     let reg = p.regions(x.len())?;
-    if let Some(index) = x.iter().position(|v| !v.is_finite()) {
-        return Err(QuantError::NonFinite {
-            index,
-            value: x[index],
-        });
-    }
+    crate::error::check_finite(x)?;
     let (raw, q) = x.split_at(reg.raw_vals);
     let coder = GroupCoder::fit(&group_ranges(p, q), p.bits)?;
     let units = Units {
