@@ -126,6 +126,12 @@ pub struct PutArgs {
     /// Python `KvCache(..., ecsq=True, ecsq_tier2=True)`).
     #[arg(long, requires = "kv_ecsq")]
     pub kv_ecsq_tier2: bool,
+    /// Create the NEW collection as codec 4 with one gain per row in every quantized
+    /// block of an `embedding` tensor (TQTC version 6: each row's decoding becomes an
+    /// unbiased inner-product estimate, which keeps nearest-neighbour recall; same
+    /// slots; combines with --ecsq; Python `Store(codec=4, row_gains=True)`).
+    #[arg(long, conflicts_with = "kv_head_dim")]
+    pub row_gains: bool,
     /// Write durability.
     #[arg(long, value_enum, default_value_t = DurabilityArg::EveryWrite)]
     pub durability: DurabilityArg,

@@ -47,6 +47,10 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
         geometry.entropy = true;
         geometry.ecsq = true;
     }
+    if a.row_gains {
+        geometry = geometry.with_codec_v4();
+        geometry.row_gains = true;
+    }
     let cfg = StoreConfig {
         collection: geometry,
         durability: a.durability.durability(),

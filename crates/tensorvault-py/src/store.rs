@@ -361,7 +361,11 @@ impl Store {
     /// `embedding` tensors at tiers 2 and 3 are stored as entropy-coded uniform levels
     /// whose step is searched per block to fill the tier's slot (less error than codec
     /// 4's super-blocks in the same bytes).
-    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false, entropy=false, allocation="slot", ecsq=false))]
+    /// With `row_gains` (new collections, `codec=4`): every quantized block of an
+    /// `embedding` tensor carries one gain per row (TQTC version 6) that makes each row's
+    /// decoding an unbiased inner-product estimate, which keeps nearest-neighbour
+    /// rankings (recall) in the same slots.
+    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false, entropy=false, allocation="slot", ecsq=false, row_gains=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -378,6 +382,7 @@ impl Store {
         entropy: bool,
         allocation: &str,
         ecsq: bool,
+        row_gains: bool,
     ) -> PyResult<Self> {
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
@@ -412,6 +417,7 @@ impl Store {
         cfg.collection.entropy = entropy;
         cfg.collection.extents = parse_allocation(allocation)?;
         cfg.collection.ecsq = ecsq;
+        cfg.collection.row_gains = row_gains;
         let store = py
             .detach(|| {
                 if read_only {
@@ -477,6 +483,7 @@ impl Store {
         d.set_item("kv_ecsq", g.kv_ecsq)?;
         d.set_item("ecsq", g.ecsq)?;
         d.set_item("kv_ecsq_tier2", g.kv_ecsq_tier2)?;
+        d.set_item("row_gains", g.row_gains)?;
         Ok(d)
     }
 

@@ -234,6 +234,34 @@ pub const V4_MAX_SIDE_BITS: u8 = 8;
 /// The seed the store writes into rotated v4 segments (any seed decodes).
 pub const V4_DEFAULT_SEED: u32 = 0x5456_5134; // "TVQ4"
 
+// ---- version 6: per-row gain envelope over a v2..v5 segment (docs/formats/quant.md §13) ----
+
+/// Version byte of a row-gain (v6) envelope.
+pub const V6_VERSION: u8 = 6;
+/// u8 version of the wrapped (inner) segment: 2, 3, 4 or 5.
+pub const V6_INNER_VERSION_OFFSET: usize = BITS_OFFSET + size_of::<u8>();
+/// One reserved byte, zero.
+pub const V6_RESERVED_OFFSET: usize = V6_INNER_VERSION_OFFSET + size_of::<u8>();
+/// u32 number of values `n` (the inner segment's value count).
+pub const V6_VALUES_OFFSET: usize = V6_RESERVED_OFFSET + size_of::<u8>();
+/// u16 row width `w` (>= 1): values per row of the tensor the run comes from.
+pub const V6_WIDTH_OFFSET: usize = V6_VALUES_OFFSET + size_of::<u32>();
+/// u16 position of the run's first value inside its row (`< w`).
+pub const V6_FIRST_OFFSET: usize = V6_WIDTH_OFFSET + size_of::<u16>();
+/// Header length of a v6 envelope; the gain codes (one byte per row part) follow it.
+pub const V6_HEADER_LEN: usize = V6_FIRST_OFFSET + size_of::<u16>();
+/// Bytes of one gain code `c`: the gain is `1 + (c - V6_GAIN_ZERO) / V6_GAIN_DIV`.
+pub const V6_GAIN_BYTES: usize = size_of::<u8>();
+/// The gain code of a gain of exactly 1.
+pub const V6_GAIN_ZERO: u8 = 128;
+/// Gain codes per unit of gain (a step of 2^-11, gains 0.9375..=1.0620).
+pub const V6_GAIN_DIV: f32 = 2048.0;
+/// Bytes of the inner segment the envelope does not store (its magic, version and bits:
+/// the envelope's magic, inner_version and bits give them back), as in version 5.
+pub const V6_INNER_SKIP: usize = BITS_OFFSET + size_of::<u8>();
+/// Inner segment versions a v6 envelope may wrap.
+pub const V6_INNER_VERSIONS: [u8; 4] = [V2_VERSION, V3_VERSION, V4_VERSION, V5_VERSION];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,5 +326,16 @@ mod tests {
         assert_eq!(V4_RESERVED_OFFSET, 19);
         assert_eq!(V4_SEED_OFFSET, 20);
         assert_eq!(V4_HEADER_LEN, 24);
+    }
+
+    #[test]
+    fn v6_header_is_20_bytes_and_fields_are_contiguous() {
+        assert_eq!(V6_INNER_VERSION_OFFSET, 10);
+        assert_eq!(V6_RESERVED_OFFSET, 11);
+        assert_eq!(V6_VALUES_OFFSET, 12);
+        assert_eq!(V6_WIDTH_OFFSET, 16);
+        assert_eq!(V6_FIRST_OFFSET, 18);
+        assert_eq!(V6_HEADER_LEN, 20);
+        assert_eq!(V6_INNER_SKIP, 10);
     }
 }

@@ -22,6 +22,8 @@
 //!   kept only when it is shorter.
 //! * [`ecsq`]: entropy-coded uniform levels under rate control: a v3 segment with one
 //!   shared step, wrapped by [`segment_v5`], the step searched so the bytes fit a budget.
+//! * [`segment_v6`]: the row-gain envelope (version 6): one f16 gain per row part in front
+//!   of a v2..v5 segment, making each row's decoding an unbiased inner-product estimate.
 //! * [`segment_v4`]: the super-block segment (version 4): groups of 4-256 values inside
 //!   super-blocks with two f16 units each, every group's scale and min coded in 2-8 bits
 //!   against them (GGUF k-quant style side data), optionally rotated per super-block.
@@ -78,6 +80,7 @@ pub mod segment_rot;
 pub mod segment_v2;
 pub mod segment_v4;
 pub mod segment_v5;
+pub mod segment_v6;
 mod superblock;
 
 pub use error::QuantError;

@@ -23,6 +23,7 @@ use tensorvault_quant::segment_rot::{self, SegmentV3, V3Params};
 use tensorvault_quant::segment_v2::{self, Axis, SegmentV2, V2Params};
 use tensorvault_quant::segment_v4::SegmentV4;
 use tensorvault_quant::segment_v5::{self, SegmentV5};
+use tensorvault_quant::segment_v6;
 use tensorvault_quant::QuantError;
 
 use crate::config::{CollectionConfig, CODEC_V1, CODEC_V3, CODEC_V4};
@@ -262,6 +263,15 @@ pub fn encode_for_tier(
         };
         return encode_quantized(&p, values);
     }
+    if let Some(at) =
+        crate::codec_weights::row_gain_place(geo, tier, place.kind, place.shape, place.block_index)
+    {
+        if let Some((bytes, bits, scale)) =
+            crate::codec_weights::encode_with_gains(geo, tier, place.kind, at, values)?
+        {
+            return Ok(Encoded { bytes, bits, scale });
+        }
+    }
     if let Some(p) = crate::codec_weights::ecsq_params(geo, tier, place.kind, place.len) {
         if let Some((bytes, scale)) = crate::codec_weights::encode_ecsq(geo, tier, &p, values)? {
             return Ok(Encoded {
@@ -443,6 +453,10 @@ pub fn decode_quantized(
     max_elems: usize,
     dst: &mut Vec<f32>,
 ) -> Result<(), QuantError> {
+    if payload.get(q::VERSION_OFFSET) == Some(&q::V6_VERSION) {
+        // Row gains over a v2..v5 segment (never another v6), at most `max_elems` values.
+        return segment_v6::decode(payload, max_elems, dst);
+    }
     if payload.get(q::VERSION_OFFSET) == Some(&q::V5_VERSION) {
         // The envelope holds a v2, v3 or v4 segment (never another v5) of at most
         // `max_elems` values, checked as that segment and decoded from its codes.

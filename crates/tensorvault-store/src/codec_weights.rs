@@ -34,7 +34,8 @@ use tensorvault_quant::ecsq::{self, EcsqParams};
 use tensorvault_quant::layout as q;
 use tensorvault_quant::segment_rot::SegmentV3;
 use tensorvault_quant::segment_v4::{self, V4Encoder, V4Params};
-use tensorvault_quant::segment_v5::SegmentV5;
+use tensorvault_quant::segment_v5::{self, SegmentV5};
+use tensorvault_quant::segment_v6;
 use tensorvault_quant::QuantError;
 
 use crate::config::{
@@ -187,6 +188,100 @@ pub fn encode_ecsq(
         SegmentV3::parse(&bytes)?.max_scale()
     };
     Ok(Some((bytes, scale)))
+}
+
+/// Where a block of an `embedding` tensor sits in its rows, for a
+/// [`CollectionConfig::row_gains`] collection at a quantized tier: `(row width, position
+/// of the block's first value in its row)`. `None` for other kinds, collections, Tier0,
+/// and rows wider than 65535 values (the envelope's u16 width).
+#[must_use]
+pub fn row_gain_place(
+    geo: &CollectionConfig,
+    tier: Tier,
+    kind: TensorKind,
+    shape: &[u32],
+    block_index: u32,
+) -> Option<(u16, u16)> {
+    if !(geo.row_gains && geo.codec == CODEC_V4 && kind == TensorKind::Embedding)
+        || tier == Tier::Tier0
+    {
+        return None;
+    }
+    let width = shape.last().copied().filter(|&w| w > 0)?;
+    let start = u64::from(block_index) * u64::from(geo.block_elems);
+    let first = start % u64::from(width);
+    Some((u16::try_from(width).ok()?, u16::try_from(first).ok()?))
+}
+
+/// Encode one block of an embedding tensor as a TQTC version 6 row-gain envelope
+/// ([`row_gain_place`] gives `width` and `first`): the inner segment is what the
+/// collection writes for the block otherwise (ECSQ at tiers 2 and 3 with
+/// [`CollectionConfig::ecsq`], else the v4 layout, wrapped in the v5 envelope at tiers 2
+/// and 3 with [`CollectionConfig::entropy`] when shorter), fitted to `max_len` (the
+/// tier's slot, or [`ecsq_budget`] for ECSQ) less the envelope's bytes. `Ok(None)` when no
+/// inner layout fits (the caller writes the block without gains); otherwise the bytes,
+/// the inner segment's bit width and its largest scale (what the index records).
+///
+/// # Errors
+/// The inner encoders' errors (non-finite values, scale overflow); an empty block.
+pub fn encode_with_gains(
+    geo: &CollectionConfig,
+    tier: Tier,
+    kind: TensorKind,
+    (width, first): (u16, u16),
+    values: &[f32],
+) -> Result<Option<(Vec<u8>, u8, f32)>, QuantError> {
+    let extra = segment_v6::envelope_len(values.len(), width, first)?;
+    let inner = if let Some(p) = ecsq_params(geo, tier, kind, values.len()) {
+        let budget = ecsq_budget(geo, tier, values.len());
+        match budget.checked_sub(extra) {
+            Some(b) => ecsq::encode_to_fit(&p, values, b)?.map(|bytes| (bytes, p.bits)),
+            None => None,
+        }
+    } else {
+        None
+    };
+    let inner = match inner {
+        Some(found) => Some(found),
+        None => {
+            let slot = u64::from(geo.slot_len(tier));
+            let Some(bits) = geo.bits(tier) else {
+                return Ok(None);
+            };
+            match slot
+                .checked_sub(extra as u64)
+                .and_then(|b| choose(bits, values.len(), b))
+            {
+                Some(p) => {
+                    let mut bytes = encode(&p, kind, values)?;
+                    if geo.entropy && tier != Tier::Tier1 {
+                        bytes = segment_v5::encode_smallest(bytes)?;
+                    }
+                    Some((bytes, p.bits))
+                }
+                None => None,
+            }
+        }
+    };
+    let Some((inner, bits)) = inner else {
+        return Ok(None);
+    };
+    let scale = inner_max_scale(&inner, values.len())?;
+    let bytes = segment_v6::wrap(&inner, values, width, first)?;
+    Ok(Some((bytes, bits, scale)))
+}
+
+/// The largest block or group scale of a v3 / v4 segment, or of the one a v5 envelope
+/// wraps (what the index records).
+fn inner_max_scale(bytes: &[u8], n: usize) -> Result<f32, QuantError> {
+    if bytes.get(q::VERSION_OFFSET) == Some(&q::V5_VERSION) {
+        let inner = SegmentV5::parse(bytes)?.inner(n)?;
+        return inner_max_scale(&inner, n);
+    }
+    if bytes.get(q::VERSION_OFFSET) == Some(&q::V4_VERSION) {
+        return Ok(segment_v4::SegmentV4::parse(bytes)?.max_scale());
+    }
+    Ok(SegmentV3::parse(bytes)?.max_scale())
 }
 
 #[cfg(test)]

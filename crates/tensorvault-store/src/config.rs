@@ -141,6 +141,16 @@ pub struct CollectionConfig {
     /// groups (`crate::codec`). Slot sizes are unchanged. MetaLog header flags bit 4. Opt-in for
     /// new KV caches: older collections keep their layout.
     pub kv_ecsq_tier2: bool,
+    /// Codec v4: every quantized block of an `embedding` tensor whose rows are at most
+    /// 65535 values wide is wrapped in a TQTC version 6 row-gain envelope
+    /// (`tensorvault_quant::segment_v6`): one gain code per row (or piece of a row) in
+    /// the block makes each row's decoding an unbiased inner-product estimate
+    /// (`<x, g x̂> = |x|^2`), which is what nearest-neighbour ranking needs. The inner
+    /// segment is what the collection writes otherwise (v4, or ECSQ with
+    /// [`CollectionConfig::ecsq`]) fitted to the slot less the envelope's bytes. Same
+    /// slots. MetaLog header flags bit 6. Opt-in for new collections: older ones keep
+    /// their layout.
+    pub row_gains: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
     /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
@@ -175,6 +185,7 @@ impl CollectionConfig {
             kv_ecsq: false,
             ecsq: false,
             kv_ecsq_tier2: false,
+            row_gains: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
@@ -479,6 +490,15 @@ impl CollectionConfig {
                 format!(
                     "entropy-coded weight/embedding levels need codec v4 with the entropy flag (codec {}, entropy {})",
                     self.codec, self.entropy
+                ),
+            );
+        }
+        if self.row_gains && self.codec != CODEC_V4 {
+            return bad(
+                "row_gains",
+                format!(
+                    "row-gain envelopes are written by codec v4 collections (codec {})",
+                    self.codec
                 ),
             );
         }

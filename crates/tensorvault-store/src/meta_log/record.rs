@@ -11,12 +11,12 @@ use super::layout::{
     C_CHECKSUM, C_CREATED_AT, C_DATA_LEN, C_DATA_OFFSET, C_DTYPE, C_KIND, C_LINEAGE, C_NDIM,
     C_RECONSTRUCT, C_RESERVED, C_SCALE, C_SHAPE, C_TIER, C_TIER_SINCE, C_ZERO_POINT, D_RESERVED,
     HEADER_FLAG_ECSQ, HEADER_FLAG_ENTROPY, HEADER_FLAG_EXTENTS, HEADER_FLAG_KV_ECSQ,
-    HEADER_FLAG_KV_ECSQ_TIER2, HEADER_KNOWN_FLAGS, H_BLOCK_ELEMS, H_CODEC, H_FLAGS, H_GENERATION,
-    H_GROUP_SIZE, H_KEY_BITS, H_KEY_GROUP_SIZE, H_MAGIC, H_RECORD_LEN, H_RESERVED, H_RESERVED_V1,
-    H_ROPE_DIMS, H_ROPE_PAIRING, H_ROPE_THETA, H_SINK_VALUES, H_SLOT_ALIGN, H_TIER0_ELEM_BYTES,
-    H_TIER_BITS, H_VERSION, MAGIC, M_AT, M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET,
-    M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER, M_RESERVED, PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX,
-    R_TENSOR_ID, R_TYPE, VERSION, VERSION_V1,
+    HEADER_FLAG_KV_ECSQ_TIER2, HEADER_FLAG_ROW_GAINS, HEADER_KNOWN_FLAGS, H_BLOCK_ELEMS, H_CODEC,
+    H_FLAGS, H_GENERATION, H_GROUP_SIZE, H_KEY_BITS, H_KEY_GROUP_SIZE, H_MAGIC, H_RECORD_LEN,
+    H_RESERVED, H_RESERVED_V1, H_ROPE_DIMS, H_ROPE_PAIRING, H_ROPE_THETA, H_SINK_VALUES,
+    H_SLOT_ALIGN, H_TIER0_ELEM_BYTES, H_TIER_BITS, H_VERSION, MAGIC, M_AT, M_NEW_BITS,
+    M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET, M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER, M_RESERVED,
+    PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE, VERSION, VERSION_V1,
 };
 use super::MetaRecord;
 use crate::config::{CollectionConfig, CODEC_V1};
@@ -105,6 +105,11 @@ pub fn encode_header(c: &CollectionConfig, generation: u64) -> [u8; RECORD_LEN] 
             | if c.ecsq { HEADER_FLAG_ECSQ } else { 0 }
             | if c.kv_ecsq_tier2 {
                 HEADER_FLAG_KV_ECSQ_TIER2
+            } else {
+                0
+            }
+            | if c.row_gains {
+                HEADER_FLAG_ROW_GAINS
             } else {
                 0
             };
@@ -203,7 +208,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         return Err(bad_header(
             "flags",
             H_FLAGS,
-            format!("unknown flag bits {flags:#04x} (this build knows bit 0, entropy, bit 1, extents, bit 2, kv_ecsq, bit 3, ecsq, and bit 4, kv_ecsq_tier2)"),
+            format!("unknown flag bits {flags:#04x} (this build knows bit 0, entropy, bit 1, extents, bit 2, kv_ecsq, bit 3, ecsq, bit 4, kv_ecsq_tier2, and bit 6, row_gains)"),
         ));
     }
     let (codec, sink_values) = if v1 {
@@ -239,6 +244,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         kv_ecsq: flags & HEADER_FLAG_KV_ECSQ != 0,
         ecsq: flags & HEADER_FLAG_ECSQ != 0,
         kv_ecsq_tier2: flags & HEADER_FLAG_KV_ECSQ_TIER2 != 0,
+        row_gains: flags & HEADER_FLAG_ROW_GAINS != 0,
     };
     c.validate().map_err(|e| match e {
         StoreErr::InvalidArgument { field, reason } => {
@@ -248,7 +254,9 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
                 "slot_align" => H_SLOT_ALIGN,
                 "codec" => H_CODEC,
                 "sink_values" => H_SINK_VALUES,
-                "entropy" | "extents" | "kv_ecsq" | "ecsq" | "kv_ecsq_tier2" => H_FLAGS,
+                "entropy" | "extents" | "kv_ecsq" | "ecsq" | "kv_ecsq_tier2" | "row_gains" => {
+                    H_FLAGS
+                }
                 "key_bits/key_group_size" => H_KEY_BITS,
                 "rope" | "rope.theta" => H_ROPE_THETA,
                 "rope.rotary_dims" => H_ROPE_DIMS,
