@@ -478,7 +478,7 @@ def main() -> int:
                          "same values, fewer payload bytes)")
     ap.add_argument("--emb-codecs", default="2,3,4",
                     help="store codecs the emb section compares (4: TQTC v4 super-block segments; "
-                         "4e: codec 4 with entropy-coded levels, ecsq; x suffix: extent allocation)")
+                         "4e: codec 4 with entropy-coded levels, ecsq; x suffix: extent allocation; g suffix: per-row gains on embeddings, row_gains)")
     ap.add_argument("--windows", type=int, default=0,
                     help="kvcache: evaluate every configuration on up to N non-overlapping windows of "
                          "--tokens tokens per text (plus the window ending at the text's last token when "

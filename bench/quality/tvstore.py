@@ -29,8 +29,11 @@ LAST_ALLOCATED = {"bytes": 0}
 def codec_opts(spec: str) -> Dict:
     """Store options of a codec spec: "2".."4", plus "e" for codec 4 with entropy-coded
     weight/embedding levels (`entropy=True, ecsq=True`, session 12) and "x" for extent
-    allocation (disk that follows the payload), e.g. "4ex"."""
+    allocation (disk that follows the payload), "g" for per-row gains on embeddings
+    (`row_gains=True`, session 13), e.g. "4ex", "4exg"."""
     opts: Dict = {"codec": int(spec[0])}
+    if "g" in spec[1:]:
+        opts["row_gains"] = True
     if "e" in spec[1:]:
         opts.update(entropy=True, ecsq=True)
     if "x" in spec[1:]:
