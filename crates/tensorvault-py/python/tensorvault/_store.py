@@ -146,6 +146,12 @@ class Store:
             slot: less error than codec 4's super-blocks in the same bytes (e.g.
             all-MiniLM-L6-v2's weights 3.7% instead of 4.1% at tier 2, 13.2% instead of
             14.7% at tier 3). Existing collections keep theirs (``geometry["ecsq"]``).
+        row_gains: With ``codec=4``, create the collection with every quantized block of
+            an ``embedding`` tensor carrying one gain per row (TQTC version 6) that makes
+            each row's decoding an unbiased inner-product estimate (``<x, x_hat> =
+            |x|^2``), in the same slots: nearest-neighbour recall@10 on SmolLM2's token
+            table at tier 3 .815 -> .853 (with ``ecsq=True``). Combines with ``ecsq``.
+            Existing collections keep theirs (``geometry["row_gains"]``).
 
     Use it as a context manager (``with tv.Store(...) as s:``) or call :meth:`close`;
     a writable collection stays locked until then (a second writable ``Store`` on it, in
@@ -173,6 +179,7 @@ class Store:
         entropy: bool = False,
         allocation: str = "slot",
         ecsq: bool = False,
+        row_gains: bool = False,
     ) -> None:
         if isinstance(durability, int) and not isinstance(durability, bool):
             durability = f"every-{durability}"
@@ -182,7 +189,7 @@ class Store:
         self._s = _native.Store(
             fspath(root), str(tenant), str(collection), bool(create), durability, limits,
             block_elems, kv_head_dim, codec, bool(read_only), bool(entropy), str(allocation),
-            bool(ecsq),
+            bool(ecsq), bool(row_gains),
         )
 
     @property

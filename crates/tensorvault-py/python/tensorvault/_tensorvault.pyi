@@ -452,6 +452,7 @@ class Store:
         entropy: bool = False,
         allocation: str = 'slot',
         ecsq: bool = False,
+        row_gains: bool = False,
     ) -> None: ...
     def __repr__(self, /) -> str: ...
     def close(self) -> None:
