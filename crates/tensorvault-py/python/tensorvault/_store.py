@@ -150,7 +150,7 @@ class Store:
             an ``embedding`` tensor carrying one gain per row (TQTC version 6) that makes
             each row's decoding an unbiased inner-product estimate (``<x, x_hat> =
             |x|^2``), in the same slots: nearest-neighbour recall@10 on SmolLM2's token
-            table at tier 3 .815 -> .853 (with ``ecsq=True``). Combines with ``ecsq``.
+            table at tier 3 .815 -> .854 (with ``ecsq=True``). Combines with ``ecsq``.
             Existing collections keep theirs (``geometry["row_gains"]``).
 
     Use it as a context manager (``with tv.Store(...) as s:``) or call :meth:`close`;
