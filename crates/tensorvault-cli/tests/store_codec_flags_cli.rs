@@ -5,6 +5,9 @@
 //! - `--kv-ecsq`: codec 4, bits 0 and 2 (entropy-coded tier 3 KV values); needs `--kv-head-dim`.
 //! - `--kv-ecsq-tier2`: bits 0, 2 and 4 (tier 2 KV values as well); needs `--kv-ecsq`.
 //! - `--ecsq`: codec 4, bits 0 and 3 (weights and embeddings); refused with `--kv-head-dim`.
+//! - `--row-gains`: codec 4, bit 6 (one gain per row of embedding blocks: each row's
+//!   inner product with itself unbiased); with `--ecsq` bits 0, 3 and 6; refused with
+//!   `--kv-head-dim`.
 
 mod common;
 
@@ -97,4 +100,73 @@ fn ecsq_creates_a_codec_4_entropy_coded_collection() {
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("kv-head-dim") || err.contains("ecsq"), "{err}");
+}
+
+/// Largest |<x, y> / |x|^2 - 1| over the rows of `width` of `x` against `y` (the f32
+/// payload of an `.npy` file written by `store get`).
+fn max_row_bias(x: &[f32], npy: &[u8], width: usize) -> f64 {
+    let hlen = usize::from(u16::from_le_bytes([npy[8], npy[9]]));
+    let y: Vec<f32> = npy[10 + hlen..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(y.len(), x.len());
+    x.chunks_exact(width)
+        .zip(y.chunks_exact(width))
+        .map(|(a, b)| {
+            let xx: f64 = a.iter().map(|&v| f64::from(v).powi(2)).sum();
+            let xy: f64 = a
+                .iter()
+                .zip(b)
+                .map(|(&u, &v)| f64::from(u) * f64::from(v))
+                .sum();
+            (xy / xx - 1.0).abs()
+        })
+        .fold(0f64, f64::max)
+}
+
+#[test]
+fn row_gains_set_header_bit_6_and_make_rows_unbiased() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    let npy = dir.path().join("e.npy");
+    let (rows, width) = (64usize, 576usize);
+    let x: Vec<f32> = (0..rows * width)
+        .map(|i| {
+            let (r, c) = ((i / width) as f32, (i % width) as f32);
+            0.04 * ((c * 0.37 + r).sin() + (c * 1.13).sin() * (r * 0.71 + c * 0.011).cos())
+        })
+        .collect();
+    write_npy(&npy, &[rows as u64, width as u64], &x);
+    let base = ["--kind", "embedding"];
+    assert_eq!(
+        put(&root, &npy, "ecsq", "3", &base, &["--ecsq"]),
+        (4, 0b1001)
+    );
+    let both = ["--ecsq", "--row-gains"];
+    assert_eq!(
+        put(&root, &npy, "gains", "3", &base, &both),
+        (4, 0b100_1001)
+    );
+    assert_eq!(
+        put(&root, &npy, "only", "3", &base, &["--row-gains"]),
+        (4, 0b100_0000)
+    );
+    let plain = store_get(&root, ["t", "ecsq", "x"], &dir.path().join("a.npy"));
+    let gains = store_get(&root, ["t", "gains", "x"], &dir.path().join("b.npy"));
+    let (bp, bg) = (
+        max_row_bias(&x, &plain, width),
+        max_row_bias(&x, &gains, width),
+    );
+    assert!(bg < 5e-4 && bg < bp / 2.0, "{bg} vs {bp}");
+    refused(
+        &store_put(
+            &root,
+            ["t", "bad", "x"],
+            &npy,
+            "2",
+            &["--row-gains", "--kv-head-dim", "64"],
+        ),
+        "kv-head-dim",
+    );
 }
