@@ -135,30 +135,49 @@ pub fn encode_to_fit(
     if top <= 0.0 {
         return Ok(None);
     }
-    let at = |t: i32| encode_with(&p.v3(floor_at(top, t)), p.lanes_log2, x);
-    let coarsest = at(LADDER_MIN)?;
-    if coarsest.len() > max_len {
+    // The v3 segment of every candidate has `finest`'s length when `finest` is the v3
+    // segment itself, else it is longer than `max_len` too; either way a candidate fits
+    // only as an envelope of at most `max_len` bytes, so bounds on the envelope's length
+    // decide most candidates without rANS-coding them (same decisions, same bytes).
+    let fits = |t: i32| -> Result<bool, QuantError> {
+        let inner = segment_rot::encode(&p.v3(floor_at(top, t)), x)?;
+        if inner.len() <= max_len {
+            return Ok(true);
+        }
+        match segment_v5::wrap_len_bounds(&inner, p.lanes_log2)? {
+            Some((lo, _)) if lo > max_len => Ok(false),
+            Some((_, hi)) if hi <= max_len && hi < inner.len() => Ok(true),
+            _ => Ok(encode_inner(inner, p.lanes_log2)?.len() <= max_len),
+        }
+    };
+    if !fits(LADDER_MIN)? {
         return Ok(None);
     }
-    // Invariant: rung `lo` fits (its bytes in `best`), rung `hi` does not (the length is
-    // not strictly monotone in the floor: this finds one boundary, deterministically).
-    let (mut lo, mut hi, mut best) = (LADDER_MIN, LADDER_MAX + 1, coarsest);
+    // Invariant: rung `lo` fits, rung `hi` does not (the length is not strictly monotone
+    // in the floor: this finds one boundary, deterministically).
+    let (mut lo, mut hi) = (LADDER_MIN, LADDER_MAX + 1);
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        let bytes = at(mid)?;
-        if bytes.len() <= max_len {
+        if fits(mid)? {
             lo = mid;
-            best = bytes;
         } else {
             hi = mid;
         }
     }
-    Ok(Some(best))
+    Ok(Some(encode_with(
+        &p.v3(floor_at(top, lo)),
+        p.lanes_log2,
+        x,
+    )?))
 }
 
 /// One candidate: the v3 segment, then its v5 envelope with `lanes_log2` when shorter.
 fn encode_with(v3: &V3Params, lanes_log2: u8, x: &[f32]) -> Result<Vec<u8>, QuantError> {
-    let inner = segment_rot::encode(v3, x)?;
+    encode_inner(segment_rot::encode(v3, x)?, lanes_log2)
+}
+
+/// `inner`'s v5 envelope with `lanes_log2` lanes when shorter, else `inner`.
+fn encode_inner(inner: Vec<u8>, lanes_log2: u8) -> Result<Vec<u8>, QuantError> {
     Ok(match segment_v5::wrap(&inner, lanes_log2)? {
         Some(env) => env,
         None => inner,

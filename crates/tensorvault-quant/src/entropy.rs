@@ -295,6 +295,42 @@ pub fn best_table(counts: &[u64]) -> Option<FreqTable> {
         .min_by(|a, b| estimated_len(counts, a).total_cmp(&estimated_len(counts, b)))
 }
 
+/// Bounds `(lo, hi)` on the bytes [`encode_with`] writes (table, lane states and stream
+/// words) for `n` codes of histogram `counts` under `t` with `2^lanes_log2` lanes, without
+/// coding them (an encoder that only needs to know whether a candidate fits a budget).
+///
+/// Why they hold (`docs/formats/quant.md` §12.2's coder, one lane; lanes add up): with
+/// `Φ = 16 W + log2 x` (`W` words written, `x` the state), `Φ` starts at 16 and ends in
+/// `[16 W + 16, 16 W + 32)`. Coding a symbol of frequency `f` moves `log2 x` by
+/// `p - log2 f` (its information) plus at most `log2(1 + f / x_r)` and at least
+/// `log2(1 - (f - 1) / x_r)`, where the state before coding `x_r >= min(2^16, f 2^(16-p))`,
+/// so `f / x_r <= 2^(p-16)`; a renormalization loses less than `-log2(1 - 2^(p-16))`
+/// (it happens at `x >= 2^(32-p) f`). Hence, with `I` the codes' information and
+/// `e = -log2(1 - 2^(p-16))`, `(I - n e - 16 N) / (16 + e) < W <= (I + n log2(1 + 2^(p-16))) / 16`.
+#[must_use]
+pub fn coded_len_bounds(counts: &[u64], t: &FreqTable, lanes_log2: u8) -> (usize, usize) {
+    let pb = f64::from(t.prob_bits);
+    let n: u64 = counts.iter().sum();
+    let info: f64 = counts
+        .iter()
+        .zip(&t.freqs)
+        .filter(|(&c, _)| c > 0)
+        .map(|(&c, &f)| c as f64 * (pb - f64::from(f).log2()))
+        .sum();
+    let lanes = 1u64 << lanes_log2.min(crate::layout::V5_MAX_LANES_LOG2);
+    let r = 2f64.powf(pb - 16.0);
+    let (e_lo, e_hi) = (-(1.0 - r).log2(), (1.0 + r).log2());
+    // Slack for the f64 sum (|error| far below one bit for n < 2^32).
+    let slack = 1.0 + 1e-9 * n as f64 * (pb + 1.0);
+    let w_lo = ((info - n as f64 * e_lo - 16.0 * lanes as f64 - slack) / (16.0 + e_lo))
+        .floor()
+        .max(0.0);
+    let w_hi = ((info + n as f64 * e_hi + slack) / 16.0).floor().max(0.0);
+    let fixed = t.stored_len() + lanes as usize * crate::layout::RANS_STATE_BYTES;
+    let word = crate::layout::RANS_WORD_BYTES;
+    (fixed + w_lo as usize * word, fixed + w_hi as usize * word)
+}
+
 /// Entropy-code `codes` (each `< 2^bits`) with `2^lanes_log2` interleaved rANS lanes and
 /// the table [`best_table`] picks.
 ///

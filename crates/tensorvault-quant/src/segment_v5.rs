@@ -394,6 +394,36 @@ pub fn wrap(inner: &[u8], lanes_log2: u8) -> Result<Option<Vec<u8>>, QuantError>
     Ok(Some(out))
 }
 
+/// Bounds `(lo, hi)` on the length of [`wrap`]'s envelope of `inner` with
+/// `2^lanes_log2` lanes ([`crate::entropy::coded_len_bounds`]), computed from the codes'
+/// histogram and the table [`wrap`] would pick, without coding them; `None` where [`wrap`]
+/// finds no table (no codes). [`wrap`] returns the envelope only when it is shorter than
+/// `inner`: a caller comparing with a budget below `inner.len()` can use the bounds as
+/// they are.
+///
+/// # Errors
+/// As [`wrap`].
+pub fn wrap_len_bounds(inner: &[u8], lanes_log2: u8) -> Result<Option<(usize, usize)>, QuantError> {
+    if lanes_log2 > V5_MAX_LANES_LOG2 {
+        return Err(QuantError::InvalidParam {
+            field: "lanes_log2",
+            value: lanes_log2.into(),
+            reason: "at most 3 (8 lanes)",
+        });
+    }
+    let (codes_at, m) = code_region(inner)?;
+    let bits = inner[crate::layout::BITS_OFFSET];
+    let mut codes = vec![0u8; m];
+    unpack_unchecked(&inner[codes_at..], bits, &mut codes);
+    let counts = histogram(&codes, bits)?;
+    let Some(table) = best_table(&counts) else {
+        return Ok(None);
+    };
+    let (lo, hi) = crate::entropy::coded_len_bounds(&counts, &table, lanes_log2);
+    let side = codes_at - V5_INNER_SKIP;
+    Ok(Some((V5_HEADER_LEN + side + lo, V5_HEADER_LEN + side + hi)))
+}
+
 /// `inner` wrapped in a v5 envelope with the default 4 lanes when that is shorter,
 /// otherwise `inner` itself.
 ///
