@@ -157,6 +157,7 @@ impl Quantizer {
     /// or two comparisons against the midpoints (the encoder's hot loop: a binary search
     /// took a third of the ECSQ encoder's time); the answer is the binary search's.
     #[must_use]
+    #[inline]
     pub fn code(&self, v: f32) -> u8 {
         let Some(inv) = self.inv_step else {
             return self.mids.partition_point(|&m| m <= v) as u8;
