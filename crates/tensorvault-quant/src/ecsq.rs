@@ -12,7 +12,9 @@
 //! block's scale is the shared floor `F`, or the block's own no-clip scale where `F`
 //! would clip it. `F` is searched on a fixed ladder ([`floor_at`]) for the finest step
 //! whose envelope fits `max_len`: deterministic (same input, same bytes), and exact
-//! (every candidate is encoded, so the length is the stored length).
+//! (a candidate fits when its stored length does; the search decides a candidate by
+//! proven bounds on the v5 envelope's length, [`segment_v5::wrap_len_bounds`], and
+//! rANS-codes only those the bounds leave open, with the same outcome as coding all).
 //!
 //! ```
 //! use tensorvault_quant::ecsq::{encode_to_fit, EcsqParams};
