@@ -30,6 +30,7 @@
 //! 2 and from 14.7% to 13.0% at tier 3 in the same slots (bench/RESULTS.md, "Session 12:
 //! quant-ecsq").
 
+use tensorvault_quant::bitpack::packed_len;
 use tensorvault_quant::ecsq::{self, EcsqParams};
 use tensorvault_quant::layout as q;
 use tensorvault_quant::segment_rot::SegmentV3;
@@ -181,12 +182,7 @@ pub fn encode_ecsq(
     let Some(bytes) = ecsq::encode_to_fit(p, values, ecsq_budget(geo, tier, values.len()))? else {
         return Ok(None);
     };
-    let scale = if bytes.get(q::VERSION_OFFSET) == Some(&q::V5_VERSION) {
-        let inner = SegmentV5::parse(&bytes)?.inner(values.len())?;
-        SegmentV3::parse(&inner)?.max_scale()
-    } else {
-        SegmentV3::parse(&bytes)?.max_scale()
-    };
+    let scale = inner_max_scale(&bytes, values.len())?;
     Ok(Some((bytes, scale)))
 }
 
@@ -272,10 +268,30 @@ pub fn encode_with_gains(
 }
 
 /// The largest block or group scale of a v3 / v4 segment, or of the one a v5 envelope
-/// wraps (what the index records).
+/// wraps (what the index records). The scales are side bytes, which an envelope keeps
+/// verbatim: its inner segment is rebuilt with zero codes instead of decoding the rANS
+/// stream (a quarter of an ECSQ block's put time), which gives the same scales.
 fn inner_max_scale(bytes: &[u8], n: usize) -> Result<f32, QuantError> {
     if bytes.get(q::VERSION_OFFSET) == Some(&q::V5_VERSION) {
-        let inner = SegmentV5::parse(bytes)?.inner(n)?;
+        let env = SegmentV5::parse(bytes)?;
+        if env.codes() > n {
+            return Err(QuantError::LengthMismatch {
+                what: "v5 codes (must be at most the block's values)",
+                input: env.codes(),
+                output: n,
+            });
+        }
+        let side_len = bytes
+            .get(q::V5_SIDE_LEN_OFFSET..q::V5_SIDE_LEN_OFFSET + 4)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        // `parse` checked the side bytes are present.
+        let side = &bytes[q::V5_HEADER_LEN..q::V5_HEADER_LEN + side_len];
+        let mut inner = Vec::with_capacity(q::V5_INNER_SKIP + side.len() + n);
+        inner.extend_from_slice(&q::MAGIC);
+        inner.push(env.inner_version());
+        inner.push(env.bits());
+        inner.extend_from_slice(side);
+        inner.resize(inner.len() + packed_len(env.codes(), env.bits()), 0);
         return inner_max_scale(&inner, n);
     }
     if bytes.get(q::VERSION_OFFSET) == Some(&q::V4_VERSION) {
@@ -335,6 +351,35 @@ mod tests {
             assert!(v4_layout(&v3, Tier::Tier2, kind, 4096).is_none(), "{kind}");
             assert!(v4_layout(&v4, Tier::Tier0, kind, 4096).is_none(), "{kind}");
         }
+    }
+
+    #[test]
+    fn the_recorded_scale_is_the_decoded_segments() {
+        let geo = CollectionConfig {
+            codec: CODEC_V4,
+            entropy: true,
+            ecsq: true,
+            ..CollectionConfig::default()
+        };
+        let x: Vec<f32> = (0..4096)
+            .map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 1e-3 * (1.0 + (i / 512) as f32))
+            .collect();
+        for tier in [Tier::Tier2, Tier::Tier3] {
+            let p = ecsq_params(&geo, tier, TensorKind::Weight, x.len()).unwrap();
+            let (bytes, scale) = encode_ecsq(&geo, tier, &p, &x).unwrap().unwrap();
+            assert_eq!(bytes[q::VERSION_OFFSET], q::V5_VERSION);
+            let inner = SegmentV5::parse(&bytes).unwrap().inner(x.len()).unwrap();
+            let want = SegmentV3::parse(&inner).unwrap().max_scale();
+            assert!(want > 0.0);
+            assert_eq!(scale.to_bits(), want.to_bits(), "{tier:?}");
+        }
+        // A v5 envelope claiming more codes than the block holds is refused.
+        let p = ecsq_params(&geo, Tier::Tier3, TensorKind::Weight, x.len()).unwrap();
+        let (bytes, _) = encode_ecsq(&geo, Tier::Tier3, &p, &x).unwrap().unwrap();
+        assert!(matches!(
+            inner_max_scale(&bytes, 1024),
+            Err(QuantError::LengthMismatch { .. })
+        ));
     }
 
     #[test]
