@@ -229,3 +229,35 @@ fn a_corrupt_gain_envelope_is_a_typed_error_not_a_panic() {
         );
     }
 }
+
+/// Pinned payload of block 1 (it starts 64 values into a row) of the test table at tier 3
+/// with `ecsq`: the envelope header, the gain codes, and a CRC32C of the whole payload
+/// (the inner ECSQ envelope included), so any change to what the encoder writes shows.
+#[test]
+fn golden_payload() {
+    let x = table(16);
+    let info = BlockInfo::new(DType::F32, &[16, WIDTH as u32]).with_kind(TensorKind::Embedding);
+    let s = mem_store("c", geo(true, true));
+    s.put_tensor_with("e", &info, &bytes(&x), Tier::Tier3)
+        .unwrap();
+    let mut p = Vec::new();
+    s.get_payload(&BlockKey::new(s.tensor_id_of("e"), 1), &mut p)
+        .unwrap();
+    let head = &p[..20 + 8];
+    let crc = crc32c::crc32c(&p);
+    assert_eq!(
+        (head, p.len(), crc),
+        (&GOLDEN_HEAD[..], 2169, 0x0516_04c6),
+        "{head:?} {} {crc:#x}",
+        p.len()
+    );
+}
+
+const GOLDEN_HEAD: [u8; 28] = [
+    0x54, 0x51, 0x54, 0x43, 0x0d, 0x0a, 0x1a, 0x0a, // magic
+    6, 5, 5, 0, // version 6, 5-bit codes, inner version 5 (the ECSQ envelope), reserved
+    0, 16, 0, 0, // n = 4096
+    64, 2, // width = 576
+    64, 0, // first = 64 (block 1 starts 4096 = 7 * 576 + 64 values in)
+    124, 119, 136, 135, 128, 124, 126, 129, // gain codes of the 8 row parts
+];
