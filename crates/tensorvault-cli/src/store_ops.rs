@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use tensorvault_store::{BlockInfo, CollectionConfig, StoreConfig, StoreErr, StoreStats};
+use tensorvault_store::{BlockInfo, CollectionConfig, StoreConfig, StoreErr, StoreStats, CODEC_V4};
 
 use crate::error::CliError;
 use crate::npy;
@@ -36,19 +36,29 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
     };
     geometry.entropy = a.entropy;
     geometry.extents = a.allocation == AllocationArg::Extent;
+    // Codec 4: a KV cache gets its key widths (tier 3 keys at 4 bits); any other
+    // collection only the codec byte, as Python's `Store(codec=4)`, so its slots stay
+    // sized for the tier's value bits.
+    let codec_v4 = |g: CollectionConfig| match a.kv_head_dim {
+        Some(_) => g.with_codec_v4(),
+        None => CollectionConfig {
+            codec: CODEC_V4,
+            ..g
+        },
+    };
     if a.kv_ecsq {
-        geometry = geometry.with_codec_v4();
+        geometry = codec_v4(geometry);
         geometry.entropy = true;
         geometry.kv_ecsq = true;
         geometry.kv_ecsq_tier2 = a.kv_ecsq_tier2;
     }
     if a.ecsq {
-        geometry = geometry.with_codec_v4();
+        geometry = codec_v4(geometry);
         geometry.entropy = true;
         geometry.ecsq = true;
     }
     if a.row_gains {
-        geometry = geometry.with_codec_v4();
+        geometry = codec_v4(geometry);
         geometry.row_gains = true;
     }
     let cfg = StoreConfig {

@@ -170,3 +170,30 @@ fn row_gains_set_header_bit_6_and_make_rows_unbiased() {
         "kv-head-dim",
     );
 }
+
+/// A weight collection created with `--ecsq` or `--row-gains` has the slots Python's
+/// `Store(codec=4, ...)` gives it (tier 3: 1,728 bytes per 4,096 values, 3.375 bits per
+/// value), not a KV cache's, whose 4-bit tier 3 keys size the slot (8,640 bytes per
+/// 16,384 values, 4.22 bits per value, with `--kv-ecsq`).
+#[test]
+fn codec_flags_keep_non_kv_slots_value_sized() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    let (kv, w) = inputs(dir.path());
+    let slot3 = |c: &str| common::collection_stat(&root, c, "slot_len", 3);
+    put(&root, &w, "plain", "3", &["--kind", "weight"], &[]);
+    put(&root, &w, "ecsq", "3", &["--kind", "weight"], &["--ecsq"]);
+    put(
+        &root,
+        &w,
+        "gains",
+        "3",
+        &["--kind", "embedding"],
+        &["--row-gains"],
+    );
+    put(&root, &kv, "kv", "3", KV, &["--kv-ecsq"]);
+    assert_eq!(slot3("plain"), 1728);
+    assert_eq!(slot3("ecsq"), 1728);
+    assert_eq!(slot3("gains"), 1728);
+    assert_eq!(slot3("kv"), 8640);
+}
