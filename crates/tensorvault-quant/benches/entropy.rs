@@ -10,29 +10,14 @@
     reason = "criterion's macros generate undocumented items"
 )]
 
+mod common;
+
+use common::kv_like;
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use tensorvault_quant::levels::LevelSet;
 use tensorvault_quant::segment_rot::{self, ScaleRule, V3Params};
 use tensorvault_quant::segment_v2::{self, Axis, V2Params};
 use tensorvault_quant::segment_v5::{decode_any, wrap, SegmentV5};
-
-fn kv_like(n: usize) -> Vec<f32> {
-    let mut s = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n)
-        .map(|i| {
-            // Sum of three uniforms: bell-shaped, like post-RoPE keys and values.
-            let mut g = 0.0f32;
-            for _ in 0..3 {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                g += (s >> 40) as f32 / (1u64 << 24) as f32;
-            }
-            let c = i % 64;
-            (g - 1.5) * if c % 16 == 3 { 6.0 } else { 1.0 } + 0.05 * c as f32
-        })
-        .collect()
-}
 
 fn bench(c: &mut Criterion) {
     let n = 256 * 64;

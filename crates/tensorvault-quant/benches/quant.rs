@@ -8,6 +8,9 @@
     reason = "criterion's macros generate undocumented items"
 )]
 
+mod common;
+
+use common::kv_like;
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use tensorvault_quant::groupwise::{decode, encode, QuantParams};
 use tensorvault_quant::levels::LevelSet;
@@ -248,25 +251,6 @@ fn bench_ecsq(c: &mut Criterion) {
         });
     }
     g.finish();
-}
-
-/// Bell-shaped like post-RoPE keys and values (a sum of three uniforms), with outlier
-/// channels (as `benches/entropy.rs`).
-fn kv_like(n: usize) -> Vec<f32> {
-    let mut s = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n)
-        .map(|i| {
-            let mut g = 0.0f32;
-            for _ in 0..3 {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                g += (s >> 40) as f32 / (1u64 << 24) as f32;
-            }
-            let c = i % 64;
-            (g - 1.5) * if c % 16 == 3 { 6.0 } else { 1.0 } + 0.05 * c as f32
-        })
-        .collect()
 }
 
 /// The store's opt-in entropy-coded KV paths on one block (256 tokens x 64, block 0: the

@@ -349,13 +349,18 @@ fn code_region(inner: &[u8]) -> Result<(usize, usize), QuantError> {
     Ok((inner.len() - packed_len(m, bits), m))
 }
 
-/// The v5 envelope of a valid v2, v3 or v4 segment with `2^lanes_log2` rANS lanes, or
-/// `None` when it would not be shorter than `inner` (or there are no codes).
-///
-/// # Errors
-/// The inner segment's parse errors; [`QuantError::UnsupportedVersion`] for a version
-/// other than 2, 3 or 4; [`QuantError::InvalidParam`] for `lanes_log2 > 3`.
-pub fn wrap(inner: &[u8], lanes_log2: u8) -> Result<Option<Vec<u8>>, QuantError> {
+/// What [`wrap`] and [`wrap_len_bounds`] start from: where `inner`'s codes begin, their
+/// width, the codes unpacked, their histogram and the table [`wrap`] codes them with.
+struct Coded {
+    codes_at: usize,
+    bits: u8,
+    codes: Vec<u8>,
+    counts: Vec<u64>,
+    table: FreqTable,
+}
+
+/// [`Coded`] for `inner` with `2^lanes_log2` lanes; `None` when no table fits (no codes).
+fn codes_and_table(inner: &[u8], lanes_log2: u8) -> Result<Option<Coded>, QuantError> {
     if lanes_log2 > V5_MAX_LANES_LOG2 {
         return Err(QuantError::InvalidParam {
             field: "lanes_log2",
@@ -367,9 +372,34 @@ pub fn wrap(inner: &[u8], lanes_log2: u8) -> Result<Option<Vec<u8>>, QuantError>
     let bits = inner[crate::layout::BITS_OFFSET];
     let mut codes = vec![0u8; m];
     unpack_unchecked(&inner[codes_at..], bits, &mut codes);
-    let Some(table) = best_table(&histogram(&codes, bits)?) else {
+    let counts = histogram(&codes, bits)?;
+    Ok(best_table(&counts).map(|table| Coded {
+        codes_at,
+        bits,
+        codes,
+        counts,
+        table,
+    }))
+}
+
+/// The v5 envelope of a valid v2, v3 or v4 segment with `2^lanes_log2` rANS lanes, or
+/// `None` when it would not be shorter than `inner` (or there are no codes).
+///
+/// # Errors
+/// The inner segment's parse errors; [`QuantError::UnsupportedVersion`] for a version
+/// other than 2, 3 or 4; [`QuantError::InvalidParam`] for `lanes_log2 > 3`.
+pub fn wrap(inner: &[u8], lanes_log2: u8) -> Result<Option<Vec<u8>>, QuantError> {
+    let Some(Coded {
+        codes_at,
+        bits,
+        codes,
+        table,
+        ..
+    }) = codes_and_table(inner, lanes_log2)?
+    else {
         return Ok(None);
     };
+    let m = codes.len();
     let (Ok(m32), Ok(side_len)) = (u32::try_from(m), u32::try_from(codes_at - V5_INNER_SKIP))
     else {
         return Ok(None); // n is a u32 in every inner version: unreachable
@@ -404,19 +434,13 @@ pub fn wrap(inner: &[u8], lanes_log2: u8) -> Result<Option<Vec<u8>>, QuantError>
 /// # Errors
 /// As [`wrap`].
 pub fn wrap_len_bounds(inner: &[u8], lanes_log2: u8) -> Result<Option<(usize, usize)>, QuantError> {
-    if lanes_log2 > V5_MAX_LANES_LOG2 {
-        return Err(QuantError::InvalidParam {
-            field: "lanes_log2",
-            value: lanes_log2.into(),
-            reason: "at most 3 (8 lanes)",
-        });
-    }
-    let (codes_at, m) = code_region(inner)?;
-    let bits = inner[crate::layout::BITS_OFFSET];
-    let mut codes = vec![0u8; m];
-    unpack_unchecked(&inner[codes_at..], bits, &mut codes);
-    let counts = histogram(&codes, bits)?;
-    let Some(table) = best_table(&counts) else {
+    let Some(Coded {
+        codes_at,
+        counts,
+        table,
+        ..
+    }) = codes_and_table(inner, lanes_log2)?
+    else {
         return Ok(None);
     };
     let (lo, hi) = crate::entropy::coded_len_bounds(&counts, &table, lanes_log2);
