@@ -101,7 +101,8 @@ pub fn gain_code(x: &[f32], x_hat: &[f32]) -> u8 {
 
 /// Wrap `inner` (a version 2, 3, 4 or 5 segment of `x`'s quantization) in a v6 envelope
 /// whose gains make each row part's decoding an unbiased inner-product estimate of `x`
-/// ([`gain_code`]). `width` is the row width of the tensor `x` comes from and `first` the
+/// ([`gain_code`]; gain 1 for a part whose decoding the gain would take beyond the f32
+/// range, which [`SegmentV6::decode`] refuses). `width` is the row width of the tensor `x` comes from and `first` the
 /// position of `x[0]` inside its row. The result is `envelope_len` bytes longer than
 /// `inner`.
 ///
@@ -132,7 +133,16 @@ pub fn wrap(inner: &[u8], x: &[f32], width: u16, first: u16) -> Result<Vec<u8>, 
     out.extend_from_slice(&(x.len() as u32).to_le_bytes());
     out.extend_from_slice(&width.to_le_bytes());
     out.extend_from_slice(&first.to_le_bytes());
-    out.extend(row_parts(x.len(), width, first).map(|r| gain_code(&x[r.clone()], &dec[r])));
+    out.extend(row_parts(x.len(), width, first).map(|r| {
+        let c = gain_code(&x[r.clone()], &dec[r.clone()]);
+        // A gain that takes a decoded value past f32's range would not decode: gain 1.
+        let g = gain_of(c);
+        if dec[r].iter().all(|v| (v * g).is_finite()) {
+            c
+        } else {
+            V6_GAIN_ZERO
+        }
+    }));
     out.extend_from_slice(&inner[V6_INNER_SKIP..]);
     Ok(out)
 }
@@ -247,8 +257,9 @@ impl<'a> SegmentV6<'a> {
     /// [`QuantError::LengthMismatch`] when the envelope holds more than `max_values`
     /// values; the inner segment's parse and decode errors (offsets are the rebuilt
     /// segment's: add `envelope_len` to place them in the envelope);
-    /// [`QuantError::CorruptField`] `values` when the inner segment decodes to another
-    /// count than the header's.
+    /// [`QuantError::CorruptField`] `values` when the inner segment holds another count
+    /// than the header's, `gain` (at the code's offset) when a gain takes a decoded value
+    /// beyond the f32 range.
     pub fn decode(&self, max_values: usize, dst: &mut Vec<f32>) -> Result<(), QuantError> {
         if self.n > max_values {
             return Err(QuantError::LengthMismatch {
@@ -257,18 +268,39 @@ impl<'a> SegmentV6<'a> {
                 output: max_values,
             });
         }
-        decode_any(&self.inner(), self.n, dst)?;
-        if dst.len() != self.n {
-            return Err(corrupt(
+        let count_err = || {
+            corrupt(
                 "values",
                 V6_VALUES_OFFSET,
                 self.n as u64,
                 "differs from the inner segment's value count",
-            ));
+            )
+        };
+        // `self.n <= max_values`: an inner segment over the bound holds more than `n`
+        // values, which is this envelope's `values` field being wrong, not the caller's.
+        match decode_any(&self.inner(), self.n, dst) {
+            Err(QuantError::LengthMismatch { .. }) => return Err(count_err()),
+            other => other?,
         }
-        for (r, g) in row_parts(self.n, self.width, self.first).zip(self.gains()) {
+        if dst.len() != self.n {
+            return Err(count_err());
+        }
+        for ((j, r), g) in row_parts(self.n, self.width, self.first)
+            .enumerate()
+            .zip(self.gains())
+        {
             for v in &mut dst[r] {
                 *v *= g;
+                if !v.is_finite() {
+                    // The inner parsers keep every decoded value finite; a gain must too.
+                    let at = V6_HEADER_LEN + j * V6_GAIN_BYTES;
+                    return Err(corrupt(
+                        "gain",
+                        at,
+                        self.gains[j].into(),
+                        "takes a decoded value beyond the f32 range",
+                    ));
+                }
             }
         }
         Ok(())

@@ -270,15 +270,12 @@ fn crafted_headers_are_refused_naming_field_and_offset() {
     ));
     assert!(err_of(&set(10, &[2])) != QuantError::BadMagic);
     assert!(err_of(&set(9, &[5])) != QuantError::BadMagic);
-    // n says 255 values, the inner segment holds 256: refused before decoding it all.
-    assert!(matches!(
-        err_of(&set(12, &255u32.to_le_bytes())),
-        QuantError::LengthMismatch {
-            input: 256,
-            output: 255,
-            ..
-        }
-    ));
+    // n says 255 values, the inner segment holds 256: refused before decoding it all,
+    // naming the envelope's field (the caller's bound, 1 << 20, is not what is wrong).
+    assert_eq!(
+        field(&err_of(&set(12, &255u32.to_le_bytes()))),
+        ("values", 12)
+    );
     // n says 256 values (one row part either way), the inner segment holds 192.
     let x = rows(192, 64, 2);
     let mut b = wrap(&v3(4, 6, &x), &x, 1000, 0).unwrap();
@@ -307,6 +304,42 @@ fn decode_is_bounded_by_the_callers_count() {
             ..
         })
     ));
+}
+
+/// A v2 segment of `n` copies of `v` (a value near f32's limit decodes to itself).
+fn v2_const(v: f32, n: usize) -> Vec<u8> {
+    use crate::segment_v2::{encode, Axis, V2Params};
+    let p = V2Params {
+        bits: 2,
+        group_log2: 4,
+        axis: Axis::Flat,
+        width: 1,
+        raw_rows: 0,
+        clip_search: false,
+    };
+    encode(&p, &vec![v; n]).unwrap()
+}
+
+#[test]
+fn a_gain_that_takes_a_value_past_f32_is_refused_naming_its_code() {
+    // The inner segment decodes within f32 (its parser checks its reach), but
+    // 3.3e38 * 1.0620 is not a finite f32.
+    let x = vec![3.3e38f32; 32];
+    let inner = v2_const(3.3e38, 32);
+    let mut y = Vec::new();
+    decode_any(&inner, 32, &mut y).unwrap();
+    assert!(y.iter().all(|v| v.is_finite() && *v > 3.2e38));
+    let mut b = wrap(&inner, &x, 16, 0).unwrap();
+    // Two row parts (codes at offsets 20 and 21); the second's gain is made the largest.
+    b[V6_HEADER_LEN + 1] = 255;
+    let e = decode(&b, 32, &mut y).unwrap_err();
+    assert_eq!(field(&e), ("gain", V6_HEADER_LEN + 1), "{e}");
+    // The encoder never writes such a code: the gain that overflows falls back to 1.
+    let x = vec![3.39e38f32; 32];
+    let inner = v2_const(3.39e38, 32);
+    let b = wrap(&inner, &x, 16, 0).unwrap();
+    decode(&b, 32, &mut y).unwrap();
+    assert!(y.iter().all(|v| v.is_finite()));
 }
 
 #[test]
