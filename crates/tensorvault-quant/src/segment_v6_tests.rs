@@ -334,10 +334,14 @@ fn a_gain_that_takes_a_value_past_f32_is_refused_naming_its_code() {
     b[V6_HEADER_LEN + 1] = 255;
     let e = decode(&b, 32, &mut y).unwrap_err();
     assert_eq!(field(&e), ("gain", V6_HEADER_LEN + 1), "{e}");
-    // The encoder never writes such a code: the gain that overflows falls back to 1.
-    let x = vec![3.39e38f32; 32];
-    let inner = v2_const(3.39e38, 32);
+    // The encoder never writes such a code: against values at f32::MAX the policy's code
+    // (1.03125, rounded up from 1.0312) overflows this decoding, so wrap writes gain 1.
+    let x = vec![f32::MAX; 32];
+    decode_any(&inner, 32, &mut y).unwrap();
+    let c = gain_code(&x[..16], &y[..16]);
+    assert!(c > V6_GAIN_ZERO && !(y[0] * gain_of(c)).is_finite());
     let b = wrap(&inner, &x, 16, 0).unwrap();
+    assert_eq!(b[V6_HEADER_LEN..V6_HEADER_LEN + 2], [V6_GAIN_ZERO; 2]);
     decode(&b, 32, &mut y).unwrap();
     assert!(y.iter().all(|v| v.is_finite()));
 }
