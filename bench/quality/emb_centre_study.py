@@ -21,7 +21,7 @@ The last, short block is padded with the table's first rows (the product codes a
 block as it is; zero padding breaks this model's rate control for that one block).
 
     OPENBLAS_NUM_THREADS=1 bench/quality/.venv/bin/python bench/quality/emb_centre_study.py \
-        [--sets tokens,words] [--tiers 1,2,3] [--only 00,01,10,11] [--fullg] [--table]
+        [--sets tokens,words] [--tiers 1,2,3] [--only 00,01,10,11] [--fullg] [--table] [--spectrum]
 
 `--only CG`: C = centred, G = gains (default: all four combinations).
 """
@@ -130,6 +130,7 @@ ap.add_argument("--sets", default="tokens")
 ap.add_argument("--tiers", default="1,2,3")
 ap.add_argument("--k", default="1:10,2:7,3:6")
 ap.add_argument("--fullg", action="store_true")
+ap.add_argument("--spectrum", action="store_true", help="print the coding gains a per-tensor transform could add, then exit")
 ap.add_argument("--only", default="")
 ap.add_argument("--table", action="store_true")
 ap.add_argument("--table-bits", default="")
@@ -142,6 +143,14 @@ K = {int(t): int(v) for t, v in (p.split(":") for p in a.k.split(","))}
 for sname in a.sets.split(","):
     e = token_embeddings() if sname == "tokens" else word_embeddings()
     q, db = e[:1000], np.ascontiguousarray(e[1000:])
+    if a.spectrum:  # rate a transform saves at high rate: 0.5 log2(AM / GM of the variances)
+        c = db.astype(np.float64) - db.mean(0)
+        v = c.var(0)
+        ev = np.clip(np.linalg.eigvalsh(c.T @ c / len(c)), 1e-12, None)
+        g = lambda w: 0.5 * np.log2(w.mean() / np.exp(np.log(w).mean()))
+        share = len(db) * float((db.mean(0).astype(np.float64) ** 2).sum()) / float((db.astype(np.float64) ** 2).sum())
+        print(f"{sname}: mean row {share:.1%} of the energy; after centring, per-dimension scaling saves {g(v):.3f} b/v, a KLT {g(ev):.3f} b/v")
+        continue
     exact = q @ db.T
     mean = db.mean(0).astype(np.float32)
     for tier in map(int, a.tiers.split(",")):
