@@ -383,6 +383,10 @@ fn u16_at(b: &[u8], off: usize) -> u16 {
     u16::from_le_bytes([b[off], b[off + 1]])
 }
 
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
 impl<'a> SegmentV2<'a> {
     /// Validate `bytes` as one complete v2 segment.
     ///
@@ -420,7 +424,7 @@ impl<'a> SegmentV2<'a> {
                 ))
             }
         };
-        let n = u32::from_le_bytes([h[12], h[13], h[14], h[15]]) as usize;
+        let n = u32_at(h, V2_VALUES_OFFSET) as usize;
         let p = V2Params {
             bits,
             group_log2: h[V2_GROUP_LOG2_OFFSET],

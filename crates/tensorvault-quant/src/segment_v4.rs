@@ -163,6 +163,11 @@ pub struct V4Encoder {
     pub norm_match: bool,
 }
 
+/// The little-endian `u32` at `off` (the caller has checked the header's length).
+fn le_u32(h: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes([h[off], h[off + 1], h[off + 2], h[off + 3]])
+}
+
 /// Encode `x` as one v4 segment with the fitted units ([`encode_with`] with the
 /// default [`V4Encoder`]).
 ///
@@ -312,7 +317,7 @@ impl<'a> SegmentV4<'a> {
                 "must be 0",
             ));
         }
-        let n = u32::from_le_bytes([h[12], h[13], h[14], h[15]]) as usize;
+        let n = le_u32(h, V4_VALUES_OFFSET) as usize;
         let p = V4Params {
             bits,
             group_log2: h[V4_GROUP_LOG2_OFFSET],
@@ -320,7 +325,7 @@ impl<'a> SegmentV4<'a> {
             scale_bits: h[V4_SCALE_BITS_OFFSET],
             min_bits: h[V4_MIN_BITS_OFFSET],
             rotate: flags & V4_FLAG_ROTATED != 0,
-            seed: u32::from_le_bytes([h[20], h[21], h[22], h[23]]),
+            seed: le_u32(h, V4_SEED_OFFSET),
             clip_search: false,
         };
         // Sizes come from the header alone and are bounded by u32 values times at most
