@@ -104,62 +104,63 @@ def run(db, tier, k, centred, gain, mean):
         yq, by = ecsq_p(y, ref, sig, side, k, S.SLOT[tier])
     out = S.rotate(yq.reshape(-1).astype(np.float32), 1024, inverse=True)
     if gain:
-        rid = np.arange(nb * S.BLOCK) // d
-        part = rid - rid.reshape(nb, S.BLOCK)[:, :1].repeat(S.BLOCK, 1).reshape(-1)
-        key = (np.arange(nb * S.BLOCK) // S.BLOCK) * (S.BLOCK // d + 2) + part
-        xf = flat.astype(np.float64)
-        if centred and FULLG:
-            mf = np.tile(mean, n).astype(np.float64)
-            mf = np.concatenate([mf, mf[:pad]])
-            xx = xf + mf  # the original row: <x, m + g c_hat> = |x|^2
-            dot = np.bincount(key, weights=xx * out); nx = np.bincount(key, weights=xx * xf)
-        else:
-            dot = np.bincount(key, weights=xf * out); nx = np.bincount(key, weights=xf * xf)
-        g = np.where(dot > 0, nx / np.maximum(dot, 1e-300), 1.0)
-        g = 1 + np.clip(np.round((g - 1) * 2048), -128, 127) / 2048
-        out = (out * g[key]).astype(np.float32)
+        ref = flat
+        if centred and FULLG:  # the original rows: <x, m + g c_hat> = |x|^2
+            mf = np.tile(mean, n)
+            ref = flat + np.concatenate([mf, mf[:pad]])
+        out = S.apply_gains(ref, flat, out, nb, d, 1)
     dec = out[: n * d].reshape(n, d)
     if centred:
         dec = dec + mean
     return dec, float(by.sum() * 8 / (n * d))
 
-FULLG = False
-TABLE = False
-ap = argparse.ArgumentParser()
-ap.add_argument("--sets", default="tokens")
-ap.add_argument("--tiers", default="1,2,3")
-ap.add_argument("--k", default="1:10,2:7,3:6")
-ap.add_argument("--fullg", action="store_true")
-ap.add_argument("--spectrum", action="store_true", help="print the coding gains a per-tensor transform could add, then exit")
-ap.add_argument("--only", default="")
-ap.add_argument("--table", action="store_true")
-ap.add_argument("--table-bits", default="")
-a = ap.parse_args()
-FULLG = a.fullg
-TABLE = a.table
-for p in filter(None, a.table_bits.split(',')):
-    S.BITS[int(p.split(':')[0])] = int(p.split(':')[1])
-K = {int(t): int(v) for t, v in (p.split(":") for p in a.k.split(","))}
-for sname in a.sets.split(","):
-    e = token_embeddings() if sname == "tokens" else word_embeddings()
-    q, db = e[:1000], np.ascontiguousarray(e[1000:])
-    if a.spectrum:  # rate a transform saves at high rate: 0.5 log2(AM / GM of the variances)
-        c = db.astype(np.float64) - db.mean(0)
-        v = c.var(0)
-        ev = np.clip(np.linalg.eigvalsh(c.T @ c / len(c)), 1e-12, None)
-        g = lambda w: 0.5 * np.log2(w.mean() / np.exp(np.log(w).mean()))
-        share = len(db) * float((db.mean(0).astype(np.float64) ** 2).sum()) / float((db.astype(np.float64) ** 2).sum())
-        print(f"{sname}: mean row {share:.1%} of the energy; after centring, per-dimension scaling saves {g(v):.3f} b/v, a KLT {g(ev):.3f} b/v")
-        continue
-    exact = q @ db.T
-    mean = db.mean(0).astype(np.float32)
-    for tier in map(int, a.tiers.split(",")):
-        for centred in (False, True):
-            for gain in (False, True):
-                if a.only and f"{int(centred)}{int(gain)}" not in a.only.split(","):
-                    continue
-                t0 = time.time()
-                dec, bv = run(db, tier, K[tier], centred, gain, mean)
-                err = float(np.linalg.norm(dec - db) / np.linalg.norm(db))
-                r0, r4 = recall(q, exact, dec)
-                print(f"{sname} t{tier} k{K[tier]} centred={centred:d} gain={gain:d}: b/v {bv:.3f} err {err*100:.3f}% recall {r0:.4f} 4x {r4:.4f} ({time.time()-t0:.0f}s)", flush=True)
+
+FULLG = False  # --fullg
+TABLE = False  # --table
+
+
+def main() -> int:
+    global FULLG, TABLE
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sets", default="tokens")
+    ap.add_argument("--tiers", default="1,2,3")
+    ap.add_argument("--k", default="1:10,2:7,3:6")
+    ap.add_argument("--fullg", action="store_true")
+    ap.add_argument("--spectrum", action="store_true", help="print the coding gains a per-tensor transform could add, then exit")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--table", action="store_true")
+    ap.add_argument("--table-bits", default="")
+    a = ap.parse_args()
+    FULLG = a.fullg
+    TABLE = a.table
+    for p in filter(None, a.table_bits.split(',')):
+        S.BITS[int(p.split(':')[0])] = int(p.split(':')[1])
+    K = {int(t): int(v) for t, v in (p.split(":") for p in a.k.split(","))}
+    for sname in a.sets.split(","):
+        e = token_embeddings() if sname == "tokens" else word_embeddings()
+        q, db = e[:1000], np.ascontiguousarray(e[1000:])
+        if a.spectrum:  # rate a transform saves at high rate: 0.5 log2(AM / GM of the variances)
+            c = db.astype(np.float64) - db.mean(0)
+            v = c.var(0)
+            ev = np.clip(np.linalg.eigvalsh(c.T @ c / len(c)), 1e-12, None)
+            g = lambda w: 0.5 * np.log2(w.mean() / np.exp(np.log(w).mean()))
+            share = len(db) * float((db.mean(0).astype(np.float64) ** 2).sum()) / float((db.astype(np.float64) ** 2).sum())
+            print(f"{sname}: mean row {share:.1%} of the energy; after centring, per-dimension scaling saves {g(v):.3f} b/v, a KLT {g(ev):.3f} b/v")
+            continue
+        exact = q @ db.T
+        mean = db.mean(0).astype(np.float32)
+        for tier in map(int, a.tiers.split(",")):
+            for centred in (False, True):
+                for gain in (False, True):
+                    if a.only and f"{int(centred)}{int(gain)}" not in a.only.split(","):
+                        continue
+                    t0 = time.time()
+                    dec, bv = run(db, tier, K[tier], centred, gain, mean)
+                    err = float(np.linalg.norm(dec - db) / np.linalg.norm(db))
+                    r0, r4 = recall(q, exact, dec)
+                    print(f"{sname} t{tier} k{K[tier]} centred={centred:d} gain={gain:d}: b/v {bv:.3f} err {err*100:.3f}% recall {r0:.4f} 4x {r4:.4f} ({time.time()-t0:.0f}s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

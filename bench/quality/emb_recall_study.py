@@ -111,6 +111,25 @@ def parts_of(nb: int, d: int) -> np.ndarray:
     return (last - first + 1).astype(np.float64)
 
 
+def apply_gains(ref: np.ndarray, target: np.ndarray, out: np.ndarray, nb: int, d: int, gain_bytes: int) -> np.ndarray:
+    """`out` (the decoding of `target`, both flat over `nb` blocks of rows of `d`) with each
+    row part rescaled by the gain g that makes `<ref, g out> = <ref, target>`: the v6
+    envelope's unbiased gain when `ref` is `target` (`<x, g x_hat> = |x|^2`); with `ref` the
+    original rows and `target` the centred ones, the gain against the original row."""
+    rid = np.arange(nb * BLOCK) // d
+    part = rid - rid.reshape(nb, BLOCK)[:, :1].repeat(BLOCK, 1).reshape(-1)
+    key = (np.arange(nb * BLOCK) // BLOCK) * (BLOCK // d + 2) + part
+    r = ref.astype(np.float64)
+    dot = np.bincount(key, weights=r * out)
+    nx = np.bincount(key, weights=r * target.astype(np.float64))
+    g = np.where(dot > 0, nx / np.maximum(dot, 1e-300), 1.0)
+    if gain_bytes == 2:
+        g = g.astype(np.float16).astype(np.float64)  # an f16 gain per row part
+    else:  # one byte: g = 1 + (c - 128) / 2048
+        g = 1 + np.clip(np.round((g - 1) * 2048), -128, 127) / 2048
+    return (out * g[key]).astype(np.float32)
+
+
 def run_config(cfg: str, db: np.ndarray, tier: int, slot: int, mean: np.ndarray, noise: float, rng):
     n, d = db.shape
     k = BITS[tier]
@@ -150,18 +169,7 @@ def run_config(cfg: str, db: np.ndarray, tier: int, slot: int, mean: np.ndarray,
         yq, by = ecsq(y, ref, side, k, slot)
         out = rotate(yq.reshape(-1), b, inverse=True)
     if gain:
-        rid = np.arange(nb * BLOCK) // d
-        part = rid - rid.reshape(nb, BLOCK)[:, :1].repeat(BLOCK, 1).reshape(-1)
-        key = (np.arange(nb * BLOCK) // BLOCK) * (BLOCK // d + 2) + part
-        xf = flat.astype(np.float64)
-        dot = np.bincount(key, weights=xf * out)
-        nx = np.bincount(key, weights=xf * xf)
-        g = np.where(dot > 0, nx / np.maximum(dot, 1e-300), 1.0)
-        if GAIN_BYTES == 2:
-            g = g.astype(np.float16).astype(np.float64)  # an f16 gain per row part
-        else:  # one byte: g = 1 + (c - 128) / 2048
-            g = 1 + np.clip(np.round((g - 1) * 2048), -128, 127) / 2048
-        out = (out * g[key]).astype(np.float32)
+        out = apply_gains(flat, flat, out, nb, d, GAIN_BYTES)
     dec = out[: n * d].reshape(n, d)
     if centered:
         dec = dec + mean
