@@ -237,6 +237,37 @@ class KvCacheConfig:
         return kk, vv, stored, k.size + v.size
 
 
+def measure_layers(m, c, K: Dict[int, np.ndarray], V: Dict[int, np.ndarray], pre: bool):
+    """Every layer's captured K/V through configuration `c` once: (squared K error, K
+    energy, squared V error, V energy, stored bytes, values), errors against the f16 cache's
+    post-RoPE keys. Resets `c.slot_bytes` first, so it counts this pass only (not the
+    perplexity pass)."""
+    ek = nk = ev = nv = 0.0
+    stored = values = 0
+    if hasattr(c, "slot_bytes"):
+        c.slot_bytes = 0
+    for l in sorted(K):
+        kin = unrope(m, K[l].astype(np.float32)).astype(np.float16) if pre else K[l]
+        kh, vh, st, n = c.roundtrip_layer(m, l, kin, V[l])
+        stored += st
+        values += n
+        k32, v32 = K[l].astype(np.float32), V[l].astype(np.float32)
+        ek += float(((kh.astype(np.float32) - k32) ** 2).sum()); nk += float((k32 ** 2).sum())
+        ev += float(((vh.astype(np.float32) - v32) ** 2).sum()); nv += float((v32 ** 2).sum())
+    return ek, nk, ev, nv, stored, values
+
+
+def quant_hook(m, c, pre: bool):
+    """The forward pass's KV hook that puts each layer's K/V through configuration `c`
+    (keys before RoPE when `pre`, as the product's `rope=` caches keep them)."""
+    def hook(layer, k, v):
+        kh, vh, _, _ = c.roundtrip_layer(m, layer, k, v)
+        return kh.astype(np.float16), vh.astype(np.float16)
+
+    hook.pre_rope = pre
+    return hook
+
+
 def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
     out: Dict = {}
     for name in texts:
@@ -257,29 +288,10 @@ def kv_section(m, texts: List[str], ntok: int, configs: List[KvConfig]) -> Dict:
         rows = {"ppl_ref": ref, "configs": {}}
         for c in configs:
             t1 = time.time()
-            ek = nk = ev = nv = 0.0
-            stored = values = 0
             pre = getattr(c, "pre_rope", False)
-            if hasattr(c, "slot_bytes"):
-                c.slot_bytes = 0  # count the measurement pass only, not the perplexity pass
-            for l in sorted(K):
-                kin = K[l]
-                if pre:  # the keys before RoPE, as the model computes them
-                    kin = unrope(m, K[l].astype(np.float32)).astype(np.float16)
-                kh, vh, s, n = c.roundtrip_layer(m, l, kin, V[l])
-                stored += s
-                values += n
-                k32, v32 = K[l].astype(np.float32), V[l].astype(np.float32)
-                ek += float(((kh.astype(np.float32) - k32) ** 2).sum()); nk += float((k32 ** 2).sum())
-                ev += float(((vh.astype(np.float32) - v32) ** 2).sum()); nv += float((v32 ** 2).sum())
-
+            ek, nk, ev, nv, stored, values = measure_layers(m, c, K, V, pre)
             slot_bytes = getattr(c, "slot_bytes", 0)
-
-            def hook(layer, k, v, c=c):
-                kh, vh, _, _ = c.roundtrip_layer(m, layer, k, v)
-                return kh.astype(np.float16), vh.astype(np.float16)
-
-            hook.pre_rope = pre
+            hook = quant_hook(m, c, pre)
 
             ppl = nll_ppl(m.forward(ids, kv_hook=hook), ids)
             r = {"tier": c.tier, "bits": stored * 8.0 / values, "k_rrmse": (ek / nk) ** 0.5,
@@ -369,28 +381,14 @@ def kv_windows_section(m, texts: List[str], size: int, max_windows: int, configs
             log(f"== {name} window @{off}: f16-cache perplexity {ref:.3f} ({time.time() - t0:.0f}s)")
             for c in configs:
                 t1 = time.time()
-                ek = nk = ev = nv = 0.0
-                stored = values = 0
                 pre = getattr(c, "pre_rope", False)
-                c.slot_bytes = 0
-                for l in sorted(K):
-                    kin = unrope(m, K[l].astype(np.float32)).astype(np.float16) if pre else K[l]
-                    kh, vh, st, n = c.roundtrip_layer(m, l, kin, V[l])
-                    stored += st
-                    values += n
-                    k32, v32 = K[l].astype(np.float32), V[l].astype(np.float32)
-                    ek += float(((kh.astype(np.float32) - k32) ** 2).sum()); nk += float((k32 ** 2).sum())
-                    ev += float(((vh.astype(np.float32) - v32) ** 2).sum()); nv += float((v32 ** 2).sum())
+                ek, nk, ev, nv, stored, values = measure_layers(m, c, K, V, pre)
                 a = acc[c.label]
                 for i, x in enumerate((ek, nk, ev, nv, stored, values)):
                     a[i] += x
-                disk[c.label] += c.slot_bytes
-
-                def hook(layer, k, v, c=c):
-                    kh, vh, _, _ = c.roundtrip_layer(m, layer, k, v)
-                    return kh.astype(np.float16), vh.astype(np.float16)
-
-                hook.pre_rope = pre
+                slot_bytes = getattr(c, "slot_bytes", 0)  # before the perplexity pass adds to it
+                disk[c.label] += slot_bytes
+                hook = quant_hook(m, c, pre)
                 logits = m.forward(ids, kv_hook=hook)
                 cn = nll_tokens(logits, ids)
                 kl = kl_tokens(ref_lp, logits)
@@ -399,7 +397,7 @@ def kv_windows_section(m, texts: List[str], size: int, max_windows: int, configs
                 cfg_nll[c.label].append(cn)
                 arrays[f"{name}@{off}/{c.label}"] = cn
                 ppl = float(np.exp(cn.mean()))
-                r = {"bits": stored * 8.0 / values, "disk_bits": c.slot_bytes * 8.0 / values or None,
+                r = {"bits": stored * 8.0 / values, "disk_bits": slot_bytes * 8.0 / values or None,
                      "k_rrmse": (ek / nk) ** 0.5, "v_rrmse": (ev / nv) ** 0.5,
                      "ppl": ppl, "ppl_change_pct": (ppl / ref - 1) * 100, "kl": float(kl.mean())}
                 win["configs"][c.label] = r
