@@ -1,23 +1,60 @@
 //! Lowerings of convolution, BatchNormalization (folded into the preceding Conv when it
-//! can be) and pooling.
+//! can be) and pooling. 1-D convolutions and pools run as 2-D ones with a unit height,
+//! between two Reshapes.
 
-use tensorvault_formats::mobi::OperatorType as Op;
+use tensorvault_formats::mobi::{OperatorType as Op, ParamValue, Value};
 
 use crate::ctx::Ctx;
 use crate::error::OnnxError;
 use crate::node::Node;
-use crate::params::{float, int, ints, keys, string};
-use crate::shape::{pads_2d, pair, window_out};
+use crate::params::{float, int, ints, keys, reshape_to, string};
+use crate::shape::{lift_1d, pads_2d, pair, window_out};
 use crate::tensor::Const;
 use crate::weights::Role;
 
-fn rank4(n: &Node, shape: &[u64]) -> Result<[u64; 4], OnnxError> {
-    match shape {
-        [a, b, c, d] => Ok([*a, *b, *c, *d]),
-        _ => Err(n.shape_err(format!(
-            "input shape {shape:?}: MOBI has 2-D (NCHW, rank 4) windows only"
-        ))),
+/// The run-time input of a window op as the 2-D op sees it.
+struct Lifted {
+    /// The input value, of the ONNX shape.
+    x: Value,
+    /// Its 4-D NCHW shape (`[N, C, 1, L]` for a 1-D op).
+    x4: [u64; 4],
+    /// Spatial axes of the ONNX op: 1 or 2.
+    spatial: usize,
+}
+
+/// Emit the 2-D window operator `op` on `lifted` (then `rest`), defining `out`: directly
+/// for a 2-D op; for a 1-D op between a Reshape to the unit height and one dropping it.
+fn emit_window(
+    ctx: &mut Ctx,
+    op: Op,
+    lifted: &Lifted,
+    rest: &[Value],
+    params: Vec<(String, ParamValue)>,
+    out: &str,
+    y4: [u64; 4],
+) {
+    let first = if lifted.spatial == 2 {
+        lifted.x
+    } else {
+        let x4 = lifted.x4.to_vec();
+        ctx.emit_tmp(Op::Reshape, &[lifted.x], reshape_to(&x4), x4)
+            .v
+    };
+    let mut inputs = vec![first];
+    inputs.extend_from_slice(rest);
+    if lifted.spatial == 2 {
+        ctx.emit(op, &inputs, params, out, y4.to_vec());
+        return;
     }
+    let y = ctx.emit_tmp(op, &inputs, params, y4.to_vec());
+    let y3 = vec![y4[0], y4[1], y4[3]];
+    ctx.emit(Op::Reshape, &[y.v], reshape_to(&y3), out, y3);
+}
+
+/// The kernel sizes of a window op as ONNX writes them (one per spatial axis).
+fn onnx_kernel(spatial: usize, k: [u64; 2]) -> Vec<i64> {
+    let k = [k[0] as i64, k[1] as i64];
+    k[2 - spatial..].to_vec()
 }
 
 /// The BatchNormalization constants `(scale, bias, mean, var, epsilon)` of node `bn`,
@@ -70,9 +107,15 @@ pub(crate) fn bn_affine(p: &[Vec<f32>; 4], eps: f32) -> (Vec<f32>, Vec<f32>) {
 pub(crate) fn conv(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     n.arity(2, 3, "2..=3")?;
     let x = ctx.dyn_in(n, 0)?;
-    let [batch, c, h, w_in] = rank4(n, &x.shape)?;
+    let ([batch, c, h, w_in], spatial) = lift_1d(n, &x.shape)?;
     let w = ctx.need_const(n, 1)?;
-    let [m, cg, kh, kw] = rank4(n, &w.shape)?;
+    if w.shape.len() != x.shape.len() {
+        return Err(n.shape_err(format!(
+            "weight {:?} for input {:?}: one kernel size per spatial axis",
+            w.shape, x.shape
+        )));
+    }
+    let ([m, cg, kh, kw], _) = lift_1d(n, &w.shape)?;
     let bias = if ctx.has_input(n, 2) {
         let b = ctx.need_const(n, 2)?;
         if b.len() as u64 != m {
@@ -99,7 +142,7 @@ pub(crate) fn conv(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
         )));
     };
     if let Some(k) = n.ints("kernel_shape")? {
-        if k != [kh as i64, kw as i64] {
+        if k != onnx_kernel(spatial, [kh, kw]) {
             return Err(n.unsupported(
                 "kernel_shape",
                 format!("{k:?}"),
@@ -107,9 +150,9 @@ pub(crate) fn conv(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
             ));
         }
     }
-    let strides = pair(n, "strides", 1)?;
-    let dil = pair(n, "dilations", 1)?;
-    let pads = pads_2d(n, [h, w_in], [kh, kw], strides, dil)?;
+    let strides = pair(n, "strides", spatial, 1)?;
+    let dil = pair(n, "dilations", spatial, 1)?;
+    let pads = pads_2d(n, spatial, [h, w_in], [kh, kw], strides, dil)?;
     let eff = [(kh - 1) * dil[0] + 1, (kw - 1) * dil[1] + 1];
     let (Some(oh), Some(ow)) = (
         window_out(h, pads[0], pads[2], eff[0], strides[0], false),
@@ -141,7 +184,10 @@ pub(crate) fn conv(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
             }
         }
     }
-    let wv = ctx.constant(&Const::floats(w.shape.clone(), weights), Role::ConvWeight)?;
+    let wv = ctx.constant(
+        &Const::floats(vec![m, cg, kh, kw], weights),
+        Role::ConvWeight,
+    )?;
     let bv = ctx.constant(&Const::floats(vec![m], bias), Role::Other)?;
     let mut params = vec![
         ints(keys::STRIDE, &strides),
@@ -152,7 +198,20 @@ pub(crate) fn conv(ctx: &mut Ctx, n: &Node) -> Result<(), OnnxError> {
     if op == Op::Conv2D && group > 1 {
         params.push(int(keys::GROUP, group));
     }
-    ctx.emit(op, &[x.v, wv, bv], params, out_name, vec![batch, m, oh, ow]);
+    let lifted = Lifted {
+        x: x.v,
+        x4: [batch, c, h, w_in],
+        spatial,
+    };
+    emit_window(
+        ctx,
+        op,
+        &lifted,
+        &[wv, bv],
+        params,
+        out_name,
+        [batch, m, oh, ow],
+    );
     Ok(())
 }
 
@@ -205,21 +264,24 @@ fn pool(ctx: &mut Ctx, n: &Node, op: Op) -> Result<(), OnnxError> {
         ));
     }
     let x = ctx.dyn_in(n, 0)?;
-    let [b, c, h, w] = rank4(n, &x.shape)?;
+    let ([b, c, h, w], spatial) = lift_1d(n, &x.shape)?;
     let kernel = match n.ints("kernel_shape")? {
-        Some(k) if k.len() == 2 && k.iter().all(|&v| v >= 1) => [k[0] as u64, k[1] as u64],
+        Some(k) if k.len() == spatial && k.iter().all(|&v| v >= 1) => match *k {
+            [l] => [1, l as u64],
+            _ => [k[0] as u64, k[1] as u64],
+        },
         Some(k) => {
             return Err(n.unsupported(
                 "kernel_shape",
                 format!("{k:?}"),
-                "2-D pooling takes 2 positive sizes",
+                "one positive size per spatial axis",
             ))
         }
         None => return Err(n.missing("kernel_shape")),
     };
-    let dil = pair(n, "dilations", 1)?;
-    let strides = pair(n, "strides", 1)?;
-    let pads = pads_2d(n, [h, w], kernel, strides, dil)?;
+    let dil = pair(n, "dilations", spatial, 1)?;
+    let strides = pair(n, "strides", spatial, 1)?;
+    let pads = pads_2d(n, spatial, [h, w], kernel, strides, dil)?;
     let eff = [(kernel[0] - 1) * dil[0] + 1, (kernel[1] - 1) * dil[1] + 1];
     let ceil = n.int_or("ceil_mode", 0)? != 0;
     let (Some(oh), Some(ow)) = (
@@ -246,8 +308,13 @@ fn pool(ctx: &mut Ctx, n: &Node, op: Op) -> Result<(), OnnxError> {
             n.int_or("count_include_pad", 0)?,
         ));
     }
+    let lifted = Lifted {
+        x: x.v,
+        x4: [b, c, h, w],
+        spatial,
+    };
     let out = n.output(0).unwrap_or_default();
-    ctx.emit(op, &[x.v], params, out, vec![b, c, oh, ow]);
+    emit_window(ctx, op, &lifted, &[], params, out, [b, c, oh, ow]);
     Ok(())
 }
 

@@ -48,13 +48,16 @@ pub(crate) fn axis(
 }
 
 /// Explicit 2-D pads `[top, left, bottom, right]` (ONNX's `[x1_begin, x2_begin, x1_end,
-/// x2_end]`) for a window op, resolving `auto_pad`.
+/// x2_end]`) for a window op over `spatial` (1 or 2) axes, resolving `auto_pad`. A 1-D
+/// op runs as 2-D with a unit height ([`lift_1d`]): its pads `[begin, end]` become
+/// `[0, begin, 0, end]`, and `auto_pad` needs no padding on the unit axis.
 ///
 /// # Errors
 /// [`OnnxError::UnsupportedAttribute`] for an unknown `auto_pad` or pads of the wrong
 /// length or negative.
 pub(crate) fn pads_2d(
     n: &Node,
+    spatial: usize,
     input_hw: [u64; 2],
     kernel: [u64; 2],
     strides: [u64; 2],
@@ -64,12 +67,15 @@ pub(crate) fn pads_2d(
     match auto.as_str() {
         "NOTSET" | "" => match n.ints("pads")? {
             None => Ok([0; 4]),
-            Some(p) if p.len() == 4 && p.iter().all(|&x| x >= 0) => {
-                Ok([p[0] as u64, p[1] as u64, p[2] as u64, p[3] as u64])
-            }
-            Some(p) => {
-                Err(n.unsupported("pads", format!("{p:?}"), "2-D ops take 4 non-negative pads"))
-            }
+            Some(p) if p.len() == 2 * spatial && p.iter().all(|&x| x >= 0) => Ok(match *p {
+                [b, e] => [0, b as u64, 0, e as u64],
+                _ => [p[0] as u64, p[1] as u64, p[2] as u64, p[3] as u64],
+            }),
+            Some(p) => Err(n.unsupported(
+                "pads",
+                format!("{p:?}"),
+                "a begin and an end per spatial axis, >= 0",
+            )),
         },
         "VALID" => Ok([0; 4]),
         "SAME_UPPER" | "SAME_LOWER" => {
@@ -119,19 +125,45 @@ pub(crate) fn window_out(
     Some(out)
 }
 
-/// A 2-element INTS attribute of positive values, or `default`.
+/// An INTS attribute of one positive value per spatial axis (`spatial` is 1 or 2), or
+/// `default`, as 2-D values: a 1-D op's unit height gets 1.
 ///
 /// # Errors
 /// [`OnnxError::UnsupportedAttribute`] for another length or a value < 1.
-pub(crate) fn pair(n: &Node, attribute: &'static str, default: u64) -> Result<[u64; 2], OnnxError> {
+pub(crate) fn pair(
+    n: &Node,
+    attribute: &'static str,
+    spatial: usize,
+    default: u64,
+) -> Result<[u64; 2], OnnxError> {
     match n.ints(attribute)? {
+        None if spatial == 1 => Ok([1, default]),
         None => Ok([default; 2]),
-        Some(v) if v.len() == 2 && v.iter().all(|&x| x >= 1) => Ok([v[0] as u64, v[1] as u64]),
+        Some(v) if v.len() == spatial && v.iter().all(|&x| x >= 1) => Ok(match *v {
+            [w] => [1, w as u64],
+            _ => [v[0] as u64, v[1] as u64],
+        }),
         Some(v) => Err(n.unsupported(
             attribute,
             format!("{v:?}"),
-            "2-D ops take 2 positive values",
+            "one positive value per spatial axis",
         )),
+    }
+}
+
+/// The 4-D NCHW shape a window op over `shape` runs on, and its spatial rank: a 2-D
+/// shape `[N, C, H, W]` as it is, a 1-D `[N, C, L]` as `[N, C, 1, L]` (MOBI's window
+/// operators are 2-D; a unit height computes the 1-D op exactly).
+///
+/// # Errors
+/// [`OnnxError::Shape`] for any other rank.
+pub(crate) fn lift_1d(n: &Node, shape: &[u64]) -> Result<([u64; 4], usize), OnnxError> {
+    match *shape {
+        [a, b, l] => Ok(([a, b, 1, l], 1)),
+        [a, b, c, d] => Ok(([a, b, c, d], 2)),
+        _ => Err(n.shape_err(format!(
+            "input shape {shape:?}: MOBI has 1-D and 2-D (NCHW) windows only"
+        ))),
     }
 }
 
