@@ -11,6 +11,9 @@ with ``train_test_split(random_state=0, stratify=labels)``.
   Gemm(64, weights as [in, out], transB=0)-Relu, Gemm(10). Output ``logits``.
 - ``mlp_digits.onnx``: scikit-learn ``MLPClassifier((64,))`` on the 64 pixels, exported
   with skl2onnx (zipmap off), the label branch pruned: output ``probabilities``.
+- ``seq1d_digits.onnx``: a 1-D CNN reading each digit as a sequence of 8 columns with 8
+  channels (its rows): Conv1d k3 pad 1 (32) - BN - Relu - MaxPool1d 2, Conv1d k3 pad 1 (64)
+  - BN - Relu - MaxPool1d 2, Flatten, Gemm(10). Output ``logits``.
 
 Both CNNs are trained here in numpy (im2col convolutions, batch statistics in BatchNorm,
 Adam), so the BatchNorm nodes carry real running statistics and the importer's
@@ -18,7 +21,9 @@ BatchNorm and Gemm folds run on real values. Every model has a symbolic batch di
 
 Also writes ``digits_test.npz`` (held-out images uint8 + labels) and
 ``<model>_reference.npy``: onnxruntime's outputs on the held-out inputs.
-Usage: python build_digits.py  (about a minute; rewrites tests/mobi_models/fixtures/)
+Usage: python build_digits.py [--only seq1d]  (about a minute; rewrites
+tests/mobi_models/fixtures/, or only the named model's files and leaves the others as
+committed)
 """
 
 from __future__ import annotations
@@ -140,6 +145,70 @@ class MaxPool2:
         return d.reshape(n, c, h2 * 2, w2 * 2)
 
 
+class Conv1d:
+    """1-D convolution ``[N, C, L]`` (kernel k, symmetric padding), im2col like Conv."""
+
+    def __init__(self, rng, cin, cout, k, pad):
+        self.k, self.pad = k, pad
+        self.w = (rng.standard_normal((cout, cin, k)) * np.sqrt(2.0 / (cin * k))).astype(np.float32)
+        self.b = np.zeros(cout, np.float32)
+
+    def params(self):
+        return [self.w, self.b]
+
+    def forward(self, x):
+        p = self.pad
+        if p:
+            x = np.pad(x, ((0, 0), (0, 0), (p, p)))
+        self.xshape = x.shape
+        cols = sliding_window_view(x, self.k, axis=2)  # N,C,OL,k
+        n, c, ol = cols.shape[:3]
+        self.cols = cols.transpose(0, 2, 1, 3).reshape(n * ol, -1)
+        y = self.cols @ self.w.reshape(len(self.w), -1).T + self.b
+        self.oshape = (n, ol)
+        return y.reshape(n, ol, -1).transpose(0, 2, 1)
+
+    def backward(self, dy):
+        n, ol = self.oshape
+        dy2 = dy.transpose(0, 2, 1).reshape(n * ol, -1)
+        self.grads = [(dy2.T @ self.cols).reshape(self.w.shape), dy2.sum(0)]
+        dcols = (dy2 @ self.w.reshape(len(self.w), -1)).reshape(n, ol, self.xshape[1], self.k)
+        dx = np.zeros(self.xshape, np.float32)
+        for i in range(self.k):
+            dx[:, :, i : i + ol] += dcols[:, :, :, i].transpose(0, 2, 1)
+        p = self.pad
+        return dx[:, :, p : dx.shape[2] - p] if p else dx
+
+
+class BatchNorm1d(BatchNorm):
+    """BatchNorm over ``[N, C, L]``: the 2-D one on ``[N, C, 1, L]``."""
+
+    def forward(self, x):
+        return super().forward(x[:, :, None, :])[:, :, 0, :]
+
+    def backward(self, dy):
+        return super().backward(dy[:, :, None, :])[:, :, 0, :]
+
+
+class MaxPool1d2:
+    """Max over non-overlapping pairs along L."""
+
+    def params(self):
+        return []
+
+    def forward(self, x):
+        n, c, l = x.shape
+        r = x.reshape(n, c, l // 2, 2)
+        y = r.max(3)
+        self.mask = r == y[:, :, :, None]
+        return y
+
+    def backward(self, dy):
+        self.grads = []
+        d = self.mask * dy[:, :, :, None]
+        return d.reshape(d.shape[0], d.shape[1], -1)
+
+
 class Flatten:
     def params(self):
         return []
@@ -243,11 +312,40 @@ def export_cnn(name, layers, in_shape, out_name, softmax, gemm_transposed):
                    doc=f"{name}: trained in numpy on scikit-learn load_digits (tests/mobi_models/build_digits.py)")
 
 
+def export_seq1d(layers):
+    """The 1-D CNN as ONNX: Conv (kernel_shape [k], pads [p, p]), BatchNormalization,
+    Relu, MaxPool (kernel_shape [2]), Flatten, Gemm."""
+    g = GraphBuilder("seq1d_digits")
+    x = "input"
+    n_conv = 0
+    for l in layers:
+        if isinstance(l, Conv1d):
+            n_conv += 1
+            w, b = g.const(f"conv{n_conv}.weight", l.w), g.const(f"conv{n_conv}.bias", l.b)
+            x = g.node("Conv", [x, w, b], kernel_shape=[l.k], pads=[l.pad, l.pad], strides=[1])
+        elif isinstance(l, BatchNorm1d):
+            args = [g.const(f"bn{n_conv}.{k}", v) for k, v in (("scale", l.g), ("bias", l.b), ("mean", l.mean), ("var", l.var))]
+            x = g.node("BatchNormalization", [x, *args], epsilon=BN_EPS)
+        elif isinstance(l, Relu):
+            x = g.node("Relu", [x])
+        elif isinstance(l, MaxPool1d2):
+            x = g.node("MaxPool", [x], kernel_shape=[2], strides=[2])
+        elif isinstance(l, Flatten):
+            x = g.node("Flatten", [x], axis=1)
+        elif isinstance(l, Linear):
+            w = g.const("fc.weight", l.w)
+            x = g.node("Gemm", [x, w, g.const("fc.bias", l.b)], out="logits", transB=1)
+    return g.model([f32_input("input", ["batch", 8, 8])], [f32_input("logits", ["batch", 10])],
+                   doc="seq1d_digits: a 1-D CNN trained in numpy on scikit-learn load_digits (tests/mobi_models/build_digits.py)")
+
+
 def eval_layers(layers, x):
     """Inference with running statistics (what the exported graph computes)."""
     h = x
     for l in layers:
-        if isinstance(l, BatchNorm):
+        if isinstance(l, BatchNorm1d):
+            h = (h - l.mean[None, :, None]) / np.sqrt(l.var[None, :, None] + BN_EPS) * l.g[None, :, None] + l.b[None, :, None]
+        elif isinstance(l, BatchNorm):
             h = (h - l.mean[None, :, None, None]) / np.sqrt(l.var[None, :, None, None] + BN_EPS) * l.g[None, :, None, None] + l.b[None, :, None, None]
         else:
             h = l.forward(h)
@@ -267,6 +365,13 @@ def build_cifar(rng, xtr, ytr):
               Conv(rng, 32, 64, 3, 1), BatchNorm(64), Relu(), MaxPool2(), Flatten(),
               Linear(rng, 1024, 64), Relu(), Linear(rng, 64, 10)]
     return train(layers, xtr, ytr, epochs=6, rng=rng)
+
+
+def build_seq1d(rng, xtr, ytr):
+    layers = [Conv1d(rng, 8, 32, 3, 1), BatchNorm1d(32), Relu(), MaxPool1d2(),
+              Conv1d(rng, 32, 64, 3, 1), BatchNorm1d(64), Relu(), MaxPool1d2(), Flatten(),
+              Linear(rng, 128, 10)]
+    return train(layers, xtr, ytr, epochs=12, rng=rng)
 
 
 def build_mlp(xtr, ytr):
@@ -306,33 +411,47 @@ def prune_to(m: onnx.ModelProto, keep: str) -> onnx.ModelProto:
 
 
 def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", choices=sorted(DIGITS_MODELS), help="rebuild this model only")
+    only = ap.parse_args().only
     FIXTURES.mkdir(parents=True, exist_ok=True)
     xtr, xte, ytr, yte = load_split()
-    np.savez_compressed(FIXTURES / "digits_test.npz", images=xte, labels=yte)
-    rng = np.random.default_rng(SEED)
-    _, lenet_in, _ = DIGITS_MODELS["lenet5"]
-    _, cifar_in, _ = DIGITS_MODELS["cifar"]
-    _, mlp_in, _ = DIGITS_MODELS["mlp"]
+    own = {}
+    if only is None:
+        np.savez_compressed(FIXTURES / "digits_test.npz", images=xte, labels=yte)
+        rng = np.random.default_rng(SEED)
+        _, lenet_in, _ = DIGITS_MODELS["lenet5"]
+        _, cifar_in, _ = DIGITS_MODELS["cifar"]
+        _, mlp_in, _ = DIGITS_MODELS["mlp"]
 
-    lenet = build_lenet(rng, lenet_in(xtr), ytr)
-    onnx.save(export_cnn("lenet5_digits", lenet, [1, 32, 32], "probabilities", True, True), FIXTURES / "lenet5_digits.onnx")
-    cifar = build_cifar(rng, cifar_in(xtr), ytr)
-    onnx.save(export_cnn("cifar_digits", cifar, [3, 32, 32], "logits", False, False), FIXTURES / "cifar_digits.onnx")
-    mlp, clf = build_mlp(mlp_in(xtr), ytr)
-    onnx.save(mlp, FIXTURES / "mlp_digits.onnx")
+        lenet = build_lenet(rng, lenet_in(xtr), ytr)
+        onnx.save(export_cnn("lenet5_digits", lenet, [1, 32, 32], "probabilities", True, True), FIXTURES / "lenet5_digits.onnx")
+        cifar = build_cifar(rng, cifar_in(xtr), ytr)
+        onnx.save(export_cnn("cifar_digits", cifar, [3, 32, 32], "logits", False, False), FIXTURES / "cifar_digits.onnx")
+        mlp, clf = build_mlp(mlp_in(xtr), ytr)
+        onnx.save(mlp, FIXTURES / "mlp_digits.onnx")
+        own = {"lenet5": eval_layers(lenet, lenet_in(xte)), "cifar": eval_layers(cifar, cifar_in(xte)),
+               "mlp": clf.predict_proba(mlp_in(xte))}
+    if only in (None, "seq1d"):
+        # Its own generator: rebuilding it leaves the other models' bytes as they are.
+        _, seq_in, _ = DIGITS_MODELS["seq1d"]
+        seq = build_seq1d(np.random.default_rng(SEED + 1), seq_in(xtr), ytr)
+        onnx.save(export_seq1d(seq), FIXTURES / "seq1d_digits.onnx")
+        own["seq1d"] = eval_layers(seq, seq_in(xte))
 
     for name, (fname, to_input, out) in DIGITS_MODELS.items():
+        if only not in (None, name):
+            continue
         ref = ort_run(FIXTURES / fname, {"input": to_input(xte)})[out]
         np.save(FIXTURES / f"{name}_reference.npy", ref)
         size = (FIXTURES / fname).stat().st_size
         print(f"{name}: {fname} {size} bytes, onnxruntime test accuracy {accuracy(ref, yte):.2f}%")
-    own = {"lenet5": eval_layers(lenet, lenet_in(xte)), "cifar": eval_layers(cifar, cifar_in(xte)),
-           "mlp": clf.predict_proba(mlp_in(xte))}
     for name, scores in own.items():
         ref = np.load(FIXTURES / f"{name}_reference.npy")
         print(f"{name}: trainer's own accuracy {accuracy(scores, yte):.2f}%, argmax agrees with onnxruntime on "
               f"{np.mean(scores.argmax(1) == ref.argmax(1)):.2%}")
-
 
 if __name__ == "__main__":
     main()

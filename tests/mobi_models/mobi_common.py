@@ -114,11 +114,17 @@ def mlp_input(images: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(images.reshape(len(images), 64).astype(np.float32) / 16.0)
 
 
+def seq1d_input(images: np.ndarray) -> np.ndarray:
+    """(N, 8, 8) float32 in 0..1: a sequence of 8 columns with 8 channels (the rows)."""
+    return np.ascontiguousarray(images.astype(np.float32) / 16.0)
+
+
 DIGITS_MODELS = {
     # name: (onnx file, input builder, output name)
     "lenet5": ("lenet5_digits.onnx", lenet_input, "probabilities"),
     "cifar": ("cifar_digits.onnx", cifar_input, "logits"),
     "mlp": ("mlp_digits.onnx", mlp_input, "probabilities"),
+    "seq1d": ("seq1d_digits.onnx", seq1d_input, "logits"),
 }
 
 
