@@ -300,6 +300,8 @@ pub const V7_SIGMA_ZERO: i32 = 64;
 pub const V7_SIGMA_PER_OCTAVE: i32 = 16;
 /// Rate-control ladder (encoder policy): step rungs per octave.
 pub const V7_RATE_PER_OCTAVE: i32 = 32;
+/// Rate-control ladder: the finest rung, 3 octaves below the clamp-free step.
+pub const V7_RATE_MIN: i32 = -3 * V7_RATE_PER_OCTAVE;
 /// Rate-control ladder: the coarsest rung, 24 octaves above the clamp-free step.
 pub const V7_RATE_RUNGS: i32 = 24 * V7_RATE_PER_OCTAVE;
 /// Largest `log2` of the decoded magnitude bound `step * 2^(k-1) * 2^ceil(b/2)` (keeps every

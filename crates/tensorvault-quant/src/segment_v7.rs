@@ -28,7 +28,7 @@ use crate::error::{check_finite, corrupt};
 use crate::layout::{
     MAGIC, MAGIC_OFFSET, V5_MAX_LANES_LOG2, V7_BITS_OFFSET, V7_BLOCK_LOG2_OFFSET, V7_HEADER_LEN,
     V7_LANES_LOG2_OFFSET, V7_MAX_BITS, V7_MAX_BLOCK_LOG2, V7_MAX_MAGNITUDE_LOG2, V7_MAX_VALUES,
-    V7_MIN_BITS, V7_MIN_BLOCK_LOG2, V7_RATE_PER_OCTAVE, V7_RATE_RUNGS, V7_SEED_OFFSET,
+    V7_MIN_BITS, V7_MIN_BLOCK_LOG2, V7_RATE_MIN, V7_RATE_PER_OCTAVE, V7_RATE_RUNGS, V7_SEED_OFFSET,
     V7_STEP_OFFSET, V7_VALUES_OFFSET, V7_VERSION, VERSION_OFFSET,
 };
 use crate::rotation::Rotation;
@@ -184,12 +184,26 @@ pub fn step_at(s0: f32, t: i32) -> f32 {
     s0 * (1.0 + i as f32 / V7_RATE_PER_OCTAVE as f32) * 2f32.powi(e)
 }
 
-/// Encode `x` with the finest step on the rate ladder ([`step_at`], rung 0 the clamp-free
-/// step `max |rotated value| / 2^(k-1)`, at least the smallest normal f32) whose segment
-/// is at most `max_len` bytes; `Ok(None)` when not even the coarsest rung fits.
-/// Deterministic: the same input gives the same bytes (a binary search over the rungs,
-/// each candidate's exact length; the length is not strictly monotone in the step, so
-/// this finds one boundary).
+/// Squared error of quantizing the rotated run at `step` (clamped codes included), in the
+/// rotated domain (the rotation is orthonormal: the same up to rounding).
+fn squared_error(r: &Rotated, step: f32, half: i32) -> f64 {
+    r.y.iter()
+        .map(|&v| {
+            let q = i32::from(code_of(v, step, half)) - half;
+            let e = f64::from(v) - (f64::from(q) + 0.5) * f64::from(step);
+            e * e
+        })
+        .sum()
+}
+
+/// Encode `x` within `max_len` bytes on the rate ladder ([`step_at`]; rung 0 is the
+/// clamp-free step `max |rotated value| / 2^(k-1)`, at least the smallest normal f32).
+/// When rung 0 does not fit: the finest fitting rung above it (a binary search; the
+/// length is not strictly monotone in the step, so this finds one boundary). When it
+/// fits: rungs below 0, which clamp the largest values (the model prices them in its end
+/// symbols), are taken one at a time while the squared error keeps falling and the
+/// segment still fits, down to `V7_RATE_MIN` (three octaves finer). `Ok(None)` when not
+/// even the coarsest rung fits. Deterministic: the same input gives the same bytes.
 ///
 /// # Errors
 /// As [`encode`] (but for the step, which this picks).
@@ -199,8 +213,8 @@ pub fn encode_to_fit(
     max_len: usize,
 ) -> Result<Option<Vec<u8>>, QuantError> {
     let r = rotate(p, x)?;
-    let half = (1u32 << (p.bits - 1)) as f32;
-    let s0 = (r.max_abs / half).max(f32::MIN_POSITIVE);
+    let half = 1i32 << (p.bits - 1);
+    let s0 = (r.max_abs / half as f32).max(f32::MIN_POSITIVE);
     let try_rung = |t: i32| -> Option<Vec<u8>> {
         let step = step_at(s0, t);
         if !step_ok(step, p.bits, p.block_log2) {
@@ -209,8 +223,19 @@ pub fn encode_to_fit(
         let bytes = encode_at(p, &r, step);
         (bytes.len() <= max_len).then_some(bytes)
     };
-    if let Some(b) = try_rung(0) {
-        return Ok(Some(b));
+    if let Some(mut best) = try_rung(0) {
+        let mut err = squared_error(&r, step_at(s0, 0), half);
+        for t in (V7_RATE_MIN..0).rev() {
+            let e = squared_error(&r, step_at(s0, t), half);
+            if e >= err {
+                break;
+            }
+            let Some(b) = try_rung(t) else {
+                break;
+            };
+            (best, err) = (b, e);
+        }
+        return Ok(Some(best));
     }
     let Some(mut best) = try_rung(V7_RATE_RUNGS) else {
         return Ok(None);
