@@ -189,6 +189,16 @@ pub fn frequencies(k: u8, j: u8) -> Result<&'static [u16], QuantError> {
     Ok(table(k, j).freqs())
 }
 
+/// The model's frequencies of `k`-bit codes under side byte `j`, derived anew (what
+/// [`frequencies`] caches; for measuring what the cache saves).
+///
+/// # Errors
+/// [`QuantError::CorruptField`] `bits` for `k` outside 2..=12.
+pub fn derive_frequencies(k: u8, j: u8) -> Result<Vec<u16>, QuantError> {
+    check_bits(k)?;
+    Ok(derive(k, j))
+}
+
 /// The side byte whose `sigma` is nearest `r` (a block's RMS in steps) on a log scale:
 /// the number of geometric midpoints `2^((j - 64 + 1/2) / 16)`, `j = 0..=254`, below `r`
 /// (deterministic: the midpoints come from [`exp_ieee`]). Encoder policy.
