@@ -260,7 +260,7 @@ pub const V6_GAIN_DIV: f32 = 2048.0;
 /// the envelope's magic, inner_version and bits give them back), as in version 5.
 pub const V6_INNER_SKIP: usize = BITS_OFFSET + size_of::<u8>();
 /// Inner segment versions a v6 envelope may wrap.
-pub const V6_INNER_VERSIONS: [u8; 4] = [V2_VERSION, V3_VERSION, V4_VERSION, V5_VERSION];
+pub const V6_INNER_VERSIONS: [u8; 5] = [V2_VERSION, V3_VERSION, V4_VERSION, V5_VERSION, V7_VERSION];
 
 // ---- version 7: model-coded ECSQ (docs/formats/quant.md §14) ----
 

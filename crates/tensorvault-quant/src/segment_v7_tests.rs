@@ -400,3 +400,48 @@ proptest! {
         let _ = dec(&b);
     }
 }
+
+#[test]
+fn a_row_gain_envelope_wraps_a_v7_segment() {
+    use crate::segment_v6::{self, SegmentV6};
+    let x = data(4096, 21);
+    let (width, first) = (576u16, 64u16);
+    let budget = 4224 - segment_v6::envelope_len(x.len(), width, first).unwrap();
+    let inner = encode_to_fit(&params(10, 10, 0), &x, budget)
+        .unwrap()
+        .unwrap();
+    let env = segment_v6::wrap(&inner, &x, width, first).unwrap();
+    assert!(env.len() <= 4224);
+    let seg = SegmentV6::parse(&env).unwrap();
+    assert_eq!(seg.inner(), inner);
+    let (mut plain, mut gained) = (Vec::new(), Vec::new());
+    crate::segment_v5::decode_any(&inner, 4096, &mut plain).unwrap();
+    segment_v6::decode(&env, 4096, &mut gained).unwrap();
+    let gains: Vec<f32> = seg.gains().collect();
+    assert!(gains.iter().any(|&g| g != 1.0));
+    assert!(plain
+        .iter()
+        .zip(&gained)
+        .all(|(p, v)| gains.iter().any(|g| (p * g).to_bits() == v.to_bits())));
+    // The envelope's width byte: 2..=12 over a v7 inner segment, 2..=8 over any other.
+    let mut bad = env.clone();
+    bad[9] = 13;
+    assert!(matches!(
+        SegmentV6::parse(&bad),
+        Err(QuantError::CorruptField {
+            field: "bits",
+            offset: 9,
+            ..
+        })
+    ));
+    let mut other = env.clone();
+    other[10] = 3; // inner version 3 with 10-bit codes
+    assert!(matches!(
+        SegmentV6::parse(&other),
+        Err(QuantError::CorruptField {
+            field: "bits",
+            offset: 9,
+            ..
+        })
+    ));
+}
