@@ -292,6 +292,8 @@ pub(crate) struct WideTable {
     prob_bits: u8,
     freqs: Box<[u16]>,
     cum: Box<[u32]>,
+    /// Per symbol, `cum | freq << 16` (one load in the decoder: both are below 2^15).
+    fc: Box<[u32]>,
     slots: Box<[u16]>,
     enc: std::sync::OnceLock<Box<[EncSym]>>,
 }
@@ -326,6 +328,11 @@ impl WideTable {
             return None;
         }
         let cum = cumulative(&freqs).into_boxed_slice();
+        let fc = freqs
+            .iter()
+            .zip(cum.iter())
+            .map(|(&f, &c)| c | u32::from(f) << 16)
+            .collect();
         let mut slots = Vec::with_capacity(total as usize);
         for (sym, &f) in freqs.iter().enumerate() {
             // sym < 4096 fits u16.
@@ -335,6 +342,7 @@ impl WideTable {
             prob_bits,
             freqs: freqs.into_boxed_slice(),
             cum,
+            fc,
             slots: slots.into_boxed_slice(),
             enc: std::sync::OnceLock::new(),
         })
@@ -483,34 +491,57 @@ impl<'a> WideDecoder<'a> {
     /// [`QuantError::Truncated`] `rans stream` when a renormalization needs a word past
     /// the end.
     pub(crate) fn decode(&mut self, t: &WideTable, out: &mut [u16]) -> Result<(), QuantError> {
+        match self.lanes {
+            1 => self.decode_n::<1>(t, out),
+            2 => self.decode_n::<2>(t, out),
+            4 => self.decode_n::<4>(t, out),
+            _ => self.decode_n::<8>(t, out),
+        }
+    }
+
+    /// [`WideDecoder::decode`] with the lanes' states in locals (`N` is `self.lanes`).
+    fn decode_n<const N: usize>(
+        &mut self,
+        t: &WideTable,
+        out: &mut [u16],
+    ) -> Result<(), QuantError> {
         let pb = u32::from(t.prob_bits);
         let mask = (1u32 << pb) - 1;
-        let (slots, freqs, cum) = (&*t.slots, &*t.freqs, &*t.cum);
-        for o in out.iter_mut() {
-            let s = &mut self.x[self.lane];
+        let (slots, fc) = (&*t.slots, &*t.fc);
+        let mut x = [0u32; N];
+        x.copy_from_slice(&self.x[..N]);
+        let words = self.words;
+        let mut pos = self.pos;
+        let first = self.lane;
+        let mut result = Ok(());
+        for (i, o) in out.iter_mut().enumerate() {
+            let s = &mut x[(first + i) & (N - 1)];
             // `slots` has exactly 2^pb entries (WideTable::new checked the sum), so the
-            // masked state indexes it; every slot's symbol indexes `freqs` and `cum`, and
-            // the slot is at least its symbol's cumulative frequency.
+            // masked state indexes it; every slot's symbol indexes `fc`, and the slot is
+            // at least its symbol's cumulative frequency.
             let slot = *s & mask;
             let sym = slots[slot as usize];
-            let f = u32::from(freqs[usize::from(sym)]);
-            *s = f * (*s >> pb) + slot - cum[usize::from(sym)];
+            let e = fc[usize::from(sym)];
+            *s = (e >> 16) * (*s >> pb) + slot - (e & 0xFFFF);
             if *s < RANS_L {
-                let Some(w) = self.words.get(self.pos..self.pos + RANS_WORD_BYTES) else {
-                    return Err(QuantError::Truncated {
+                let Some(w) = words.get(pos..pos + RANS_WORD_BYTES) else {
+                    result = Err(QuantError::Truncated {
                         what: "rans stream",
-                        offset: (self.words_at + self.pos) as u64,
-                        end: (self.words_at + self.pos + RANS_WORD_BYTES) as u64,
+                        offset: (self.words_at + pos) as u64,
+                        end: (self.words_at + pos + RANS_WORD_BYTES) as u64,
                         present: self.present,
                     });
+                    break;
                 };
                 *s = (*s << RANS_WORD_BITS) | u32::from(u16::from_le_bytes([w[0], w[1]]));
-                self.pos += RANS_WORD_BYTES;
+                pos += RANS_WORD_BYTES;
             }
             *o = sym;
-            self.lane = (self.lane + 1) & (self.lanes - 1);
         }
-        Ok(())
+        self.x[..N].copy_from_slice(&x);
+        self.pos = pos;
+        self.lane = (first + out.len()) & (N - 1);
+        result
     }
 
     /// Check the stream is used up and every lane is back at its start state.
