@@ -182,3 +182,40 @@ fn the_flag_is_header_bit_7_and_survives_a_reopen() {
         .unwrap();
     assert_eq!(s.get_tensor("f").unwrap().data, first);
 }
+
+#[test]
+fn a_corrupt_v7_payload_is_a_typed_error_not_a_panic() {
+    let x = table(8);
+    let info = BlockInfo::new(DType::F32, &[8, WIDTH as u32]).with_kind(TensorKind::Embedding);
+    let s = mem_store("c", geo(true, false));
+    s.put_tensor_with("e", &info, &bytes(&x), Tier::Tier2)
+        .unwrap();
+    let key = BlockKey::new(s.tensor_id_of("e"), 0);
+    let mut p = Vec::new();
+    s.get_payload(&key, &mut p).unwrap();
+    assert_eq!(p[VERSION_OFFSET], V7_VERSION);
+    // The segment's parser (what the store's read path calls for version 7), on the stored
+    // bytes with a bad field: bits, block_log2, lanes_log2, values, step.
+    for (off, v) in [(9usize, 13u8), (10, 11), (11, 4), (16, 0), (23, 0x7F)] {
+        let mut b = p.clone();
+        b[off] = v;
+        if off == 16 {
+            b[17..20].fill(0);
+        }
+        if off == 23 {
+            b[20..23].fill(0xFF); // a NaN step
+        }
+        let mut out = Vec::new();
+        let e = tensorvault_quant::segment_v7::decode(&b, 4096, &mut out).unwrap_err();
+        let at = if off == 23 { 20 } else { off };
+        assert!(
+            matches!(e, tensorvault_quant::QuantError::CorruptField { offset, .. } if offset == at),
+            "{e:?}"
+        );
+    }
+    // The caller's bound (the store's block_elems) is checked before anything is allocated.
+    let mut out = Vec::new();
+    assert!(tensorvault_quant::segment_v7::decode(&p, 4095, &mut out).is_err());
+    // A truncated payload.
+    assert!(tensorvault_quant::segment_v7::decode(&p[..p.len() - 2], 4096, &mut out).is_err());
+}
