@@ -219,3 +219,33 @@ fn a_corrupt_v7_payload_is_a_typed_error_not_a_panic() {
     // A truncated payload.
     assert!(tensorvault_quant::segment_v7::decode(&p[..p.len() - 2], 4096, &mut out).is_err());
 }
+
+/// Pinned payload of block 1 of the test table at tier 2 (v7 alone): the header (version,
+/// width, block, lanes, seed, n), its length and a CRC32C of the whole payload, so any
+/// change to what the encoder writes (the model tables, the rate control) shows.
+#[test]
+fn golden_payload() {
+    let x = table(16);
+    let info = BlockInfo::new(DType::F32, &[16, WIDTH as u32]).with_kind(TensorKind::Embedding);
+    let s = mem_store("c", geo(true, false));
+    s.put_tensor_with("e", &info, &bytes(&x), Tier::Tier2)
+        .unwrap();
+    let mut p = Vec::new();
+    s.get_payload(&BlockKey::new(s.tensor_id_of("e"), 1), &mut p)
+        .unwrap();
+    let head = &p[..20];
+    let crc = crc32c::crc32c(&p);
+    assert_eq!(
+        (head, p.len(), crc),
+        (&GOLDEN_HEAD[..], 2684, 0xf379_e92c),
+        "{head:?} {} {crc:#x}",
+        p.len()
+    );
+}
+
+const GOLDEN_HEAD: [u8; 20] = [
+    0x54, 0x51, 0x54, 0x43, 0x0d, 0x0a, 0x1a, 0x0a, // magic
+    7, 7, 10, 0, // version 7, 7-bit codes, rotation blocks of 1024, one lane
+    0x33, 0x51, 0x56, 0x54, // seed V3_DEFAULT_SEED
+    0, 16, 0, 0, // n = 4096
+];
