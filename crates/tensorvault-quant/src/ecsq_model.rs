@@ -12,7 +12,8 @@
 //! fused multiply-add on its own, and every supported target does f64 arithmetic in
 //! IEEE double (SSE2 on x86), so the same operations give the same bits everywhere.
 //!
-//! Each table is built once per process and kept ([`table`]): a decode looks it up.
+//! Each table is built once and kept in a bounded cache (the 256 most recently used): a
+//! decode looks it up.
 //!
 //! ```
 //! use tensorvault_quant::ecsq_model::frequencies;
@@ -24,7 +25,7 @@
 //! # Ok::<(), tensorvault_quant::QuantError>(())
 //! ```
 
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::entropy_rans::WideTable;
 use crate::layout::{
@@ -150,11 +151,15 @@ fn derive(k: u8, j: u8) -> Vec<u16> {
     freqs
 }
 
-/// Tables per code width: one per side byte.
-const PER_WIDTH: usize = 256;
-/// Every table, built on first use: index `(k - 2) * 256 + j`.
-static TABLES: [OnceLock<WideTable>; (V7_MAX_BITS - V7_MIN_BITS + 1) as usize * PER_WIDTH] =
-    [const { OnceLock::new() }; (V7_MAX_BITS - V7_MIN_BITS + 1) as usize * PER_WIDTH];
+/// Most tables kept at once. Real data uses a few dozen side bytes per code width, so
+/// this holds every table a run needs; a hostile stream of segments naming every
+/// `(k, j)` cannot make the cache hold more than this many (about 50 MiB at `k = 12`
+/// with the encoder's constants, 25 MiB for `k <= 10`).
+const CACHE_TABLES: usize = 256;
+
+/// The tables built so far, most recently used first (at most [`CACHE_TABLES`]), keyed by
+/// `k << 8 | j`.
+static CACHE: Mutex<Vec<(u16, Arc<WideTable>)>> = Mutex::new(Vec::new());
 
 fn check_bits(k: u8) -> Result<(), QuantError> {
     if (V7_MIN_BITS..=V7_MAX_BITS).contains(&k) {
@@ -169,14 +174,31 @@ fn check_bits(k: u8) -> Result<(), QuantError> {
     }
 }
 
-/// The cached coder table of `k`-bit codes under side byte `j` (`k` checked by the
-/// caller: 2..=12).
-pub(crate) fn table(k: u8, j: u8) -> &'static WideTable {
-    let at = usize::from(k - V7_MIN_BITS) * PER_WIDTH + usize::from(j);
-    TABLES[at].get_or_init(|| {
-        // derive() sums to 2^15 with every count >= 1 over 2^k >= 4 symbols.
-        WideTable::new(derive(k, j), V7_PROB_BITS).unwrap_or_else(|| unreachable!())
-    })
+/// The coder table of `k`-bit codes under side byte `j` (`k` checked by the caller:
+/// 2..=12), from the cache or built and cached.
+pub(crate) fn table(k: u8, j: u8) -> Arc<WideTable> {
+    let key = u16::from(k) << 8 | u16::from(j);
+    {
+        // Nothing panics while the lock is held: a poisoned cache is still consistent.
+        let mut c = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(i) = c.iter().position(|(kk, _)| *kk == key) {
+            if i > 0 {
+                let e = c.remove(i);
+                c.insert(0, e);
+            }
+            return Arc::clone(&c[0].1);
+        }
+    }
+    // Built outside the lock (20 µs at k = 10); two threads may build the same table,
+    // which is the same table.
+    // derive() sums to 2^15 with every count >= 1 over 2^k >= 4 symbols.
+    let t = Arc::new(WideTable::new(derive(k, j), V7_PROB_BITS).unwrap_or_else(|| unreachable!()));
+    let mut c = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+    if !c.iter().any(|(kk, _)| *kk == key) {
+        c.insert(0, (key, Arc::clone(&t)));
+        c.truncate(CACHE_TABLES);
+    }
+    t
 }
 
 /// The model's frequencies of `k`-bit codes under side byte `j` (2^k counts, each >= 1,
@@ -184,9 +206,9 @@ pub(crate) fn table(k: u8, j: u8) -> &'static WideTable {
 ///
 /// # Errors
 /// [`QuantError::CorruptField`] `bits` for `k` outside 2..=12.
-pub fn frequencies(k: u8, j: u8) -> Result<&'static [u16], QuantError> {
+pub fn frequencies(k: u8, j: u8) -> Result<Vec<u16>, QuantError> {
     check_bits(k)?;
-    Ok(table(k, j).freqs())
+    Ok(table(k, j).freqs().to_vec())
 }
 
 /// The model's frequencies of `k`-bit codes under side byte `j`, derived anew (what
@@ -283,9 +305,24 @@ mod tests {
         ];
         let got: Vec<(u8, u8, u64)> = pins
             .iter()
-            .map(|&(k, j, _)| (k, j, fnv(frequencies(k, j).unwrap())))
+            .map(|&(k, j, _)| (k, j, fnv(&frequencies(k, j).unwrap())))
             .collect();
         assert_eq!(got, pins.to_vec());
+    }
+
+    #[test]
+    fn the_cache_is_bounded_and_gives_the_same_tables() {
+        let first = table(9, 200);
+        // More distinct tables than the cache holds: it keeps the most recent ones only.
+        for k in [3u8, 4] {
+            for j in 0..=255u8 {
+                table(k, j);
+            }
+        }
+        assert!(CACHE.lock().unwrap().len() <= CACHE_TABLES);
+        let again = table(9, 200); // evicted, rebuilt: the same frequencies
+        assert_eq!(first.freqs(), again.freqs());
+        assert!(Arc::ptr_eq(&again, &table(9, 200))); // now cached
     }
 
     #[test]

@@ -140,7 +140,8 @@ fn encode_at(p: &V7Params, r: &Rotated, step: f32) -> Vec<u8> {
         .iter()
         .map(|&ms| side_byte(ms.sqrt() / f64::from(step)))
         .collect();
-    let tables: Vec<&WideTable> = sides.iter().map(|&j| table(p.bits, j)).collect();
+    let owned: Vec<_> = sides.iter().map(|&j| table(p.bits, j)).collect();
+    let tables: Vec<&WideTable> = owned.iter().map(|t| &**t).collect();
     let mut out = Vec::with_capacity(V7_HEADER_LEN + sides.len() + r.y.len() * 2);
     out.extend_from_slice(&MAGIC);
     out.push(V7_VERSION);
@@ -421,7 +422,7 @@ impl<'a> SegmentV7<'a> {
         let mut codes = [0u16; 1 << V7_MAX_BLOCK_LOG2];
         for (blk, &j) in dst.chunks_mut(block).zip(self.sides) {
             let codes = &mut codes[..blk.len()];
-            dec.decode(table(self.bits, j), codes)?;
+            dec.decode(&table(self.bits, j), codes)?;
             let c = if blk.len() == block { whole } else { self.step };
             for (v, &s) in blk.iter_mut().zip(codes.iter()) {
                 // |s - half| <= 2^11: exact in f32, as is the + 1/2.
