@@ -30,7 +30,8 @@ def codec_opts(spec: str) -> Dict:
     """Store options of a codec spec: "2".."4", plus "e" for codec 4 with entropy-coded
     weight/embedding levels (`entropy=True, ecsq=True`, session 12) and "x" for extent
     allocation (disk that follows the payload), "g" for per-row gains on embeddings
-    (`row_gains=True`, session 13), e.g. "4ex", "4exg"."""
+    (`row_gains=True`, session 13), "m" for model-coded ECSQ with "e" (`ecsq_model=True`,
+    session 14), e.g. "4ex", "4exg", "4egm"."""
     opts: Dict = {"codec": int(spec[0])}
     if "g" in spec[1:]:
         opts["row_gains"] = True
@@ -38,6 +39,8 @@ def codec_opts(spec: str) -> Dict:
         opts.update(entropy=True, ecsq=True)
     if "x" in spec[1:]:
         opts["allocation"] = "extent"
+    if "m" in spec[1:]:
+        opts["ecsq_model"] = True
     return opts
 
 

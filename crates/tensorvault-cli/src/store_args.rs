@@ -132,6 +132,12 @@ pub struct PutArgs {
     /// slots; combines with --ecsq; Python `Store(codec=4, row_gains=True)`).
     #[arg(long, conflicts_with = "kv_head_dim")]
     pub row_gains: bool,
+    /// With --ecsq: weight and embedding tensors at tiers 1, 2 and 3 as model-coded ECSQ
+    /// (TQTC version 7: rANS frequencies from a Gaussian model, one byte per rotation block
+    /// instead of a stored table; 10 / 7 / 6-bit codes; less error in the same slots;
+    /// combines with --row-gains; Python `Store(..., ecsq=True, ecsq_model=True)`).
+    #[arg(long, requires = "ecsq")]
+    pub ecsq_model: bool,
     /// Write durability.
     #[arg(long, value_enum, default_value_t = DurabilityArg::EveryWrite)]
     pub durability: DurabilityArg,

@@ -61,6 +61,7 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
         geometry = codec_v4(geometry);
         geometry.row_gains = true;
     }
+    geometry.ecsq_model = a.ecsq_model;
     let cfg = StoreConfig {
         collection: geometry,
         durability: a.durability.durability(),

@@ -365,7 +365,12 @@ impl Store {
     /// `embedding` tensor carries one gain per row (TQTC version 6) that makes each row's
     /// decoding an unbiased inner-product estimate, which keeps nearest-neighbour
     /// rankings (recall) in the same slots.
-    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false, entropy=false, allocation="slot", ecsq=false, row_gains=false))]
+    /// With `ecsq_model` (new collections, with `ecsq=True`): `weight` and `embedding`
+    /// tensors at tiers 1, 2 and 3 are stored as model-coded ECSQ (TQTC version 7: no
+    /// stored frequency table, the rANS frequencies come from a Gaussian model with one
+    /// byte per rotation block; 10 / 7 / 6-bit codes), less error in the same slots; inside
+    /// the row gains with `row_gains=True`.
+    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false, entropy=false, allocation="slot", ecsq=false, row_gains=false, ecsq_model=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -383,6 +388,7 @@ impl Store {
         allocation: &str,
         ecsq: bool,
         row_gains: bool,
+        ecsq_model: bool,
     ) -> PyResult<Self> {
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
@@ -418,6 +424,7 @@ impl Store {
         cfg.collection.extents = parse_allocation(allocation)?;
         cfg.collection.ecsq = ecsq;
         cfg.collection.row_gains = row_gains;
+        cfg.collection.ecsq_model = ecsq_model;
         let store = py
             .detach(|| {
                 if read_only {
@@ -484,6 +491,7 @@ impl Store {
         d.set_item("ecsq", g.ecsq)?;
         d.set_item("kv_ecsq_tier2", g.kv_ecsq_tier2)?;
         d.set_item("row_gains", g.row_gains)?;
+        d.set_item("ecsq_model", g.ecsq_model)?;
         Ok(d)
     }
 

@@ -330,6 +330,66 @@ fn bench_kv_v5(c: &mut Criterion) {
     g.finish();
 }
 
+/// Model-coded ECSQ (TQTC v7) against the v5 ECSQ on one 4096-value block at the tiers'
+/// slots (4224 / 2688 / 1728 bytes; v5 8 / 6 / 5-bit codes, v7 10 / 7 / 6), 1 and 4 rANS
+/// lanes: the rate-controlled encode and the decode. `derive_table_*` is what a decode
+/// would pay per rotation block without the model-table cache (one table's derivation).
+fn bench_ecsq_model(c: &mut Criterion) {
+    use std::time::Duration;
+    use tensorvault_quant::ecsq::{encode_to_fit as v5_fit, EcsqParams};
+    use tensorvault_quant::ecsq_model::derive_frequencies;
+    use tensorvault_quant::segment_v5::decode_any;
+    use tensorvault_quant::segment_v7::{decode as v7_decode, encode_to_fit as v7_fit, V7Params};
+    let n = 4096;
+    let x = data(n);
+    let mut g = c.benchmark_group("ecsq_model");
+    g.throughput(Throughput::Bytes((n * 4) as u64));
+    g.warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs(2));
+    let seed = tensorvault_quant::layout::V3_DEFAULT_SEED;
+    for ((tier, slot, b5, b7), lanes_log2) in
+        [(1, 4224usize, 8u8, 10u8), (2, 2688, 6, 7), (3, 1728, 5, 6)]
+            .into_iter()
+            .flat_map(|t| [(t, 0u8), (t, 2)])
+    {
+        let p5 = EcsqParams {
+            bits: b5,
+            block_log2: 10,
+            seed,
+            rotate: true,
+            lanes_log2,
+        };
+        let p7 = V7Params {
+            bits: b7,
+            block_log2: 10,
+            seed,
+            lanes_log2,
+        };
+        let s5 = v5_fit(&p5, &x, slot).unwrap().unwrap();
+        let s7 = v7_fit(&p7, &x, slot).unwrap().unwrap();
+        let mut y = Vec::with_capacity(n);
+        let lanes = 1 << lanes_log2;
+        g.bench_function(format!("encode_v5_tier{tier}_{b5}bit_lanes{lanes}"), |b| {
+            b.iter(|| v5_fit(&p5, black_box(&x), slot).unwrap())
+        });
+        g.bench_function(format!("encode_v7_tier{tier}_{b7}bit_lanes{lanes}"), |b| {
+            b.iter(|| v7_fit(&p7, black_box(&x), slot).unwrap())
+        });
+        g.bench_function(format!("decode_v5_tier{tier}_{b5}bit_lanes{lanes}"), |b| {
+            b.iter(|| decode_any(black_box(&s5), n, &mut y).unwrap())
+        });
+        g.bench_function(format!("decode_v7_tier{tier}_{b7}bit_lanes{lanes}"), |b| {
+            b.iter(|| v7_decode(black_box(&s7), n, &mut y).unwrap())
+        });
+    }
+    for k in [6u8, 7, 10] {
+        g.bench_function(format!("derive_table_{k}bit"), |b| {
+            b.iter(|| derive_frequencies(black_box(k), black_box(90)).unwrap())
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     bench,
@@ -337,6 +397,7 @@ criterion_group!(
     bench_v3,
     bench_v4,
     bench_ecsq,
+    bench_ecsq_model,
     bench_kv_v5
 );
 criterion_main!(benches);

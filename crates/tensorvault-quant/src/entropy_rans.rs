@@ -283,6 +283,290 @@ fn step(
     Some(e as u8)
 }
 
+/// A static rANS table over an alphabet of up to 2^12 symbols (TQTC v7's model tables,
+/// `docs/formats/quant.md` §14.3): the frequencies, their cumulative sums, the decoder's
+/// slot-to-symbol map (`2^prob_bits` entries) and, built on first use, the encoder's
+/// per-symbol constants.
+#[derive(Debug)]
+pub(crate) struct WideTable {
+    prob_bits: u8,
+    freqs: Box<[u16]>,
+    cum: Box<[u32]>,
+    /// Per symbol, `cum | freq << 16` (one load in the decoder: both are below 2^15).
+    fc: Box<[u32]>,
+    slots: Box<[u16]>,
+    enc: std::sync::OnceLock<Box<[EncSym]>>,
+}
+
+impl std::fmt::Debug for EncSym {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EncSym")
+            .field("freq", &self.freq)
+            .field("cum", &self.cum)
+            .finish()
+    }
+}
+
+/// Largest alphabet of a [`WideTable`].
+const WIDE_MAX_SYMBOLS: usize = 1 << 12;
+/// Largest precision of a [`WideTable`]: `f * (x >> p) + bias < 2^32` needs `f <= 2^p`
+/// and `p >= 1`, and the encoder's flush bound `(RANS_L >> p) << 16` needs `p <= 16`.
+const WIDE_MAX_PROB_BITS: u8 = 15;
+
+impl WideTable {
+    /// The table of `freqs`; `None` unless there are 2..=4096 of them, each >= 1, summing
+    /// to exactly `2^prob_bits` with `prob_bits` in 1..=15.
+    pub(crate) fn new(freqs: Vec<u16>, prob_bits: u8) -> Option<Self> {
+        if !(1..=WIDE_MAX_PROB_BITS).contains(&prob_bits)
+            || !(2..=WIDE_MAX_SYMBOLS).contains(&freqs.len())
+            || freqs.contains(&0)
+        {
+            return None;
+        }
+        let total: u32 = freqs.iter().map(|&f| u32::from(f)).sum();
+        if total != 1u32 << prob_bits {
+            return None;
+        }
+        let cum = cumulative(&freqs).into_boxed_slice();
+        let fc = freqs
+            .iter()
+            .zip(cum.iter())
+            .map(|(&f, &c)| c | u32::from(f) << 16)
+            .collect();
+        let mut slots = Vec::with_capacity(total as usize);
+        for (sym, &f) in freqs.iter().enumerate() {
+            // sym < 4096 fits u16.
+            slots.extend(std::iter::repeat_n(sym as u16, usize::from(f)));
+        }
+        Some(Self {
+            prob_bits,
+            freqs: freqs.into_boxed_slice(),
+            cum,
+            fc,
+            slots: slots.into_boxed_slice(),
+            enc: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The frequencies, one per symbol.
+    pub(crate) fn freqs(&self) -> &[u16] {
+        &self.freqs
+    }
+
+    fn enc(&self) -> &[EncSym] {
+        self.enc.get_or_init(|| {
+            let pb = u32::from(self.prob_bits);
+            self.freqs
+                .iter()
+                .zip(self.cum.iter())
+                .map(|(&f, &c)| {
+                    let f = u32::from(f);
+                    EncSym {
+                        x_max: (u64::from(RANS_L >> pb) << RANS_WORD_BITS) * u64::from(f),
+                        rcp: reciprocal(f),
+                        freq: f,
+                        cum: c,
+                    }
+                })
+                .collect()
+        })
+    }
+}
+
+/// Append the stream for `codes` to `out`, symbol `i` coded with `tables[i / block]` on
+/// lane `i % 2^lanes_log2` (the layout of [`encode`]: lane states, then the words in the
+/// order the decoder reads them). Every code must be below its table's alphabet size and
+/// `tables` must cover every block (the caller's invariant; a code past the alphabet
+/// panics on the index rather than writing a wrong stream).
+pub(crate) fn encode_wide(
+    codes: &[u16],
+    block: usize,
+    tables: &[&WideTable],
+    lanes_log2: u8,
+    out: &mut Vec<u8>,
+) {
+    let lanes = 1usize << lanes_log2.min(3);
+    let mut x = [RANS_L; 8];
+    let mut words: Vec<u16> = Vec::with_capacity(codes.len() + 2 * lanes);
+    for (bi, run) in codes.chunks(block.max(1)).enumerate().rev() {
+        let t = tables[bi];
+        let (enc, pb) = (t.enc(), u32::from(t.prob_bits));
+        let start = bi * block.max(1);
+        for (i, &c) in run.iter().enumerate().rev() {
+            put(
+                &mut x[(start + i) & (lanes - 1)],
+                &enc[usize::from(c)],
+                pb,
+                &mut words,
+            );
+        }
+    }
+    for &s in x[..lanes].iter().rev() {
+        words.push((s >> RANS_WORD_BITS) as u16);
+        words.push(s as u16);
+    }
+    let start = out.len();
+    out.resize(start + words.len() * RANS_WORD_BYTES, 0);
+    for (d, w) in out[start..]
+        .chunks_exact_mut(RANS_WORD_BYTES)
+        .zip(words.iter().rev())
+    {
+        d.copy_from_slice(&w.to_le_bytes());
+    }
+}
+
+/// Decoder of a stream written by [`encode_wide`]: [`WideDecoder::decode`] one block of
+/// symbols at a time, each with its table, then [`WideDecoder::finish`].
+pub(crate) struct WideDecoder<'a> {
+    words: &'a [u8],
+    /// Segment offset of the first word (after the lane states).
+    words_at: usize,
+    /// Segment offset of the stream (the lane states).
+    base: usize,
+    present: usize,
+    pos: usize,
+    x: [u32; 8],
+    lanes: usize,
+    lane: usize,
+}
+
+impl<'a> WideDecoder<'a> {
+    /// Read the lane states at the start of `stream` (which starts at segment offset
+    /// `base`).
+    ///
+    /// # Errors
+    /// [`QuantError::CorruptField`] `rans stream` (odd length), `rans state` (a state
+    /// below 2^16); [`QuantError::Truncated`] `rans states`.
+    pub(crate) fn new(stream: &'a [u8], base: usize, lanes_log2: u8) -> Result<Self, QuantError> {
+        let present = base + stream.len();
+        if !stream.len().is_multiple_of(RANS_WORD_BYTES) {
+            return Err(corrupt(
+                "rans stream",
+                base,
+                stream.len() as u64,
+                "its length must be a whole number of 16-bit words",
+            ));
+        }
+        let lanes = 1usize << lanes_log2.min(3);
+        let states_len = lanes * RANS_STATE_BYTES;
+        let Some(states) = stream.get(..states_len) else {
+            return Err(QuantError::Truncated {
+                what: "rans states",
+                offset: base as u64,
+                end: (base + states_len) as u64,
+                present,
+            });
+        };
+        let mut x = [RANS_L; 8];
+        for (j, (s, b)) in x
+            .iter_mut()
+            .zip(states.chunks_exact(RANS_STATE_BYTES))
+            .enumerate()
+        {
+            *s = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            if *s < RANS_L {
+                return Err(corrupt(
+                    "rans state",
+                    base + j * RANS_STATE_BYTES,
+                    (*s).into(),
+                    "a lane's initial state must be >= 2^16",
+                ));
+            }
+        }
+        Ok(Self {
+            words: &stream[states_len..],
+            words_at: base + states_len,
+            base,
+            present,
+            pos: 0,
+            x,
+            lanes,
+            lane: 0,
+        })
+    }
+
+    /// Decode `out.len()` symbols with table `t`.
+    ///
+    /// # Errors
+    /// [`QuantError::Truncated`] `rans stream` when a renormalization needs a word past
+    /// the end.
+    pub(crate) fn decode(&mut self, t: &WideTable, out: &mut [u16]) -> Result<(), QuantError> {
+        match self.lanes {
+            1 => self.decode_n::<1>(t, out),
+            2 => self.decode_n::<2>(t, out),
+            4 => self.decode_n::<4>(t, out),
+            _ => self.decode_n::<8>(t, out),
+        }
+    }
+
+    /// [`WideDecoder::decode`] with the lanes' states in locals (`N` is `self.lanes`).
+    fn decode_n<const N: usize>(
+        &mut self,
+        t: &WideTable,
+        out: &mut [u16],
+    ) -> Result<(), QuantError> {
+        let pb = u32::from(t.prob_bits);
+        let mask = (1u32 << pb) - 1;
+        let (slots, fc) = (&*t.slots, &*t.fc);
+        let mut x = [0u32; N];
+        x.copy_from_slice(&self.x[..N]);
+        let words = self.words;
+        let mut pos = self.pos;
+        let first = self.lane;
+        let mut result = Ok(());
+        for (i, o) in out.iter_mut().enumerate() {
+            let s = &mut x[(first + i) & (N - 1)];
+            // `slots` has exactly 2^pb entries (WideTable::new checked the sum), so the
+            // masked state indexes it; every slot's symbol indexes `fc`, and the slot is
+            // at least its symbol's cumulative frequency.
+            let slot = *s & mask;
+            let sym = slots[slot as usize];
+            let e = fc[usize::from(sym)];
+            *s = (e >> 16) * (*s >> pb) + slot - (e & 0xFFFF);
+            if *s < RANS_L {
+                let Some(w) = words.get(pos..pos + RANS_WORD_BYTES) else {
+                    result = Err(QuantError::Truncated {
+                        what: "rans stream",
+                        offset: (self.words_at + pos) as u64,
+                        end: (self.words_at + pos + RANS_WORD_BYTES) as u64,
+                        present: self.present,
+                    });
+                    break;
+                };
+                *s = (*s << RANS_WORD_BITS) | u32::from(u16::from_le_bytes([w[0], w[1]]));
+                pos += RANS_WORD_BYTES;
+            }
+            *o = sym;
+        }
+        self.x[..N].copy_from_slice(&x);
+        self.pos = pos;
+        self.lane = (first + out.len()) & (N - 1);
+        result
+    }
+
+    /// Check the stream is used up and every lane is back at its start state.
+    ///
+    /// # Errors
+    /// [`QuantError::TrailingBytes`]; [`QuantError::CorruptField`] `rans final state`.
+    pub(crate) fn finish(self) -> Result<(), QuantError> {
+        if self.pos != self.words.len() {
+            return Err(QuantError::TrailingBytes {
+                expected: (self.words_at + self.pos) as u64,
+                present: self.present,
+            });
+        }
+        if let Some(j) = self.x[..self.lanes].iter().position(|&s| s != RANS_L) {
+            return Err(corrupt(
+                "rans final state",
+                self.base + j * RANS_STATE_BYTES,
+                self.x[j].into(),
+                "decoding every symbol must bring each lane back to 2^16",
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -260,7 +260,53 @@ pub const V6_GAIN_DIV: f32 = 2048.0;
 /// the envelope's magic, inner_version and bits give them back), as in version 5.
 pub const V6_INNER_SKIP: usize = BITS_OFFSET + size_of::<u8>();
 /// Inner segment versions a v6 envelope may wrap.
-pub const V6_INNER_VERSIONS: [u8; 4] = [V2_VERSION, V3_VERSION, V4_VERSION, V5_VERSION];
+pub const V6_INNER_VERSIONS: [u8; 5] = [V2_VERSION, V3_VERSION, V4_VERSION, V5_VERSION, V7_VERSION];
+
+// ---- version 7: model-coded ECSQ (docs/formats/quant.md §14) ----
+
+/// Version byte of a model-coded ECSQ (v7) segment.
+pub const V7_VERSION: u8 = 7;
+/// u8 code width `k` (2..=12) at the common bits offset.
+pub const V7_BITS_OFFSET: usize = BITS_OFFSET;
+/// u8 log2 of the rotation block `b` (2..=10).
+pub const V7_BLOCK_LOG2_OFFSET: usize = V7_BITS_OFFSET + size_of::<u8>();
+/// u8 log2 of the rANS lanes (0..=3).
+pub const V7_LANES_LOG2_OFFSET: usize = V7_BLOCK_LOG2_OFFSET + size_of::<u8>();
+/// u32 seed of the rotation's signs.
+pub const V7_SEED_OFFSET: usize = V7_LANES_LOG2_OFFSET + size_of::<u8>();
+/// u32 number of values `n` (1..=[`V7_MAX_VALUES`]).
+pub const V7_VALUES_OFFSET: usize = V7_SEED_OFFSET + size_of::<u32>();
+/// f32 quantizer step (finite, > 0).
+pub const V7_STEP_OFFSET: usize = V7_VALUES_OFFSET + size_of::<u32>();
+/// Header length of a v7 segment; one side byte per rotation block follows it, then the
+/// rANS stream (lane states first) to the end of the segment.
+pub const V7_HEADER_LEN: usize = V7_STEP_OFFSET + size_of::<f32>();
+/// Smallest code width.
+pub const V7_MIN_BITS: u8 = 2;
+/// Largest code width (alphabets of up to 4096 symbols).
+pub const V7_MAX_BITS: u8 = 12;
+/// Smallest rotation block exponent (4 values).
+pub const V7_MIN_BLOCK_LOG2: u8 = 2;
+/// Largest rotation block exponent (1024 values).
+pub const V7_MAX_BLOCK_LOG2: u8 = 10;
+/// Largest value count of one segment.
+pub const V7_MAX_VALUES: usize = 1 << 20;
+/// Precision of the model's frequency tables: every table sums to `2^15`.
+pub const V7_PROB_BITS: u8 = 15;
+/// Side byte `j` of a block gives the model's standard deviation in steps,
+/// `sigma_j = 2^((j - V7_SIGMA_ZERO) / V7_SIGMA_PER_OCTAVE)`: `j = 64` is one step.
+pub const V7_SIGMA_ZERO: i32 = 64;
+/// Side-byte ladder rungs per octave of standard deviation.
+pub const V7_SIGMA_PER_OCTAVE: i32 = 16;
+/// Rate-control ladder (encoder policy): step rungs per octave.
+pub const V7_RATE_PER_OCTAVE: i32 = 32;
+/// Rate-control ladder: the finest rung, 3 octaves below the clamp-free step.
+pub const V7_RATE_MIN: i32 = -3 * V7_RATE_PER_OCTAVE;
+/// Rate-control ladder: the coarsest rung, 24 octaves above the clamp-free step.
+pub const V7_RATE_RUNGS: i32 = 24 * V7_RATE_PER_OCTAVE;
+/// Largest `log2` of the decoded magnitude bound `step * 2^(k-1) * 2^ceil(b/2)` (keeps every
+/// decoded value, and the inverse rotation's partial sums, inside the f32 range).
+pub const V7_MAX_MAGNITUDE_LOG2: i32 = 126;
 
 #[cfg(test)]
 mod tests {
@@ -337,5 +383,16 @@ mod tests {
         assert_eq!(V6_FIRST_OFFSET, 18);
         assert_eq!(V6_HEADER_LEN, 20);
         assert_eq!(V6_INNER_SKIP, 10);
+    }
+
+    #[test]
+    fn v7_header_is_24_bytes_and_fields_are_contiguous() {
+        assert_eq!(V7_BITS_OFFSET, 9);
+        assert_eq!(V7_BLOCK_LOG2_OFFSET, 10);
+        assert_eq!(V7_LANES_LOG2_OFFSET, 11);
+        assert_eq!(V7_SEED_OFFSET, 12);
+        assert_eq!(V7_VALUES_OFFSET, 16);
+        assert_eq!(V7_STEP_OFFSET, 20);
+        assert_eq!(V7_HEADER_LEN, 24);
     }
 }

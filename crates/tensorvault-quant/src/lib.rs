@@ -24,6 +24,9 @@
 //!   shared step, wrapped by [`segment_v5`], the step searched so the bytes fit a budget.
 //! * [`segment_v6`]: the row-gain envelope (version 6): one f16 gain per row part in front
 //!   of a v2..v5 segment, making each row's decoding an unbiased inner-product estimate.
+//! * [`segment_v7`]: model-coded ECSQ (version 7): one uniform step per run, codes
+//!   rANS-coded with frequencies from a Gaussian model ([`ecsq_model`]) whose standard
+//!   deviation is one side byte per rotation block; no stored frequency table.
 //! * [`segment_v4`]: the super-block segment (version 4): groups of 4-256 values inside
 //!   super-blocks with two f16 units each, every group's scale and min coded in 2-8 bits
 //!   against them (GGUF k-quant style side data), optionally rotated per super-block.
@@ -57,6 +60,7 @@ pub mod affine_u8;
 pub mod asym;
 pub mod bitpack;
 pub mod ecsq;
+pub mod ecsq_model;
 pub mod entropy;
 mod entropy_rans;
 pub mod float;
@@ -81,6 +85,7 @@ pub mod segment_v2;
 pub mod segment_v4;
 pub mod segment_v5;
 pub mod segment_v6;
+pub mod segment_v7;
 mod superblock;
 
 pub use error::QuantError;

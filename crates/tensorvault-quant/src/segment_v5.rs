@@ -275,8 +275,8 @@ fn size_for(dst: &mut Vec<f32>, n: usize) {
     dst.resize(n, 0.0);
 }
 
-/// Decode a v2, v3, v4 or v5 segment into `dst` (resized to its value count, which must be
-/// at most `max_values`).
+/// Decode a v2, v3, v4, v5 or v7 segment into `dst` (resized to its value count, which
+/// must be at most `max_values`).
 ///
 /// # Errors
 /// The segment's parse and decode errors; [`QuantError::LengthMismatch`] when it holds
@@ -284,6 +284,7 @@ fn size_for(dst: &mut Vec<f32>, n: usize) {
 pub fn decode_any(bytes: &[u8], max_values: usize, dst: &mut Vec<f32>) -> Result<(), QuantError> {
     match bytes.get(VERSION_OFFSET) {
         Some(&V5_VERSION) => SegmentV5::parse(bytes)?.decode(max_values, dst),
+        Some(&crate::layout::V7_VERSION) => crate::segment_v7::decode(bytes, max_values, dst),
         _ => decode_inner(bytes, max_values, dst),
     }
 }

@@ -1,4 +1,4 @@
-//! The row-gain envelope (TQTC version 6): a version 2, 3, 4 or 5 segment (kept byte for
+//! The row-gain envelope (TQTC version 6): a version 2, 3, 4, 5 or 7 segment (kept byte for
 //! byte but for its magic, version and bits) preceded by one gain code per row part, multiplied into the inner segment's
 //! decoding. Byte layout: `docs/formats/quant.md` §13.
 //!
@@ -29,7 +29,8 @@ use crate::error::{corrupt, segment_prefix};
 use crate::layout::{
     BITS_OFFSET, MAGIC, V6_FIRST_OFFSET, V6_GAIN_BYTES, V6_GAIN_DIV, V6_GAIN_ZERO, V6_HEADER_LEN,
     V6_INNER_SKIP, V6_INNER_VERSIONS, V6_INNER_VERSION_OFFSET, V6_RESERVED_OFFSET,
-    V6_VALUES_OFFSET, V6_VERSION, V6_WIDTH_OFFSET, VERSION_OFFSET,
+    V6_VALUES_OFFSET, V6_VERSION, V6_WIDTH_OFFSET, V7_MAX_BITS, V7_MIN_BITS, V7_VERSION,
+    VERSION_OFFSET,
 };
 use crate::segment_v5::decode_any;
 use crate::QuantError;
@@ -99,7 +100,7 @@ pub fn gain_code(x: &[f32], x_hat: &[f32]) -> u8 {
     c.clamp(0.0, 255.0) as u8
 }
 
-/// Wrap `inner` (a version 2, 3, 4 or 5 segment of `x`'s quantization) in a v6 envelope
+/// Wrap `inner` (a version 2, 3, 4, 5 or 7 segment of `x`'s quantization) in a v6 envelope
 /// whose gains make each row part's decoding an unbiased inner-product estimate of `x`
 /// ([`gain_code`]; gain 1 for a part whose decoding the gain would take beyond the f32
 /// range, which [`SegmentV6::decode`] refuses). `width` is the row width of the tensor `x` comes from and `first` the
@@ -109,7 +110,7 @@ pub fn gain_code(x: &[f32], x_hat: &[f32]) -> u8 {
 /// # Errors
 /// As [`parts`]; the inner segment's parse and decode errors;
 /// [`QuantError::LengthMismatch`] when it does not decode to `x.len()` values;
-/// [`QuantError::UnsupportedVersion`] for an inner version other than 2..=5.
+/// [`QuantError::UnsupportedVersion`] for an inner version other than 2..=5 and 7.
 pub fn wrap(inner: &[u8], x: &[f32], width: u16, first: u16) -> Result<Vec<u8>, QuantError> {
     let count = parts(x.len(), width, first)?;
     let version = match inner.get(VERSION_OFFSET) {
@@ -177,14 +178,25 @@ impl<'a> SegmentV6<'a> {
     /// `inner_version`, `reserved`, `values`, `width`, `first`).
     pub fn parse(bytes: &'a [u8]) -> Result<Self, QuantError> {
         let present = bytes.len();
-        let (h, bits) = segment_prefix(bytes, "v6 header", V6_HEADER_LEN, V6_VERSION)?;
+        let (h, bits) = match segment_prefix(bytes, "v6 header", V6_HEADER_LEN, V6_VERSION) {
+            Ok(found) => found,
+            // A version 7 inner segment's codes are up to 12 bits wide (the prefix checks
+            // passed but for the width: the header is present).
+            Err(QuantError::CorruptField { field: "bits", .. })
+                if bytes[V6_INNER_VERSION_OFFSET] == V7_VERSION
+                    && (V7_MIN_BITS..=V7_MAX_BITS).contains(&bytes[BITS_OFFSET]) =>
+            {
+                (&bytes[..V6_HEADER_LEN], bytes[BITS_OFFSET])
+            }
+            Err(e) => return Err(e),
+        };
         let inner_version = h[V6_INNER_VERSION_OFFSET];
         if !V6_INNER_VERSIONS.contains(&inner_version) {
             return Err(corrupt(
                 "inner_version",
                 V6_INNER_VERSION_OFFSET,
                 inner_version.into(),
-                "must be 2, 3, 4 or 5",
+                "must be 2, 3, 4, 5 or 7",
             ));
         }
         if h[V6_RESERVED_OFFSET] != 0 {

@@ -272,6 +272,16 @@ pub fn encode_for_tier(
             return Ok(Encoded { bytes, bits, scale });
         }
     }
+    if let Some(p) = crate::codec_weights::ecsq_model_params(geo, tier, place.kind, place.len) {
+        let budget = crate::codec_weights::ecsq_budget(geo, tier, place.len);
+        if let Some((bytes, scale)) = crate::codec_weights::encode_ecsq_model(&p, values, budget)? {
+            return Ok(Encoded {
+                bytes,
+                bits: p.bits,
+                scale,
+            });
+        }
+    }
     if let Some(p) = crate::codec_weights::ecsq_params(geo, tier, place.kind, place.len) {
         if let Some((bytes, scale)) = crate::codec_weights::encode_ecsq(geo, tier, &p, values)? {
             return Ok(Encoded {
@@ -443,7 +453,7 @@ fn max_scale(seg: &[u8], groups: usize) -> f32 {
 }
 
 /// Decode a quantized payload into f32 values (`dst` is resized to the segment's length).
-/// Any segment version (1 to 6) is accepted, whatever the collection's codec.
+/// Any segment version (1 to 7) is accepted, whatever the collection's codec.
 ///
 /// # Errors
 /// The codec's error if the payload is not one valid single-frame segment or holds more
@@ -456,6 +466,10 @@ pub fn decode_quantized(
     if payload.get(q::VERSION_OFFSET) == Some(&q::V6_VERSION) {
         // Row gains over a v2..v5 segment (never another v6), at most `max_elems` values.
         return segment_v6::decode(payload, max_elems, dst);
+    }
+    if payload.get(q::VERSION_OFFSET) == Some(&q::V7_VERSION) {
+        // Model-coded ECSQ: at most `max_elems` values, bounded before allocating.
+        return tensorvault_quant::segment_v7::decode(payload, max_elems, dst);
     }
     if payload.get(q::VERSION_OFFSET) == Some(&q::V5_VERSION) {
         // The envelope holds a v2, v3 or v4 segment (never another v5) of at most

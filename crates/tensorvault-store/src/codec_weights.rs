@@ -29,6 +29,12 @@
 //! all-MiniLM-L6-v2 it takes the weights' relative error from 4.11% (v4) to 3.67% at tier
 //! 2 and from 14.7% to 13.0% at tier 3 in the same slots (bench/RESULTS.md, "Session 12:
 //! quant-ecsq").
+//!
+//! With [`CollectionConfig::ecsq_model`] as well, these kinds are stored at tiers 1, 2
+//! and 3 as model-coded ECSQ ([`ecsq_model_params`], [`encode_ecsq_model`]): a TQTC
+//! version 7 segment (`tensorvault_quant::segment_v7`), the same rate control with no
+//! stored frequency table (a Gaussian model, one side byte per rotation block) and
+//! [`ECSQ_MODEL_BITS`] wide codes (bench/RESULTS.md, "Session 14: ecsq-model").
 
 use tensorvault_quant::bitpack::packed_len;
 use tensorvault_quant::ecsq::{self, EcsqParams};
@@ -37,10 +43,12 @@ use tensorvault_quant::segment_rot::SegmentV3;
 use tensorvault_quant::segment_v4::{self, V4Encoder, V4Params};
 use tensorvault_quant::segment_v5::{self, SegmentV5};
 use tensorvault_quant::segment_v6;
+use tensorvault_quant::segment_v7::{self, SegmentV7, V7Params};
 use tensorvault_quant::QuantError;
 
 use crate::config::{
-    CollectionConfig, CODEC_V4, ECSQ_BITS, ECSQ_BLOCK_LOG2, ECSQ_LANES_LOG2, ECSQ_ROTATE,
+    CollectionConfig, CODEC_V4, ECSQ_BITS, ECSQ_BLOCK_LOG2, ECSQ_LANES_LOG2, ECSQ_MODEL_BITS,
+    ECSQ_ROTATE,
 };
 use crate::types::{TensorKind, Tier};
 
@@ -186,6 +194,50 @@ pub fn encode_ecsq(
     Ok(Some((bytes, scale)))
 }
 
+/// The model-coded ECSQ layout (TQTC version 7) of a block of `len` values of a `kind`
+/// tensor in `tier`, for weight and embedding tensors at tiers 1 to 3 of
+/// [`CollectionConfig::ecsq_model`] collections (`None` otherwise, and for a length with
+/// no power-of-two factor of at least 16, as [`ecsq_params`]): [`ECSQ_MODEL_BITS`] wide
+/// codes, rotation blocks of `2^ECSQ_BLOCK_LOG2` or the largest power of two dividing
+/// `len`, [`ECSQ_LANES_LOG2`] lanes.
+#[must_use]
+pub fn ecsq_model_params(
+    geo: &CollectionConfig,
+    tier: Tier,
+    kind: TensorKind,
+    len: usize,
+) -> Option<V7Params> {
+    if !(geo.ecsq_model && geo.ecsq && geo.codec == CODEC_V4 && uses_v4(kind)) || len == 0 {
+        return None;
+    }
+    let bits = *ECSQ_MODEL_BITS.get(tier.index().checked_sub(1)?)?;
+    let block_log2 = (len.trailing_zeros() as u8).min(ECSQ_BLOCK_LOG2);
+    (block_log2 >= ECSQ_MIN_BLOCK_LOG2).then_some(V7Params {
+        bits,
+        block_log2,
+        seed: q::V3_DEFAULT_SEED,
+        lanes_log2: ECSQ_LANES_LOG2,
+    })
+}
+
+/// Encode one block as model-coded ECSQ with the layout `p` ([`ecsq_model_params`]) in at
+/// most `max_len` bytes, with its step (what the index records as the block's scale):
+/// `Ok(None)` when even the coarsest step does not fit (the caller keeps another layout).
+///
+/// # Errors
+/// As [`segment_v7::encode_to_fit`]: non-finite values, scale overflow.
+pub fn encode_ecsq_model(
+    p: &V7Params,
+    values: &[f32],
+    max_len: usize,
+) -> Result<Option<(Vec<u8>, f32)>, QuantError> {
+    let Some(bytes) = segment_v7::encode_to_fit(p, values, max_len)? else {
+        return Ok(None);
+    };
+    let step = SegmentV7::parse(&bytes)?.step();
+    Ok(Some((bytes, step)))
+}
+
 /// Where a block of an `embedding` tensor sits in its rows, for a
 /// [`CollectionConfig::row_gains`] collection at a quantized tier: `(row width, position
 /// of the block's first value in its row)`. `None` for other kinds, collections, Tier0,
@@ -228,7 +280,12 @@ pub fn encode_with_gains(
     values: &[f32],
 ) -> Result<Option<(Vec<u8>, u8, f32)>, QuantError> {
     let extra = segment_v6::envelope_len(values.len(), width, first)?;
-    let inner = if let Some(p) = ecsq_params(geo, tier, kind, values.len()) {
+    let inner = if let Some(p) = ecsq_model_params(geo, tier, kind, values.len()) {
+        match ecsq_budget(geo, tier, values.len()).checked_sub(extra) {
+            Some(b) => segment_v7::encode_to_fit(&p, values, b)?.map(|bytes| (bytes, p.bits)),
+            None => None,
+        }
+    } else if let Some(p) = ecsq_params(geo, tier, kind, values.len()) {
         let budget = ecsq_budget(geo, tier, values.len());
         match budget.checked_sub(extra) {
             Some(b) => ecsq::encode_to_fit(&p, values, b)?.map(|bytes| (bytes, p.bits)),
@@ -272,6 +329,10 @@ pub fn encode_with_gains(
 /// verbatim: its inner segment is rebuilt with zero codes instead of decoding the rANS
 /// stream (a quarter of an ECSQ block's put time), which gives the same scales.
 fn inner_max_scale(bytes: &[u8], n: usize) -> Result<f32, QuantError> {
+    if bytes.get(q::VERSION_OFFSET) == Some(&q::V7_VERSION) {
+        // One step for the whole block: the scale the index records.
+        return Ok(SegmentV7::parse(bytes)?.step());
+    }
     if bytes.get(q::VERSION_OFFSET) == Some(&q::V5_VERSION) {
         let env = SegmentV5::parse(bytes)?;
         if env.codes() > n {

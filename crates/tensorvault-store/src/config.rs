@@ -56,6 +56,11 @@ pub const KV_ECSQ_STEP_SIXTEENTHS: u8 = 26;
 /// control decides how many are used). Chosen on all-MiniLM-L6-v2's weights and
 /// SmolLM2's token table (bench/RESULTS.md, "Session 12: quant-ecsq").
 pub const ECSQ_BITS: [u8; 2] = [6, 5];
+/// Code widths of weight and embedding tensors at tiers 1, 2 and 3 with
+/// [`CollectionConfig::ecsq_model`] (TQTC version 7: no stored frequency table, so the
+/// alphabet can be wide enough that the rate control, not the alphabet, sets the step;
+/// bench/RESULTS.md, "Session 14: ecsq-model").
+pub const ECSQ_MODEL_BITS: [u8; 3] = [10, 7, 6];
 /// log2 of the rotation block of [`CollectionConfig::ecsq`] segments (blocks of 1024;
 /// a store block whose length is not a multiple uses the largest power of two >= 16
 /// dividing it).
@@ -151,6 +156,14 @@ pub struct CollectionConfig {
     /// slots. MetaLog header flags bit 6. Opt-in for new collections: older ones keep
     /// their layout.
     pub row_gains: bool,
+    /// With [`CollectionConfig::ecsq`]: `weight` and `embedding` tensors at tiers 1, 2 and
+    /// 3 are stored as model-coded ECSQ (TQTC version 7, `tensorvault_quant::segment_v7`:
+    /// one step per block under rate control, rANS frequencies from a Gaussian model with
+    /// one side byte per rotation block instead of a stored table; [`ECSQ_MODEL_BITS`]
+    /// wide codes) in place of the version 5/3 ECSQ (and of tier 1's version 4), inside
+    /// the row-gain envelope with [`CollectionConfig::row_gains`]. Same slots. MetaLog
+    /// header flags bit 7. Opt-in for new collections: older ones keep their layout.
+    pub ecsq_model: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
     /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
@@ -186,6 +199,7 @@ impl CollectionConfig {
             ecsq: false,
             kv_ecsq_tier2: false,
             row_gains: false,
+            ecsq_model: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
@@ -500,6 +514,12 @@ impl CollectionConfig {
                     "row-gain envelopes are written by codec v4 collections (codec {})",
                     self.codec
                 ),
+            );
+        }
+        if self.ecsq_model && !self.ecsq {
+            return bad(
+                "ecsq_model",
+                "model-coded ECSQ needs ecsq (codec v4 with the entropy flag)".into(),
             );
         }
         if self.kv_ecsq_tier2 && !self.kv_ecsq {

@@ -228,11 +228,11 @@ fn the_bit_is_header_bit_4_and_survives_a_reopen() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("kv_ecsq") && e.contains("49"), "{e}");
-    // Bits 5..=7 stay unknown to this build.
+    // Bit 7 (ecsq_model) needs bit 3 (ecsq), which a KV cache does not set.
     let mut bit7 = encode_header(&geo(true, false), 0);
     bit7[49] |= 0b1000_0000;
     let e = decode_header(&with_crc(bit7)).unwrap_err().to_string();
-    assert!(e.contains("flag") && e.contains("49"), "{e}");
+    assert!(e.contains("ecsq_model") && e.contains("49"), "{e}");
 
     let dir = tempfile::tempdir().unwrap();
     let x = tokens(256, 9);

@@ -464,11 +464,11 @@ fn every_header_rejection() {
     header_rejected(&reseal(h, H_MAGIC, b"TVMETLOX"), "magic", 0);
     header_rejected(&reseal(h, H_VERSION, &3u32.to_le_bytes()), "version", 8);
     header_rejected(&reseal(h, H_CODEC, &[6]), "codec", H_CODEC as u64);
-    // Byte 49 is the flags byte: bits 0 (entropy) and 1 (extents) are known, any other
-    // bit is refused.
+    // Byte 49 is the flags byte: an unknown bit is refused as `flags`; bit 7
+    // (ecsq_model) without bit 3 (ecsq) is refused naming the flag, at the same byte.
     header_rejected(
         &reseal(h, H_CODEC + 1, &[0x80]),
-        "flags",
+        "ecsq_model",
         (H_CODEC + 1) as u64,
     );
     header_rejected(

@@ -152,6 +152,12 @@ class Store:
             |x|^2``), in the same slots: nearest-neighbour recall@10 on SmolLM2's token
             table at tier 3 .815 -> .854 (with ``ecsq=True``). Combines with ``ecsq``.
             Existing collections keep theirs (``geometry["row_gains"]``).
+        ecsq_model: With ``ecsq=True``, create the collection with ``weight`` and
+            ``embedding`` tensors at tiers 1, 2 and 3 stored as model-coded ECSQ (TQTC
+            version 7): the rANS frequencies come from a Gaussian model with one byte per
+            rotation block instead of a stored table, so 10 / 7 / 6-bit codes fit the
+            slots: less error in the same bytes. Combines with ``row_gains``. Existing
+            collections keep theirs (``geometry["ecsq_model"]``).
 
     Use it as a context manager (``with tv.Store(...) as s:``) or call :meth:`close`;
     a writable collection stays locked until then (a second writable ``Store`` on it, in
@@ -180,6 +186,7 @@ class Store:
         allocation: str = "slot",
         ecsq: bool = False,
         row_gains: bool = False,
+        ecsq_model: bool = False,
     ) -> None:
         if isinstance(durability, int) and not isinstance(durability, bool):
             durability = f"every-{durability}"
@@ -189,7 +196,7 @@ class Store:
         self._s = _native.Store(
             fspath(root), str(tenant), str(collection), bool(create), durability, limits,
             block_elems, kv_head_dim, codec, bool(read_only), bool(entropy), str(allocation),
-            bool(ecsq), bool(row_gains),
+            bool(ecsq), bool(row_gains), bool(ecsq_model),
         )
 
     @property

@@ -453,6 +453,7 @@ class Store:
         allocation: str = 'slot',
         ecsq: bool = False,
         row_gains: bool = False,
+        ecsq_model: bool = False,
     ) -> None: ...
     def __repr__(self, /) -> str: ...
     def close(self) -> None:

@@ -43,7 +43,8 @@ pub const H_GENERATION: usize = H_SLOT_ALIGN + size_of::<u32>();
 pub const H_CODEC: usize = H_GENERATION + size_of::<u64>();
 /// u8 collection flags (version 2 headers): [`HEADER_FLAG_ENTROPY`],
 /// [`HEADER_FLAG_EXTENTS`], [`HEADER_FLAG_KV_ECSQ`], [`HEADER_FLAG_ECSQ`],
-/// [`HEADER_FLAG_KV_ECSQ_TIER2`], [`HEADER_FLAG_ROW_GAINS`]; other bits zero.
+/// [`HEADER_FLAG_KV_ECSQ_TIER2`], [`HEADER_FLAG_ROW_GAINS`], [`HEADER_FLAG_ECSQ_MODEL`];
+/// other bits zero.
 pub const H_FLAGS: usize = H_CODEC + size_of::<u8>();
 /// u16 sink values per block (version 2 headers).
 pub const H_SINK_VALUES: usize = H_FLAGS + size_of::<u8>();
@@ -65,13 +66,17 @@ pub const HEADER_FLAG_KV_ECSQ_TIER2: u8 = 1 << 4;
 /// Header flag: quantized blocks of embedding tensors carry per-row gains (TQTC version
 /// 6 envelopes, `CollectionConfig::row_gains`); codec v4 only.
 pub const HEADER_FLAG_ROW_GAINS: u8 = 1 << 6;
+/// Header flag: weight and embedding tensors at tiers 1 to 3 are stored as model-coded
+/// ECSQ (TQTC version 7, `CollectionConfig::ecsq_model`); only with [`HEADER_FLAG_ECSQ`].
+pub const HEADER_FLAG_ECSQ_MODEL: u8 = 1 << 7;
 /// Every header flag bit this build knows.
 pub const HEADER_KNOWN_FLAGS: u8 = HEADER_FLAG_ENTROPY
     | HEADER_FLAG_EXTENTS
     | HEADER_FLAG_KV_ECSQ
     | HEADER_FLAG_ECSQ
     | HEADER_FLAG_KV_ECSQ_TIER2
-    | HEADER_FLAG_ROW_GAINS;
+    | HEADER_FLAG_ROW_GAINS
+    | HEADER_FLAG_ECSQ_MODEL;
 /// 3 x u8 bit widths of KV keys in tiers 1..=3 (codec v4; zero otherwise).
 pub const H_KEY_BITS: usize = H_SINK_VALUES + size_of::<u16>();
 /// u8 RoPE pairing of a KV cache storing pre-RoPE keys: 0 none, 1 neox, 2 interleaved.

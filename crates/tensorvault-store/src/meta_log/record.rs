@@ -10,13 +10,13 @@ use super::layout::{
     RecordType, A_COUNT, A_EMA, A_LAST_ACCESS, A_RESERVED, A_WINDOW, CRC_OFFSET, C_BITS,
     C_CHECKSUM, C_CREATED_AT, C_DATA_LEN, C_DATA_OFFSET, C_DTYPE, C_KIND, C_LINEAGE, C_NDIM,
     C_RECONSTRUCT, C_RESERVED, C_SCALE, C_SHAPE, C_TIER, C_TIER_SINCE, C_ZERO_POINT, D_RESERVED,
-    HEADER_FLAG_ECSQ, HEADER_FLAG_ENTROPY, HEADER_FLAG_EXTENTS, HEADER_FLAG_KV_ECSQ,
-    HEADER_FLAG_KV_ECSQ_TIER2, HEADER_FLAG_ROW_GAINS, HEADER_KNOWN_FLAGS, H_BLOCK_ELEMS, H_CODEC,
-    H_FLAGS, H_GENERATION, H_GROUP_SIZE, H_KEY_BITS, H_KEY_GROUP_SIZE, H_MAGIC, H_RECORD_LEN,
-    H_RESERVED, H_RESERVED_V1, H_ROPE_DIMS, H_ROPE_PAIRING, H_ROPE_THETA, H_SINK_VALUES,
-    H_SLOT_ALIGN, H_TIER0_ELEM_BYTES, H_TIER_BITS, H_VERSION, MAGIC, M_AT, M_NEW_BITS,
-    M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET, M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER, M_RESERVED,
-    PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE, VERSION, VERSION_V1,
+    HEADER_FLAG_ECSQ, HEADER_FLAG_ECSQ_MODEL, HEADER_FLAG_ENTROPY, HEADER_FLAG_EXTENTS,
+    HEADER_FLAG_KV_ECSQ, HEADER_FLAG_KV_ECSQ_TIER2, HEADER_FLAG_ROW_GAINS, HEADER_KNOWN_FLAGS,
+    H_BLOCK_ELEMS, H_CODEC, H_FLAGS, H_GENERATION, H_GROUP_SIZE, H_KEY_BITS, H_KEY_GROUP_SIZE,
+    H_MAGIC, H_RECORD_LEN, H_RESERVED, H_RESERVED_V1, H_ROPE_DIMS, H_ROPE_PAIRING, H_ROPE_THETA,
+    H_SINK_VALUES, H_SLOT_ALIGN, H_TIER0_ELEM_BYTES, H_TIER_BITS, H_VERSION, MAGIC, M_AT,
+    M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET, M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER,
+    M_RESERVED, PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE, VERSION, VERSION_V1,
 };
 use super::MetaRecord;
 use crate::config::{CollectionConfig, CODEC_V1};
@@ -110,6 +110,11 @@ pub fn encode_header(c: &CollectionConfig, generation: u64) -> [u8; RECORD_LEN] 
             }
             | if c.row_gains {
                 HEADER_FLAG_ROW_GAINS
+            } else {
+                0
+            }
+            | if c.ecsq_model {
+                HEADER_FLAG_ECSQ_MODEL
             } else {
                 0
             };
@@ -208,7 +213,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         return Err(bad_header(
             "flags",
             H_FLAGS,
-            format!("unknown flag bits {flags:#04x} (this build knows bit 0, entropy, bit 1, extents, bit 2, kv_ecsq, bit 3, ecsq, bit 4, kv_ecsq_tier2, and bit 6, row_gains)"),
+            format!("unknown flag bits {flags:#04x} (this build knows bit 0, entropy, bit 1, extents, bit 2, kv_ecsq, bit 3, ecsq, bit 4, kv_ecsq_tier2, bit 6, row_gains, and bit 7, ecsq_model)"),
         ));
     }
     let (codec, sink_values) = if v1 {
@@ -245,6 +250,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         ecsq: flags & HEADER_FLAG_ECSQ != 0,
         kv_ecsq_tier2: flags & HEADER_FLAG_KV_ECSQ_TIER2 != 0,
         row_gains: flags & HEADER_FLAG_ROW_GAINS != 0,
+        ecsq_model: flags & HEADER_FLAG_ECSQ_MODEL != 0,
     };
     c.validate().map_err(|e| match e {
         StoreErr::InvalidArgument { field, reason } => {
@@ -254,9 +260,8 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
                 "slot_align" => H_SLOT_ALIGN,
                 "codec" => H_CODEC,
                 "sink_values" => H_SINK_VALUES,
-                "entropy" | "extents" | "kv_ecsq" | "ecsq" | "kv_ecsq_tier2" | "row_gains" => {
-                    H_FLAGS
-                }
+                "entropy" | "extents" | "kv_ecsq" | "ecsq" | "kv_ecsq_tier2" | "row_gains"
+                | "ecsq_model" => H_FLAGS,
                 "key_bits/key_group_size" => H_KEY_BITS,
                 "rope" | "rope.theta" => H_ROPE_THETA,
                 "rope.rotary_dims" => H_ROPE_DIMS,
