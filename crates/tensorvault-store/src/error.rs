@@ -398,6 +398,8 @@ impl StoreErr {
                 | StoreErr::LineageTooDeep { .. }
                 | StoreErr::LineageCycle { .. }
                 | StoreErr::ExtentOverlap { .. }
+                | StoreErr::CentreMismatch { .. }
+                | StoreErr::BadCentre { .. }
         ) || self.is_header_checksum()
     }
 

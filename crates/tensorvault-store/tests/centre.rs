@@ -198,6 +198,8 @@ fn a_crash_between_the_side_record_and_the_blocks_is_a_typed_error() {
     f.set_len(before + 128).unwrap();
     drop(f);
     let s = dir_store(dir.path(), 3, geo(true, false), false);
+    // Reported as corrupt data (Python CorruptionError), not as bad input.
+    assert!(s.get_tensor("e").unwrap_err().is_corruption());
     match s.get_tensor("e") {
         Err(StoreErr::CentreMismatch {
             tensor,
