@@ -458,3 +458,53 @@ fn the_create_record_carries_the_fingerprint_at_bytes_113_to_118() {
         .to_string()
         .contains("create.centre_fp"));
 }
+
+#[test]
+fn maintain_demotes_the_blocks_and_leaves_the_side_record_at_tier0() {
+    use std::sync::Arc;
+    use tensorvault_store::tiering::TierPolicy;
+    use tensorvault_store::{BufferBlockIO, Catalog, Durability, ManualClock, MemMetaLog};
+    use tensorvault_store::{StoreConfig, TensorStore};
+    let g = geo(true, true);
+    let clock = Arc::new(ManualClock::new(1));
+    let cfg = StoreConfig {
+        collection: g,
+        durability: Durability::Os,
+        tiering: TierPolicy {
+            min_tier_age: 0,
+            demote_tier0: true,
+            ..TierPolicy::default()
+        },
+        ..StoreConfig::default()
+    };
+    let s = TensorStore::open(
+        "t",
+        "c",
+        Arc::clone(&clock),
+        BufferBlockIO::new(&g),
+        MemMetaLog::new(g),
+        Catalog::in_memory(),
+        cfg,
+    )
+    .unwrap();
+    let x = table(20, 13);
+    let shape = emb(20);
+    let info = BlockInfo::new(DType::F32, &shape).with_kind(TensorKind::Embedding);
+    s.put_tensor_with("e", &info, &bytes(&x), Tier::Tier0)
+        .unwrap();
+    let side = BlockKey::new(s.tensor_id_of("e"), CENTRE_BLOCK_INDEX);
+    for _ in 0..8 {
+        clock.advance(1000);
+        let plan = s.plan_maintain(1024).unwrap();
+        assert!(plan.moves.iter().all(|m| m.key != side), "{plan:?}");
+        s.maintain(1024).unwrap();
+    }
+    let metas = s.blocks().unwrap();
+    assert!(metas
+        .iter()
+        .filter(|m| m.key != side)
+        .all(|m| m.tier == Tier::Tier3));
+    assert_eq!(s.meta(&side).unwrap().unwrap().tier, Tier::Tier0);
+    let y = floats(&s.get_tensor("e").unwrap().data);
+    assert!(rel_rmse(&x, &y) < 0.15, "{}", rel_rmse(&x, &y));
+}
