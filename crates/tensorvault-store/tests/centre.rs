@@ -508,3 +508,58 @@ fn maintain_demotes_the_blocks_and_leaves_the_side_record_at_tier0() {
     let y = floats(&s.get_tensor("e").unwrap().data);
     assert!(rel_rmse(&x, &y) < 0.15, "{}", rel_rmse(&x, &y));
 }
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+    use values::{f16_bytes, f16_floats};
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Any table shape (rows of 1..=700 values, so rows that split across blocks and
+        /// blocks that hold several rows), f32 or f16, any tier: the read has the
+        /// tensor's shape, Tier0 is exact, quantized tiers stay close, and the blocks
+        /// carry the side record's fingerprint.
+        #[test]
+        fn centred_round_trip(rows in 1usize..40, d in 1usize..700, seed in any::<u64>(),
+                              tier in 0u8..4, half in any::<bool>()) {
+            let mut st = seed | 1;
+            let mean: Vec<f32> = (0..d).map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.1).collect();
+            let x: Vec<f32> = (0..rows * d)
+                .map(|i| {
+                    st ^= st << 13;
+                    st ^= st >> 7;
+                    st ^= st << 17;
+                    mean[i % d] + ((st >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.05
+                })
+                .collect();
+            let (dtype, data) = if half {
+                (DType::F16, f16_bytes(&x))
+            } else {
+                (DType::F32, bytes(&x))
+            };
+            let x = if half { f16_floats(&data) } else { x };
+            let tier = Tier::from_u8(tier).unwrap();
+            let s = mem_store("c", geo(true, true));
+            let shape = [rows as u32, d as u32];
+            let info = BlockInfo::new(dtype, &shape).with_kind(TensorKind::Embedding);
+            s.put_tensor_with("e", &info, &data, tier).unwrap();
+            let got = s.get_tensor("e").unwrap();
+            prop_assert_eq!(got.data.len(), data.len());
+            let y = if half { f16_floats(&got.data) } else { floats(&got.data) };
+            let side = s.meta(&side(&s, "e")).unwrap().unwrap();
+            prop_assert!(s
+                .blocks()
+                .unwrap()
+                .iter()
+                .all(|m| m.centre == Some(side.checksum)));
+            if tier == Tier::Tier0 {
+                prop_assert_eq!(y, x);
+            } else {
+                let e = rel_rmse(&x, &y);
+                prop_assert!(e < 0.05, "{} at {}: {}", d, tier, e);
+            }
+        }
+    }
+}
