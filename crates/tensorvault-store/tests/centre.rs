@@ -198,6 +198,13 @@ fn a_crash_between_the_side_record_and_the_blocks_is_a_typed_error() {
     f.set_len(before + 128).unwrap();
     drop(f);
     let s = dir_store(dir.path(), 3, geo(true, false), false);
+    // verify reports every quantized block of the earlier version.
+    let v = s.verify().unwrap();
+    assert_eq!(v.problems.len(), 6, "{:?}", v.problems); // 40 x 576 values: 6 blocks
+    assert!(v
+        .problems
+        .iter()
+        .all(|p| p.error.contains("coded against mean row")));
     // Reported as corrupt data (Python CorruptionError), not as bad input.
     assert!(s.get_tensor("e").unwrap_err().is_corruption());
     match s.get_tensor("e") {
@@ -220,6 +227,43 @@ fn a_crash_between_the_side_record_and_the_blocks_is_a_typed_error() {
     s.put_tensor_with("e", &info, &bytes(&x), Tier::Tier1)
         .unwrap();
     assert!(rel_rmse(&x, &floats(&s.get_tensor("e").unwrap().data)) < 0.02);
+}
+
+#[test]
+fn a_crash_after_a_first_puts_side_record_is_reported_and_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let shape = emb(16);
+    let info = BlockInfo::new(DType::F32, &shape).with_kind(TensorKind::Embedding);
+    let log = dir.path().join("t/c/meta.log");
+    let before = {
+        let s = dir_store(dir.path(), 1, geo(true, false), true);
+        s.flush().unwrap();
+        let n = std::fs::metadata(&log).unwrap().len();
+        s.put_tensor_with("e", &info, &bytes(&table(16, 14)), Tier::Tier1)
+            .unwrap();
+        s.close().unwrap();
+        n
+    };
+    let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+    f.set_len(before + 128).unwrap();
+    drop(f);
+    let s = dir_store(dir.path(), 2, geo(true, false), false);
+    assert!(s.tensors().unwrap().is_empty(), "nothing to read");
+    let v = s.verify().unwrap();
+    assert_eq!(v.problems.len(), 1, "{:?}", v.problems);
+    assert!(
+        v.problems[0].error.contains("without block 0"),
+        "{:?}",
+        v.problems
+    );
+    assert_eq!(v.problems[0].key.block_index, CENTRE_BLOCK_INDEX);
+    assert!(matches!(
+        s.get_tensor("e"),
+        Err(StoreErr::TensorNotFound { .. })
+    ));
+    assert_eq!(s.delete_tensor("e").unwrap(), 1);
+    assert!(s.blocks().unwrap().is_empty());
+    assert_eq!(s.verify().unwrap().problems.len(), 0);
 }
 
 #[test]
