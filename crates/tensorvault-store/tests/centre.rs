@@ -607,3 +607,29 @@ mod prop {
         }
     }
 }
+
+#[test]
+fn centring_combines_with_model_coded_ecsq() {
+    let x = table(64, 15);
+    let data = bytes(&x);
+    let shape = emb(64);
+    let info = BlockInfo::new(DType::F32, &shape).with_kind(TensorKind::Embedding);
+    let model = |centre| CollectionConfig {
+        ecsq_model: true,
+        ..geo(centre, true)
+    };
+    for tier in [Tier::Tier1, Tier::Tier2, Tier::Tier3] {
+        let (plain, centred) = (mem_store("c", model(false)), mem_store("c", model(true)));
+        plain.put_tensor_with("e", &info, &data, tier).unwrap();
+        centred.put_tensor_with("e", &info, &data, tier).unwrap();
+        let a = floats(&plain.get_tensor("e").unwrap().data);
+        let b = floats(&centred.get_tensor("e").unwrap().data);
+        let (ea, eb) = (rel_rmse(&x, &a), rel_rmse(&x, &b));
+        assert!(eb < 0.8 * ea, "{tier}: centred {eb} vs plain {ea}");
+        let h = encode_header(&model(true), 0);
+        assert_eq!(
+            h[H_FLAGS], 0b1110_1001,
+            "ecsq_model, row_gains, centre, ecsq, entropy"
+        );
+    }
+}
