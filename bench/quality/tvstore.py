@@ -31,10 +31,13 @@ def codec_opts(spec: str) -> Dict:
     weight/embedding levels (`entropy=True, ecsq=True`, session 12) and "x" for extent
     allocation (disk that follows the payload), "g" for per-row gains on embeddings
     (`row_gains=True`, session 13), "m" for model-coded ECSQ with "e" (`ecsq_model=True`,
-    session 14), e.g. "4ex", "4exg", "4egm"."""
+    session 14), "c" (with "g") for centred embeddings (`centre=True`, session 14), e.g.
+    "4ex", "4exg", "4egm", "4egmc"."""
     opts: Dict = {"codec": int(spec[0])}
     if "g" in spec[1:]:
         opts["row_gains"] = True
+    if "c" in spec[1:]:
+        opts["centre"] = True
     if "e" in spec[1:]:
         opts.update(entropy=True, ecsq=True)
     if "x" in spec[1:]:

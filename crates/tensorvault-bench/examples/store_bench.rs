@@ -505,6 +505,7 @@ fn replay_record(i: u64, geo: &CollectionConfig) -> MetaRecord {
             tier_since: i,
             data_offset: i * slot,
             data_len: geo.max_payload_len(Tier::Tier1) as u32,
+            centre: None,
         },
     }
 }

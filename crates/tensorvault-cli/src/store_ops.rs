@@ -60,6 +60,7 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
     if a.row_gains {
         geometry = codec_v4(geometry);
         geometry.row_gains = true;
+        geometry.centre = a.centre;
     }
     geometry.ecsq_model = a.ecsq_model;
     let cfg = StoreConfig {

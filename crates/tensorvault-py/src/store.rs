@@ -370,7 +370,12 @@ impl Store {
     /// stored frequency table, the rANS frequencies come from a Gaussian model with one
     /// byte per rotation block; 10 / 7 / 6-bit codes), less error in the same slots; inside
     /// the row gains with `row_gains=True`.
-    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false, entropy=false, allocation="slot", ecsq=false, row_gains=false, ecsq_model=false))]
+    /// With `centre` (new collections, `codec=4` with `row_gains=True`): a 2-D
+    /// `embedding` tensor is stored centred on its column mean (kept by the store as the
+    /// tensor's side record, added back on every read), with row gains against the
+    /// original rows: less error and better recall in the same slots (ValueError
+    /// without `codec=4` and `row_gains=True`).
+    #[pyo3(signature = (root, tenant, collection, create=true, durability="every-write", max_blocks_per_tier=None, block_elems=None, kv_head_dim=None, codec=None, read_only=false, entropy=false, allocation="slot", ecsq=false, row_gains=false, ecsq_model=false, centre=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -389,6 +394,7 @@ impl Store {
         ecsq: bool,
         row_gains: bool,
         ecsq_model: bool,
+        centre: bool,
     ) -> PyResult<Self> {
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
@@ -425,6 +431,7 @@ impl Store {
         cfg.collection.ecsq = ecsq;
         cfg.collection.row_gains = row_gains;
         cfg.collection.ecsq_model = ecsq_model;
+        cfg.collection.centre = centre;
         let store = py
             .detach(|| {
                 if read_only {
@@ -492,6 +499,7 @@ impl Store {
         d.set_item("kv_ecsq_tier2", g.kv_ecsq_tier2)?;
         d.set_item("row_gains", g.row_gains)?;
         d.set_item("ecsq_model", g.ecsq_model)?;
+        d.set_item("centre", g.centre)?;
         Ok(d)
     }
 

@@ -87,10 +87,20 @@ pub fn gain_of(c: u8) -> f32 {
 /// correct, e.g. an all-zero part).
 #[must_use]
 pub fn gain_code(x: &[f32], x_hat: &[f32]) -> u8 {
+    gain_code_against(x, x, x_hat)
+}
+
+/// The gain code of one row part whose coded values `target` are the row `reference`
+/// less an offset the decoder adds back (a centred embedding row: `target = x - m`):
+/// `sum reference * target / sum reference * x_hat` (f64), so that `<x, m + g x_hat> =
+/// |x|^2`; rounded, clamped and defaulted as [`gain_code`], which is this with
+/// `reference = target = x`.
+#[must_use]
+pub fn gain_code_against(reference: &[f32], target: &[f32], x_hat: &[f32]) -> u8 {
     let (mut xx, mut xy) = (0f64, 0f64);
-    for (&a, &b) in x.iter().zip(x_hat) {
-        xx += f64::from(a) * f64::from(a);
-        xy += f64::from(a) * f64::from(b);
+    for ((&r, &t), &b) in reference.iter().zip(target).zip(x_hat) {
+        xx += f64::from(r) * f64::from(t);
+        xy += f64::from(r) * f64::from(b);
     }
     let g = xx / xy;
     if !(xy > 0.0 && g.is_finite()) {
@@ -112,6 +122,27 @@ pub fn gain_code(x: &[f32], x_hat: &[f32]) -> u8 {
 /// [`QuantError::LengthMismatch`] when it does not decode to `x.len()` values;
 /// [`QuantError::UnsupportedVersion`] for an inner version other than 2..=5 and 7.
 pub fn wrap(inner: &[u8], x: &[f32], width: u16, first: u16) -> Result<Vec<u8>, QuantError> {
+    wrap_against(inner, x, x, width, first)
+}
+
+/// [`wrap`] for a segment that codes `x`, the run of rows `reference` less an offset the
+/// reader adds back after decoding (a centred embedding block: `x = reference - m`, the
+/// store adds `m` after the envelope's decode): each row part's gain is
+/// [`gain_code_against`]`(reference, x, x_hat)`, so the decoding plus the offset is an
+/// unbiased inner-product estimate of the reference row. The bytes are a version 6
+/// envelope like any other ([`decode`] is unchanged); with `reference == x` this is
+/// [`wrap`].
+///
+/// # Errors
+/// As [`wrap`]; [`QuantError::LengthMismatch`] when `reference` and `x` differ in length.
+pub fn wrap_against(
+    inner: &[u8],
+    reference: &[f32],
+    x: &[f32],
+    width: u16,
+    first: u16,
+) -> Result<Vec<u8>, QuantError> {
+    crate::error::check_len("v6 reference values", reference.len(), x.len())?;
     let count = parts(x.len(), width, first)?;
     let version = match inner.get(VERSION_OFFSET) {
         Some(v) if V6_INNER_VERSIONS.contains(v) && inner.len() > BITS_OFFSET => *v,
@@ -135,7 +166,7 @@ pub fn wrap(inner: &[u8], x: &[f32], width: u16, first: u16) -> Result<Vec<u8>, 
     out.extend_from_slice(&width.to_le_bytes());
     out.extend_from_slice(&first.to_le_bytes());
     out.extend(row_parts(x.len(), width, first).map(|r| {
-        let c = gain_code(&x[r.clone()], &dec[r.clone()]);
+        let c = gain_code_against(&reference[r.clone()], &x[r.clone()], &dec[r.clone()]);
         // A gain that takes a decoded value past f32's range would not decode: gain 1.
         let g = gain_of(c);
         if dec[r].iter().all(|v| (v * g).is_finite()) {

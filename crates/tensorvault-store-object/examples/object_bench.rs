@@ -327,6 +327,7 @@ fn main() {
         tier_since: 1,
         data_offset: i * sl,
         data_len: 4185,
+        centre: None,
     };
     let total = reopen_blocks as u64;
     let seg_recs = 1000u64;

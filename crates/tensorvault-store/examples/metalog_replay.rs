@@ -38,6 +38,7 @@ fn record(i: u64) -> MetaRecord {
                 tier_since: i,
                 data_offset: i * 4224,
                 data_len: 4185,
+                centre: None,
             },
         },
         4 | 5 => MetaRecord::Access {

@@ -254,6 +254,23 @@ pub fn encode_for_tier(
     place: &BlockPlace<'_>,
     values: &[f32],
 ) -> Result<Encoded> {
+    encode_for_tier_against(geo, tier, place, values, values)
+}
+
+/// [`encode_for_tier`] of a centred block: `values` less the tensor's mean row are coded,
+/// and where the block gets a row-gain envelope its gains are computed against
+/// `reference`, the original values (`codec_weights::encode_with_gains_against`). With
+/// `reference == values` this is [`encode_for_tier`].
+///
+/// # Errors
+/// As [`encode_for_tier`].
+pub fn encode_for_tier_against(
+    geo: &CollectionConfig,
+    tier: Tier,
+    place: &BlockPlace<'_>,
+    values: &[f32],
+    reference: &[f32],
+) -> Result<Encoded> {
     if geo.codec == CODEC_V1 {
         let Some(p) = geo.params(tier)? else {
             return Err(StoreErr::InvalidArgument {
@@ -266,9 +283,9 @@ pub fn encode_for_tier(
     if let Some(at) =
         crate::codec_weights::row_gain_place(geo, tier, place.kind, place.shape, place.block_index)
     {
-        if let Some((bytes, bits, scale)) =
-            crate::codec_weights::encode_with_gains(geo, tier, place.kind, at, values)?
-        {
+        if let Some((bytes, bits, scale)) = crate::codec_weights::encode_with_gains_against(
+            geo, tier, place.kind, at, values, reference,
+        )? {
             return Ok(Encoded { bytes, bits, scale });
         }
     }

@@ -270,14 +270,21 @@ pub fn row_gain_place(
 /// inner layout fits (the caller writes the block without gains); otherwise the bytes,
 /// the inner segment's bit width and its largest scale (what the index records).
 ///
+/// For a centred block (`CollectionConfig::centre`) `values` are the block's values less
+/// the tensor's mean row (what the segment codes) and `reference` the original values,
+/// against which the gains are computed (`tensorvault_quant::segment_v6::wrap_against`:
+/// `<x, m + g c_hat> = |x|^2`); otherwise `reference` is `values`.
+///
 /// # Errors
-/// The inner encoders' errors (non-finite values, scale overflow); an empty block.
-pub fn encode_with_gains(
+/// The inner encoders' errors (non-finite values, scale overflow); an empty block; a
+/// `reference` of another length.
+pub fn encode_with_gains_against(
     geo: &CollectionConfig,
     tier: Tier,
     kind: TensorKind,
     (width, first): (u16, u16),
     values: &[f32],
+    reference: &[f32],
 ) -> Result<Option<(Vec<u8>, u8, f32)>, QuantError> {
     let extra = segment_v6::envelope_len(values.len(), width, first)?;
     let inner = if let Some(p) = ecsq_model_params(geo, tier, kind, values.len()) {
@@ -320,7 +327,7 @@ pub fn encode_with_gains(
         return Ok(None);
     };
     let scale = inner_max_scale(&inner, values.len())?;
-    let bytes = segment_v6::wrap(&inner, values, width, first)?;
+    let bytes = segment_v6::wrap_against(&inner, reference, values, width, first)?;
     Ok(Some((bytes, bits, scale)))
 }
 

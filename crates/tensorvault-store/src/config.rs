@@ -164,6 +164,14 @@ pub struct CollectionConfig {
     /// the row-gain envelope with [`CollectionConfig::row_gains`]. Same slots. MetaLog
     /// header flags bit 7. Opt-in for new collections: older ones keep their layout.
     pub ecsq_model: bool,
+    /// Codec v4 with [`CollectionConfig::row_gains`]: a 2-D `embedding` tensor (f32,
+    /// f16 or bf16, rows of at most `block_elems` values, no reconstruction policy) is
+    /// stored centred: the store keeps its column mean as the tensor's side record (block
+    /// [`crate::centre::CENTRE_BLOCK_INDEX`], raw f32 at Tier0), codes each quantized
+    /// block's values less the mean with row gains computed against the original rows,
+    /// and adds the mean back on every read (`docs/formats/store.md`, "Centred embedding
+    /// tensors"). MetaLog header flags bit 5. Opt-in for new collections.
+    pub centre: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
     /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
@@ -200,6 +208,7 @@ impl CollectionConfig {
             kv_ecsq_tier2: false,
             row_gains: false,
             ecsq_model: false,
+            centre: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
@@ -520,6 +529,15 @@ impl CollectionConfig {
             return bad(
                 "ecsq_model",
                 "model-coded ECSQ needs ecsq (codec v4 with the entropy flag)".into(),
+            );
+        }
+        if self.centre && !(self.codec == CODEC_V4 && self.row_gains) {
+            return bad(
+                "centre",
+                format!(
+                    "centred embeddings need codec v4 with row_gains (codec {}, row_gains {})",
+                    self.codec, self.row_gains
+                ),
             );
         }
         if self.kv_ecsq_tier2 && !self.kv_ecsq {

@@ -284,6 +284,38 @@ pub enum StoreErr {
         /// The refused operation.
         op: &'static str,
     },
+    /// A quantized block of a centred embedding tensor (`CollectionConfig::centre`) was
+    /// coded against a mean row other than the one the tensor's side record holds (a put
+    /// interrupted between its new side record and its blocks, an old block left from an
+    /// earlier version), or the side record is missing (`found: None`): the block is
+    /// never decoded with the wrong mean. Put the tensor again.
+    #[error("tensor {tensor}: block {block} was coded against mean row {expected:#010x}, {}: a put was interrupted", found.map_or("and the tensor has no side record (mean row)".to_owned(), |f| format!("but the side record holds {f:#010x}")))]
+    CentreMismatch {
+        /// The tensor's name (or its id in hex).
+        tensor: String,
+        /// The block's index.
+        block: u32,
+        /// The fingerprint the block's record carries.
+        expected: u32,
+        /// The fingerprint of the side record, if there is one.
+        found: Option<u32>,
+    },
+    /// The side record (mean row) of a centred embedding tensor is unusable: `field` of
+    /// its MetaLog record (`side.tier`, `side.dtype`, `side.data_len`, `side.centre_fp`,
+    /// `shape`) or of its payload (`mean`, at byte `offset` of the payload) breaks the
+    /// rules of `docs/formats/store.md`, "Centred embedding tensors".
+    #[error("tensor {tensor}: side record (mean row) field {field} at offset {offset}: {reason}")]
+    BadCentre {
+        /// The tensor's name (or its id in hex).
+        tensor: String,
+        /// The offending field.
+        field: &'static str,
+        /// Byte offset of the field (in the record for record fields, in the payload for
+        /// `mean`).
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The codec refused to encode.
     #[error("quantization: {0}")]
     Quant(#[from] tensorvault_quant::QuantError),
@@ -366,6 +398,8 @@ impl StoreErr {
                 | StoreErr::LineageTooDeep { .. }
                 | StoreErr::LineageCycle { .. }
                 | StoreErr::ExtentOverlap { .. }
+                | StoreErr::CentreMismatch { .. }
+                | StoreErr::BadCentre { .. }
         ) || self.is_header_checksum()
     }
 

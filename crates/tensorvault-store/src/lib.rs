@@ -22,6 +22,7 @@
 pub mod block_io;
 mod builder;
 pub mod catalog;
+pub mod centre;
 pub mod clock;
 mod codec;
 mod codec_weights;

@@ -21,7 +21,8 @@ pub struct TensorInfo {
     pub expected_blocks: u64,
     /// Blocks per tier.
     pub tier_blocks: [u64; 4],
-    /// Payload bytes stored (sum of block payloads).
+    /// Payload bytes stored (sum of block payloads, and of a centred tensor's side
+    /// record: its mean row).
     pub stored_bytes: u64,
     /// Raw bytes (elements x dtype size).
     pub raw_bytes: u64,

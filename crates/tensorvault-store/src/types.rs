@@ -229,6 +229,11 @@ pub struct BlockMeta {
     pub data_offset: u64,
     /// Payload length in bytes (<= the tier's slot length).
     pub data_len: u32,
+    /// For a block of a centred embedding tensor (`CollectionConfig::centre`): the
+    /// fingerprint (CRC32C of the side record's payload) of the mean row its quantized
+    /// payloads are coded against; `None` otherwise. Fixed at creation: migrations
+    /// re-centre with the same mean (Tier0 payloads hold the original values).
+    pub centre: Option<u32>,
 }
 
 impl BlockMeta {

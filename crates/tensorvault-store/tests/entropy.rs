@@ -1,7 +1,7 @@
 //! The entropy flag in the store: tier 2 and 3 payloads are kept as TQTC version 5
 //! envelopes where shorter (tier 1 never), read back bit-identical to the same collection without the
 //! flag, take fewer payload bytes, survive a reopen (MetaLog header flags byte), migrate
-//! between tiers, and a header with an unknown flag bit is refused.
+//! between tiers, and a header with a flag bit whose prerequisite is missing is refused.
 
 mod mem;
 use mem::{dir_store, mem_store, Mem};
@@ -123,14 +123,21 @@ fn the_flag_survives_a_reopen_and_old_headers_read_without_it() {
 }
 
 #[test]
-fn an_unknown_flag_bit_is_refused_naming_the_field_and_offset() {
+fn a_flag_bit_without_its_prerequisite_is_refused_naming_the_field_and_offset() {
+    // Every bit of byte 49 is assigned (bits 0-4 and 6, bit 5 centre, bit 7 ecsq_model):
+    // an older build's refusal of an unknown bit is tested by the builds that predate
+    // them; here a known bit whose prerequisite is missing is refused at the same byte.
+    assert_eq!(
+        tensorvault_store::meta_log::layout::HEADER_KNOWN_FLAGS,
+        0xff
+    );
     let mut h = encode_header(&kv(true), 0);
-    h[49] = 0x20; // bit 5: unknown to this build (bits 0-4, 6 and 7 are assigned)
+    h[49] = 0x20; // bit 5, centre, without bit 6 (row_gains) and codec 4
                   // Re-seal the CRC so the flags check (not the CRC) is what fails.
     let crc = crc32c::crc32c(&h[..120]);
     h[120..124].copy_from_slice(&crc.to_le_bytes());
     let e = decode_header(&h).unwrap_err().to_string();
-    assert!(e.contains("flags") && e.contains("49"), "{e}");
+    assert!(e.contains("centre") && e.contains("49"), "{e}");
 }
 
 #[test]

@@ -34,6 +34,7 @@ fn create(i: u32) -> MetaRecord {
             tier_since: 7,
             data_offset: u64::from(i) * 8192,
             data_len: 2000,
+            centre: None,
         },
     }
 }

@@ -32,6 +32,7 @@ fn create_meta() -> BlockMeta {
         tier_since: 1005,
         data_offset: 4224 * 9,
         data_len: 3000,
+        centre: None,
     }
 }
 
@@ -131,6 +132,8 @@ fn record() -> impl Strategy<Value = MetaRecord> {
                         tier_since,
                         data_offset,
                         data_len,
+                        // Both states of bytes 113..118 round-trip.
+                        centre: (data_len % 2 == 0).then_some(checksum ^ 0x5a5a_5a5a),
                     },
                 }
             },
@@ -381,7 +384,14 @@ fn every_decode_rejection() {
     rejected(&crafted(&create, &[(C_KIND, &[5])]), "create.kind 5");
     rejected(
         &crafted(&create, &[(C_RESERVED, &[1])]),
-        "create reserved byte 113",
+        "create reserved byte 118",
+    );
+    // Bytes 113..118 (centred embedding tensors): a flag of 0 or 1, a fingerprint only
+    // with the flag.
+    rejected(&crafted(&create, &[(C_CENTRE, &[2])]), "create.centre 2");
+    rejected(
+        &crafted(&create, &[(C_CENTRE_FP, &[1])]),
+        "create.centre_fp",
     );
     rejected(
         &crafted(&create, &[(CRC_OFFSET - 1, &[1])]),

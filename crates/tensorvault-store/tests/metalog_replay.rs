@@ -35,6 +35,7 @@ fn meta(i: u32) -> BlockMeta {
         tier_since: u64::from(i),
         data_offset: u64::from(i) * 4224,
         data_len: 4185,
+        centre: None,
     }
 }
 

@@ -158,6 +158,13 @@ class Store:
             rotation block instead of a stored table, so 10 / 7 / 6-bit codes fit the
             slots: less error in the same bytes. Combines with ``row_gains``. Existing
             collections keep theirs (``geometry["ecsq_model"]``).
+        centre: With ``codec=4`` and ``row_gains=True``, create the collection with 2-D
+            ``embedding`` tensors stored centred: the store computes each table's column
+            mean at put, keeps it as the tensor's side record, codes the rows less the
+            mean (row gains against the original rows) and adds it back on every read.
+            Less error and better recall in the same slots on tables with a large mean
+            row (bench/RESULTS.md, "Session 14: emb-centre"). Existing collections keep
+            theirs (``geometry["centre"]``).
 
     Use it as a context manager (``with tv.Store(...) as s:``) or call :meth:`close`;
     a writable collection stays locked until then (a second writable ``Store`` on it, in
@@ -187,6 +194,7 @@ class Store:
         ecsq: bool = False,
         row_gains: bool = False,
         ecsq_model: bool = False,
+        centre: bool = False,
     ) -> None:
         if isinstance(durability, int) and not isinstance(durability, bool):
             durability = f"every-{durability}"
@@ -196,7 +204,7 @@ class Store:
         self._s = _native.Store(
             fspath(root), str(tenant), str(collection), bool(create), durability, limits,
             block_elems, kv_head_dim, codec, bool(read_only), bool(entropy), str(allocation),
-            bool(ecsq), bool(row_gains), bool(ecsq_model),
+            bool(ecsq), bool(row_gains), bool(ecsq_model), bool(centre),
         )
 
     @property

@@ -454,6 +454,7 @@ class Store:
         ecsq: bool = False,
         row_gains: bool = False,
         ecsq_model: bool = False,
+        centre: bool = False,
     ) -> None: ...
     def __repr__(self, /) -> str: ...
     def close(self) -> None:

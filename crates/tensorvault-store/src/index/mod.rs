@@ -114,6 +114,7 @@ impl Entry {
             tier_since: self.tier_since,
             data_offset: self.data_offset,
             data_len: self.data_len,
+            centre: t.centre,
         }
     }
 }

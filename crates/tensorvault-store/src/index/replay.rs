@@ -292,6 +292,7 @@ mod tests {
             tier_since: offset,
             data_offset: offset * u64::from(geo.slot_len(Tier::Tier1)),
             data_len: 100,
+            centre: None,
         }
     }
 

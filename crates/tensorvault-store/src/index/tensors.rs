@@ -23,6 +23,8 @@ pub(crate) struct TensorAttrs {
     pub dtype: DType,
     pub reconstruct: ReconstructPolicy,
     pub kind: TensorKind,
+    /// Fingerprint of the mean row of a centred embedding block (`BlockMeta::centre`).
+    pub centre: Option<u32>,
 }
 
 impl TensorAttrs {
@@ -36,6 +38,7 @@ impl TensorAttrs {
             dtype: m.dtype,
             reconstruct: m.reconstruct,
             kind: m.kind,
+            centre: m.centre,
         }
     }
 }
@@ -145,6 +148,7 @@ mod tests {
             dtype: DType::F32,
             reconstruct: ReconstructPolicy::None,
             kind: TensorKind::Generic,
+            centre: None,
         }
     }
 

@@ -43,7 +43,8 @@ pub const H_GENERATION: usize = H_SLOT_ALIGN + size_of::<u32>();
 pub const H_CODEC: usize = H_GENERATION + size_of::<u64>();
 /// u8 collection flags (version 2 headers): [`HEADER_FLAG_ENTROPY`],
 /// [`HEADER_FLAG_EXTENTS`], [`HEADER_FLAG_KV_ECSQ`], [`HEADER_FLAG_ECSQ`],
-/// [`HEADER_FLAG_KV_ECSQ_TIER2`], [`HEADER_FLAG_ROW_GAINS`], [`HEADER_FLAG_ECSQ_MODEL`];
+/// [`HEADER_FLAG_KV_ECSQ_TIER2`], [`HEADER_FLAG_CENTRE`], [`HEADER_FLAG_ROW_GAINS`],
+/// [`HEADER_FLAG_ECSQ_MODEL`];
 /// other bits zero.
 pub const H_FLAGS: usize = H_CODEC + size_of::<u8>();
 /// u16 sink values per block (version 2 headers).
@@ -63,6 +64,9 @@ pub const HEADER_FLAG_ECSQ: u8 = 1 << 3;
 /// Header flag: KV values at tier 2 are stored with entropy-coded levels too
 /// (`CollectionConfig::kv_ecsq_tier2`); only with [`HEADER_FLAG_KV_ECSQ`].
 pub const HEADER_FLAG_KV_ECSQ_TIER2: u8 = 1 << 4;
+/// Header flag: 2-D embedding tensors are stored centred on their mean row, kept as a
+/// side record (`CollectionConfig::centre`); codec v4 with [`HEADER_FLAG_ROW_GAINS`] only.
+pub const HEADER_FLAG_CENTRE: u8 = 1 << 5;
 /// Header flag: quantized blocks of embedding tensors carry per-row gains (TQTC version
 /// 6 envelopes, `CollectionConfig::row_gains`); codec v4 only.
 pub const HEADER_FLAG_ROW_GAINS: u8 = 1 << 6;
@@ -75,6 +79,7 @@ pub const HEADER_KNOWN_FLAGS: u8 = HEADER_FLAG_ENTROPY
     | HEADER_FLAG_KV_ECSQ
     | HEADER_FLAG_ECSQ
     | HEADER_FLAG_KV_ECSQ_TIER2
+    | HEADER_FLAG_CENTRE
     | HEADER_FLAG_ROW_GAINS
     | HEADER_FLAG_ECSQ_MODEL;
 /// 3 x u8 bit widths of KV keys in tiers 1..=3 (codec v4; zero otherwise).
@@ -150,8 +155,15 @@ pub const C_SHAPE: usize = C_NDIM + 1;
 pub const C_TIER_SINCE: usize = C_SHAPE + size_of::<[u32; 8]>();
 /// u8 tensor kind (ours; 0 = generic, which every record before it holds).
 pub const C_KIND: usize = C_TIER_SINCE + size_of::<u64>();
+/// u8 centred block (ours; 0 = not centred, which every record before it holds; 1 = the
+/// block belongs to a centred embedding tensor, `docs/formats/store.md`, "Centred
+/// embedding tensors").
+pub const C_CENTRE: usize = C_KIND + size_of::<u8>();
+/// u32 fingerprint of the mean row the block was coded with (CRC32C of the side record's
+/// payload); zero when [`C_CENTRE`] is 0.
+pub const C_CENTRE_FP: usize = C_CENTRE + size_of::<u8>();
 /// First reserved (zero) byte of a Create record.
-pub const C_RESERVED: usize = C_KIND + size_of::<u8>();
+pub const C_RESERVED: usize = C_CENTRE_FP + size_of::<u32>();
 
 // ---- Access (type 1) ----
 
@@ -195,7 +207,7 @@ pub const D_RESERVED: usize = R_BODY;
 const _: () = {
     assert!(R_BODY == 21);
     assert!(C_NDIM == 71 && C_SHAPE == 72 && C_TIER_SINCE == 104);
-    assert!(C_RESERVED <= CRC_OFFSET);
+    assert!(C_CENTRE == 113 && C_RESERVED == 118 && C_RESERVED <= CRC_OFFSET);
     assert!(A_RESERVED == 45);
     assert!(M_NEW_LEN == 40 && M_RESERVED <= CRC_OFFSET);
     assert!(H_RESERVED <= CRC_OFFSET);

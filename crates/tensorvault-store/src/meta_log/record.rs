@@ -7,16 +7,17 @@
 //! that decodes is exactly one that [`encode_record`] can produce.
 
 use super::layout::{
-    RecordType, A_COUNT, A_EMA, A_LAST_ACCESS, A_RESERVED, A_WINDOW, CRC_OFFSET, C_BITS,
-    C_CHECKSUM, C_CREATED_AT, C_DATA_LEN, C_DATA_OFFSET, C_DTYPE, C_KIND, C_LINEAGE, C_NDIM,
-    C_RECONSTRUCT, C_RESERVED, C_SCALE, C_SHAPE, C_TIER, C_TIER_SINCE, C_ZERO_POINT, D_RESERVED,
-    HEADER_FLAG_ECSQ, HEADER_FLAG_ECSQ_MODEL, HEADER_FLAG_ENTROPY, HEADER_FLAG_EXTENTS,
-    HEADER_FLAG_KV_ECSQ, HEADER_FLAG_KV_ECSQ_TIER2, HEADER_FLAG_ROW_GAINS, HEADER_KNOWN_FLAGS,
-    H_BLOCK_ELEMS, H_CODEC, H_FLAGS, H_GENERATION, H_GROUP_SIZE, H_KEY_BITS, H_KEY_GROUP_SIZE,
-    H_MAGIC, H_RECORD_LEN, H_RESERVED, H_RESERVED_V1, H_ROPE_DIMS, H_ROPE_PAIRING, H_ROPE_THETA,
-    H_SINK_VALUES, H_SLOT_ALIGN, H_TIER0_ELEM_BYTES, H_TIER_BITS, H_VERSION, MAGIC, M_AT,
-    M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET, M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER,
-    M_RESERVED, PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE, VERSION, VERSION_V1,
+    RecordType, A_COUNT, A_EMA, A_LAST_ACCESS, A_RESERVED, A_WINDOW, CRC_OFFSET, C_BITS, C_CENTRE,
+    C_CENTRE_FP, C_CHECKSUM, C_CREATED_AT, C_DATA_LEN, C_DATA_OFFSET, C_DTYPE, C_KIND, C_LINEAGE,
+    C_NDIM, C_RECONSTRUCT, C_RESERVED, C_SCALE, C_SHAPE, C_TIER, C_TIER_SINCE, C_ZERO_POINT,
+    D_RESERVED, HEADER_FLAG_CENTRE, HEADER_FLAG_ECSQ, HEADER_FLAG_ECSQ_MODEL, HEADER_FLAG_ENTROPY,
+    HEADER_FLAG_EXTENTS, HEADER_FLAG_KV_ECSQ, HEADER_FLAG_KV_ECSQ_TIER2, HEADER_FLAG_ROW_GAINS,
+    HEADER_KNOWN_FLAGS, H_BLOCK_ELEMS, H_CODEC, H_FLAGS, H_GENERATION, H_GROUP_SIZE, H_KEY_BITS,
+    H_KEY_GROUP_SIZE, H_MAGIC, H_RECORD_LEN, H_RESERVED, H_RESERVED_V1, H_ROPE_DIMS,
+    H_ROPE_PAIRING, H_ROPE_THETA, H_SINK_VALUES, H_SLOT_ALIGN, H_TIER0_ELEM_BYTES, H_TIER_BITS,
+    H_VERSION, MAGIC, M_AT, M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET, M_NEW_SCALE,
+    M_NEW_TIER, M_OLD_TIER, M_RESERVED, PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE,
+    VERSION, VERSION_V1,
 };
 use super::MetaRecord;
 use crate::config::{CollectionConfig, CODEC_V1};
@@ -117,7 +118,8 @@ pub fn encode_header(c: &CollectionConfig, generation: u64) -> [u8; RECORD_LEN] 
                 HEADER_FLAG_ECSQ_MODEL
             } else {
                 0
-            };
+            }
+            | if c.centre { HEADER_FLAG_CENTRE } else { 0 };
         put(&mut b, H_SINK_VALUES, &c.sink_values.to_le_bytes());
         put(&mut b, H_KEY_BITS, &c.key_bits);
         for (i, g) in c.key_group_size.iter().enumerate() {
@@ -209,13 +211,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         ));
     }
     let flags = if v1 { 0 } else { r[H_FLAGS] };
-    if flags & !HEADER_KNOWN_FLAGS != 0 {
-        return Err(bad_header(
-            "flags",
-            H_FLAGS,
-            format!("unknown flag bits {flags:#04x} (this build knows bit 0, entropy, bit 1, extents, bit 2, kv_ecsq, bit 3, ecsq, bit 4, kv_ecsq_tier2, bit 6, row_gains, and bit 7, ecsq_model)"),
-        ));
-    }
+    check_flags(flags)?;
     let (codec, sink_values) = if v1 {
         (CODEC_V1, 0)
     } else {
@@ -251,6 +247,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         kv_ecsq_tier2: flags & HEADER_FLAG_KV_ECSQ_TIER2 != 0,
         row_gains: flags & HEADER_FLAG_ROW_GAINS != 0,
         ecsq_model: flags & HEADER_FLAG_ECSQ_MODEL != 0,
+        centre: flags & HEADER_FLAG_CENTRE != 0,
     };
     c.validate().map_err(|e| match e {
         StoreErr::InvalidArgument { field, reason } => {
@@ -261,7 +258,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
                 "codec" => H_CODEC,
                 "sink_values" => H_SINK_VALUES,
                 "entropy" | "extents" | "kv_ecsq" | "ecsq" | "kv_ecsq_tier2" | "row_gains"
-                | "ecsq_model" => H_FLAGS,
+                | "ecsq_model" | "centre" => H_FLAGS,
                 "key_bits/key_group_size" => H_KEY_BITS,
                 "rope" | "rope.theta" => H_ROPE_THETA,
                 "rope.rotary_dims" => H_ROPE_DIMS,
@@ -272,6 +269,25 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         other => bad_header("geometry", H_BLOCK_ELEMS, other.to_string()),
     })?;
     Ok((c, u64_at(&r, H_GENERATION)))
+}
+
+/// Refuse flag bits this build does not know (`flags`, byte 49). Every bit is assigned
+/// today (bit 5 centre and bit 7 ecsq_model were the last), so nothing fails here; the
+/// check stays so that a build keeps refusing what it cannot read if a bit is ever
+/// freed.
+#[allow(
+    clippy::bad_bit_mask,
+    reason = "HEADER_KNOWN_FLAGS is 0xff: the mask is zero while every bit is assigned"
+)]
+fn check_flags(flags: u8) -> Result<()> {
+    if flags & !HEADER_KNOWN_FLAGS != 0 {
+        return Err(bad_header(
+            "flags",
+            H_FLAGS,
+            format!("unknown flag bits {flags:#04x} (this build knows bit 0, entropy, bit 1, extents, bit 2, kv_ecsq, bit 3, ecsq, bit 4, kv_ecsq_tier2, bit 5, centre, bit 6, row_gains, and bit 7, ecsq_model)"),
+        ));
+    }
+    Ok(())
 }
 
 /// The RoPE spec of a version 2 header: pairing 0 means none (dims and theta must be
@@ -342,6 +358,10 @@ pub fn encode_record(r: &MetaRecord) -> [u8; RECORD_LEN] {
             }
             put(&mut b, C_TIER_SINCE, &m.tier_since.to_le_bytes());
             b[C_KIND] = m.kind as u8;
+            if let Some(fp) = m.centre {
+                b[C_CENTRE] = 1;
+                put(&mut b, C_CENTRE_FP, &fp.to_le_bytes());
+            }
         }
         MetaRecord::Access {
             key,
@@ -464,6 +484,20 @@ pub fn decode_record(b: &[u8; RECORD_LEN], offset: u64) -> Result<MetaRecord> {
                     C_SHAPE + 4 * i
                 )));
             }
+            let centre = match b[C_CENTRE] {
+                0 if u32_at(b, C_CENTRE_FP) == 0 => None,
+                0 => {
+                    return Err(bad(format!(
+                        "create.centre_fp at byte {C_CENTRE_FP} is nonzero for a block that is not centred"
+                    )))
+                }
+                1 => Some(u32_at(b, C_CENTRE_FP)),
+                v => {
+                    return Err(bad(format!(
+                        "create.centre {v} at byte {C_CENTRE} is not 0 or 1"
+                    )))
+                }
+            };
             reserved(C_RESERVED, "create")?;
             let created_at = u64_at(b, C_CREATED_AT);
             Ok(MetaRecord::Create {
@@ -488,6 +522,7 @@ pub fn decode_record(b: &[u8; RECORD_LEN], offset: u64) -> Result<MetaRecord> {
                     tier_since: u64_at(b, C_TIER_SINCE),
                     data_offset: u64_at(b, C_DATA_OFFSET),
                     data_len: u32_at(b, C_DATA_LEN),
+                    centre,
                 },
             })
         }

@@ -90,12 +90,18 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             // Hold the index lock so the slot cannot be freed and reused under the read.
             let idx = self.read_index()?;
             let meta = match idx.get(key) {
-                Some(m) if m.tier != new_tier => m,
+                Some(m) if m.tier != new_tier && !self.is_side_key(&m.key) => m,
                 _ => return Ok(None),
             };
-            self.read_elements(&meta, &mut elems)?;
-            meta
+            let centre = if meta.centre.is_some() {
+                Some(self.load_centre(&idx, &meta)?)
+            } else {
+                None
+            };
+            self.read_elements_centred(&meta, &mut elems, centre.as_ref())?;
+            (meta, centre)
         };
+        let (meta, centre) = meta;
         let shape = meta.shape;
         let info = BlockInfo {
             dtype: meta.dtype,
@@ -104,13 +110,15 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             reconstruct: meta.reconstruct,
             kind: meta.kind,
         };
-        Ok(match self.prepare(meta.key, new_tier, &info, &elems) {
-            Ok(_) => None,
-            Err(e) => match HeldBlock::from_err(meta.key, meta.tier, new_tier, &e) {
-                Some(h) => Some(h),
-                None => return Err(e),
+        Ok(
+            match self.prepare_centred(meta.key, new_tier, &info, &elems, centre.as_ref()) {
+                Ok(_) => None,
+                Err(e) => match HeldBlock::from_err(meta.key, meta.tier, new_tier, &e) {
+                    Some(h) => Some(h),
+                    None => return Err(e),
+                },
             },
-        })
+        )
     }
 
     fn migrate_batch(
@@ -136,6 +144,8 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             keys.iter()
                 .filter_map(|k| idx.get(k))
                 .filter(|m| m.tier != new_tier)
+                // A side record (a centred tensor's mean row) stays raw at Tier0.
+                .filter(|m| !self.is_side_key(&m.key))
                 .filter(|m| held.is_none() || !is_held(&idx, m))
                 .collect()
         };
@@ -161,7 +171,13 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         };
         for meta in &metas {
             let step = (|| {
-                self.read_elements(meta, &mut elems)?;
+                // A centred block is decoded with its mean and re-centred with the same
+                // one: its fingerprint stays valid.
+                let centre = match meta.centre {
+                    Some(_) => Some(self.load_centre(&*self.read_index()?, meta)?),
+                    None => None,
+                };
+                self.read_elements_centred(meta, &mut elems, centre.as_ref())?;
                 let shape = meta.shape;
                 let info = BlockInfo {
                     dtype: meta.dtype,
@@ -170,7 +186,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                     reconstruct: meta.reconstruct,
                     kind: meta.kind,
                 };
-                let p = self.prepare(meta.key, new_tier, &info, &elems)?;
+                let p = self.prepare_centred(meta.key, new_tier, &info, &elems, centre.as_ref())?;
                 let (off, len) = self.io.write_block(new_tier, meta.key, &p.enc.bytes)?;
                 Ok::<_, StoreErr>((p.enc, off, len))
             })();

@@ -17,6 +17,7 @@
 //! (lineage repair) build on them. The store's fields are private to this module tree.
 
 mod access;
+mod centre;
 mod compact;
 mod heal;
 mod migrate;
@@ -120,6 +121,8 @@ pub(crate) struct Prepared {
     pub lineage_parent: u128,
     pub reconstruct: ReconstructPolicy,
     pub kind: TensorKind,
+    /// Fingerprint of the mean row a centred block is coded against (`BlockMeta::centre`).
+    pub centre: Option<u32>,
 }
 
 /// The temporal tensor store over one collection.

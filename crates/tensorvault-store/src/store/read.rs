@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use tensorvault_core::checksum::crc32c;
 
 use crate::block_io::BlockIO;
+use crate::centre::Centre;
 use crate::clock::Clock;
 use crate::codec;
 use crate::error::{Result, StoreErr};
@@ -60,7 +61,13 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
 
     /// Decode a verified quantized payload into little-endian element bytes of the
     /// block's dtype.
-    fn decode_quantized(&self, meta: &BlockMeta, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    fn decode_quantized(
+        &self,
+        meta: &BlockMeta,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+        centre: Option<&Centre>,
+    ) -> Result<()> {
         out.clear();
         let mut vals = Vec::new();
         codec::decode_quantized(payload, self.geo.block_elems as usize, &mut vals).map_err(
@@ -70,14 +77,32 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 source,
             },
         )?;
+        if let Some(c) = centre {
+            let start = u64::from(meta.key.block_index) * u64::from(self.geo.block_elems);
+            c.add(&mut vals, start);
+        }
         codec::from_f32(meta.dtype, &vals, out)?;
         Ok(())
     }
 
-    /// Verified, decoded element bytes of a block, without access tracking.
+    /// Verified, decoded element bytes of a block, without access tracking. A quantized
+    /// block of a centred tensor decodes to its values less the mean row here: readers
+    /// of such blocks use [`TensorStore::read_elements_centred`].
     pub(crate) fn read_elements(&self, meta: &BlockMeta, out: &mut Vec<u8>) -> Result<()> {
+        self.read_elements_centred(meta, out, None)
+    }
+
+    /// [`TensorStore::read_elements`] adding `centre`'s mean row to a quantized block's
+    /// decoded values (Tier0 payloads hold the original values and are returned as
+    /// stored).
+    pub(crate) fn read_elements_centred(
+        &self,
+        meta: &BlockMeta,
+        out: &mut Vec<u8>,
+        centre: Option<&Centre>,
+    ) -> Result<()> {
         if meta.tier.is_quantized() {
-            return self.with_verified(meta, |b| self.decode_quantized(meta, b, out));
+            return self.with_verified(meta, |b| self.decode_quantized(meta, b, out, centre));
         }
         self.read_raw_verified(meta, out)
     }
@@ -86,7 +111,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// CRC32C is computed over the copy, which is hot in L1 (a 16 KiB block fits): the
     /// slot's bytes come from memory once, and the checksum covers exactly the bytes
     /// returned. On a mismatch `out` is cleared.
-    fn read_raw_verified(&self, meta: &BlockMeta, out: &mut Vec<u8>) -> Result<()> {
+    pub(super) fn read_raw_verified(&self, meta: &BlockMeta, out: &mut Vec<u8>) -> Result<()> {
         out.clear();
         let mut called = false;
         self.io.with_block(
@@ -155,7 +180,9 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 key: *key,
                 tier: None,
             })?;
-            (meta, self.read_elements(&meta, out))
+            let centre = self.centre_of(&idx, &meta);
+            let read = centre.and_then(|c| self.read_elements_centred(&meta, out, c.as_ref()));
+            (meta, read)
         };
         let meta = match read {
             Ok(()) => meta,

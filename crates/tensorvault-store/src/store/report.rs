@@ -28,10 +28,31 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             let r = {
                 let idx = self.read_index()?;
                 match idx.get(&m.key) {
-                    Some(cur) => self.read_elements(&cur, &mut buf).map(|()| cur),
+                    // A centred block is checked against its tensor's side record too
+                    // (docs/formats/store.md, "Centred embedding tensors").
+                    Some(cur) => self
+                        .centre_of(&idx, &cur)
+                        .and_then(|c| self.read_elements_centred(&cur, &mut buf, c.as_ref()))
+                        .map(|()| cur),
                     None => continue, // deleted meanwhile
                 }
             };
+            if self.is_side_key(&m.key)
+                && self
+                    .read_index()?
+                    .get(&crate::types::BlockKey::new(m.key.tensor_id, 0))
+                    .is_none()
+            {
+                report.problems.push(
+                    self.problem(
+                        m,
+                        "side record (mean row) of a tensor without block 0: a first put was \
+                     interrupted after it; put or delete the tensor"
+                            .to_owned(),
+                    ),
+                );
+                continue;
+            }
             if let Err(e) = r {
                 report.problems.push(self.problem(m, e.to_string()));
             }

@@ -115,11 +115,25 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             w.catalog
                 .insert(id, name, self.cfg.durability == Durability::EveryWrite)?;
         }
+        // A centred tensor's mean row is written first: a crash before its blocks leaves
+        // blocks of the earlier version whose fingerprint no longer matches, which reads
+        // refuse (docs/formats/store.md, "Centred embedding tensors").
+        let centre = match crate::centre::centred_width(
+            &self.geo,
+            info.dtype,
+            info.shape,
+            info.kind,
+            info.reconstruct,
+        ) {
+            Some(d) => self.put_side_record(id, info, data, d)?,
+            None => None,
+        };
         let step = self.geo.block_elems as usize * info.dtype.size();
         let mut batch = Vec::with_capacity(PUT_BATCH_BLOCKS);
         let total = data.len() as u64;
         for (i, chunk) in data.chunks(step).enumerate() {
-            batch.push(self.prepare(BlockKey::new(id, i as u32), tier, info, chunk)?);
+            let key = BlockKey::new(id, i as u32);
+            batch.push(self.prepare_centred(key, tier, info, chunk, centre.as_ref())?);
             if batch.len() == PUT_BATCH_BLOCKS {
                 self.write_prepared(std::mem::take(&mut batch))?;
                 let done = ((i + 1) * step).min(data.len()) as u64;
@@ -128,10 +142,14 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         }
         self.write_prepared(batch)?;
         progress::report(progress, total, total);
-        if old_blocks > nblocks {
-            let stale: Vec<BlockKey> = (nblocks..old_blocks)
-                .map(|i| BlockKey::new(id, i as u32))
-                .collect();
+        let mut stale: Vec<BlockKey> = (nblocks..old_blocks)
+            .map(|i| BlockKey::new(id, i as u32))
+            .collect();
+        if self.geo.centre && centre.is_none() {
+            // An earlier, centred version's side record (no orphan).
+            stale.push(super::centre::side_key(id));
+        }
+        if !stale.is_empty() {
             self.delete_blocks(&stale)?;
         }
         self.tensor_info(id)?.ok_or(StoreErr::TensorNotFound {
@@ -152,7 +170,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             StoreErr::TensorNotFound { .. } => StoreErr::TensorNotFound {
                 name: name.to_owned(),
             },
-            other => other,
+            other => Self::name_centre_err(other, name),
         })
     }
 
@@ -205,6 +223,16 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         for i in 0..nblocks {
             let key = BlockKey::new(id, i as u32);
             let m = self.get_block(&key, &mut buf)?;
+            if m.centre != first.centre {
+                // Blocks of two versions of a centred tensor (a put interrupted after its
+                // side record), whatever tier they sit in.
+                return Err(StoreErr::CentreMismatch {
+                    tensor: format!("{id:032x}"),
+                    block: key.block_index,
+                    expected: m.centre.unwrap_or(0),
+                    found: first.centre,
+                });
+            }
             let want = block_bytes.min(total - data.len());
             if m.dtype != first.dtype || m.shape() != shape.as_slice() || buf.len() != want {
                 return Err(StoreErr::InvalidArgument {
@@ -258,14 +286,22 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         Ok(keys)
     }
 
-    fn summarize(&self, id: u128, metas: &[BlockMeta], name: Option<String>) -> TensorInfo {
+    /// `side_bytes`: the payload of the tensor's side record (a centred tensor's mean row),
+    /// counted in `stored_bytes` but not in the blocks.
+    fn summarize(
+        &self,
+        id: u128,
+        metas: &[BlockMeta],
+        name: Option<String>,
+        side_bytes: u64,
+    ) -> TensorInfo {
         let first = metas
             .iter()
             .find(|m| m.key.block_index == 0)
             .unwrap_or(&metas[0]);
         let shape = first.shape().to_vec();
         let mut tier_blocks = [0u64; 4];
-        let mut stored = 0;
+        let mut stored = side_bytes;
         for m in metas {
             tier_blocks[m.tier.index()] += 1;
             stored += u64::from(m.data_len);
@@ -286,8 +322,14 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     }
 
     fn tensor_info(&self, id: u128) -> Result<Option<TensorInfo>> {
+        let mut side_bytes = 0;
         let metas: Vec<BlockMeta> = {
             let idx = self.read_index()?;
+            if self.geo.centre {
+                side_bytes = idx
+                    .get(&super::centre::side_key(id))
+                    .map_or(0, |m| u64::from(m.data_len));
+            }
             match idx.get(&BlockKey::new(id, 0)) {
                 // The shape in block 0 says which blocks the tensor has: look those up
                 // rather than scan the whole index (put_tensor calls this every time).
@@ -301,7 +343,10 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                         .filter_map(|i| idx.get(&BlockKey::new(id, i)))
                         .collect()
                 }
-                _ => idx.iter().filter(|m| m.key.tensor_id == id).collect(),
+                _ => idx
+                    .iter()
+                    .filter(|m| m.key.tensor_id == id && !self.is_side_key(&m.key))
+                    .collect(),
             }
         };
         if metas.is_empty() {
@@ -312,7 +357,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             .catalog
             .name(id)
             .map(str::to_owned);
-        Ok(Some(self.summarize(id, &metas, name)))
+        Ok(Some(self.summarize(id, &metas, name, side_bytes)))
     }
 
     /// Every tensor with at least one block, sorted by name (unnamed ones last, by id).
@@ -321,8 +366,13 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// Only if a thread panicked while holding a store lock.
     pub fn tensors(&self) -> Result<Vec<TensorInfo>> {
         let mut by_id: BTreeMap<u128, Vec<BlockMeta>> = BTreeMap::new();
+        let mut side_bytes: BTreeMap<u128, u64> = BTreeMap::new();
         for m in self.read_index()?.iter() {
-            by_id.entry(m.key.tensor_id).or_default().push(m);
+            if self.is_side_key(&m.key) {
+                side_bytes.insert(m.key.tensor_id, u64::from(m.data_len));
+            } else {
+                by_id.entry(m.key.tensor_id).or_default().push(m);
+            }
         }
         let w = self
             .writer
@@ -330,7 +380,10 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             .map_err(|_| StoreErr::Poisoned { lock: "store" })?;
         let mut out: Vec<TensorInfo> = by_id
             .iter()
-            .map(|(id, metas)| self.summarize(*id, metas, w.catalog.name(*id).map(str::to_owned)))
+            .map(|(id, metas)| {
+                let side = side_bytes.get(id).copied().unwrap_or(0);
+                self.summarize(*id, metas, w.catalog.name(*id).map(str::to_owned), side)
+            })
             .collect();
         drop(w);
         out.sort_by(|a, b| match (&a.name, &b.name) {

@@ -50,6 +50,8 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                             && !exclude.contains(&key)
                             && !idx.pinned.contains(&key)
                             && !held.contains(&key)
+                            // A centred tensor's side record stays at Tier0.
+                            && !self.is_side_key(&key)
                     })
                     .map(|(score, key, _, _)| Scored { score, key })
                     .collect()
@@ -178,6 +180,8 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         let started = crate::time::Stopwatch::start();
         let now = self.clock.now_ticks();
         let mut blocks = self.scores_unsorted()?;
+        // A centred tensor's side record stays raw at Tier0: never planned.
+        blocks.retain(|b| !self.is_side_key(&b.1));
         let scored = blocks.len();
         let limits = self.drop_pinned(&mut blocks)?;
         let (mut moves, over_capacity, candidates) =

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use tensorvault_core::checksum::crc32c;
 
 use crate::block_io::BlockIO;
+use crate::centre::{Centre, CENTRE_BLOCK_INDEX};
 use crate::clock::Clock;
 use crate::codec;
 use crate::config::Durability;
@@ -26,10 +27,32 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         info: &BlockInfo<'_>,
         data: &[u8],
     ) -> Result<Prepared> {
+        self.prepare_centred(key, tier, info, data, None)
+    }
+
+    /// [`TensorStore::prepare`] of a block of a centred tensor: at a quantized tier the
+    /// values less `centre`'s mean row are coded, with row gains against the original
+    /// values; Tier0 keeps the values as given. The block records the mean's fingerprint.
+    pub(crate) fn prepare_centred(
+        &self,
+        key: BlockKey,
+        tier: Tier,
+        info: &BlockInfo<'_>,
+        data: &[u8],
+        centre: Option<&Centre>,
+    ) -> Result<Prepared> {
         if key == COMMIT_MARK {
             return Err(StoreErr::InvalidArgument {
                 field: "key",
                 reason: format!("{key} is reserved (the log's commit mark)"),
+            });
+        }
+        if self.geo.centre && key.block_index == CENTRE_BLOCK_INDEX {
+            return Err(StoreErr::InvalidArgument {
+                field: "key",
+                reason: format!(
+                    "{key}: block index {CENTRE_BLOCK_INDEX} is reserved for the side record of centred tensors"
+                ),
             });
         }
         if !STORE_DTYPES.contains(&info.dtype) {
@@ -107,7 +130,15 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                     block_index: key.block_index,
                     len: vals.len(),
                 };
-                codec::encode_for_tier(&self.geo, tier, &place, &vals)?
+                match centre {
+                    Some(c) => {
+                        let reference = vals.clone();
+                        let start = u64::from(key.block_index) * u64::from(self.geo.block_elems);
+                        c.subtract(&mut vals, start);
+                        codec::encode_for_tier_against(&self.geo, tier, &place, &vals, &reference)?
+                    }
+                    None => codec::encode_for_tier(&self.geo, tier, &place, &vals)?,
+                }
             }
         };
         Ok(Prepared {
@@ -126,6 +157,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
             } else {
                 info.kind
             },
+            centre: centre.map(|c| c.fp),
         })
     }
 
@@ -215,6 +247,7 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
                 tier_since: now,
                 data_offset,
                 data_len,
+                centre: p.centre,
             });
         }
         let recs: Vec<MetaRecord> = metas

@@ -24,6 +24,7 @@ fn meta() -> BlockMeta {
         tier_since: 0,
         data_offset: 0,
         data_len: 0,
+        centre: None,
     }
 }
 
