@@ -8,6 +8,10 @@
 //! - `--row-gains`: codec 4, bit 6 (one gain per row of embedding blocks: each row's
 //!   inner product with itself unbiased); with `--ecsq` bits 0, 3 and 6; refused with
 //!   `--kv-head-dim`.
+//! - `--ecsq-model`: with `--ecsq`, bit 7 (TQTC version 7 model-coded ECSQ: less error
+//!   than `--ecsq` alone); refused without `--ecsq`.
+//! - `--centre`: with `--row-gains`, bit 5 (2-D embedding tables stored centred on their
+//!   mean row: less error on a table with a large mean row); refused without `--row-gains`.
 
 mod common;
 
@@ -102,14 +106,43 @@ fn ecsq_creates_a_codec_4_entropy_coded_collection() {
     assert!(err.contains("kv-head-dim") || err.contains("ecsq"), "{err}");
 }
 
+/// The f32 payload of an `.npy` file written by `store get`.
+fn floats(npy: &[u8]) -> Vec<f32> {
+    let hlen = usize::from(u16::from_le_bytes([npy[8], npy[9]]));
+    npy[10 + hlen..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Relative RMS error of `y` against `x`.
+fn rel_err(x: &[f32], y: &[f32]) -> f64 {
+    assert_eq!(x.len(), y.len());
+    let e: f64 = x.iter().zip(y).map(|(a, b)| f64::from(a - b).powi(2)).sum();
+    let s: f64 = x.iter().map(|a| f64::from(*a).powi(2)).sum();
+    (e / s).sqrt()
+}
+
+/// A 64 x 576 embedding-like table: `shared` times a row every row has, plus a small
+/// per-row part; written as `e.npy` under `dir`.
+fn table(dir: &Path, shared: f32) -> (std::path::PathBuf, Vec<f32>) {
+    let (rows, width) = (64usize, 576usize);
+    let x: Vec<f32> = (0..rows * width)
+        .map(|i| {
+            let (r, c) = ((i / width) as f32, (i % width) as f32);
+            shared * (c * 0.37).sin()
+                + 0.04 * ((c * 0.37 + r).sin() + (c * 1.13).sin() * (r * 0.71 + c * 0.011).cos())
+        })
+        .collect();
+    let npy = dir.join("e.npy");
+    write_npy(&npy, &[rows as u64, width as u64], &x);
+    (npy, x)
+}
+
 /// Largest |<x, y> / |x|^2 - 1| over the rows of `width` of `x` against `y` (the f32
 /// payload of an `.npy` file written by `store get`).
 fn max_row_bias(x: &[f32], npy: &[u8], width: usize) -> f64 {
-    let hlen = usize::from(u16::from_le_bytes([npy[8], npy[9]]));
-    let y: Vec<f32> = npy[10 + hlen..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
+    let y = floats(npy);
     assert_eq!(y.len(), x.len());
     x.chunks_exact(width)
         .zip(y.chunks_exact(width))
@@ -129,15 +162,8 @@ fn max_row_bias(x: &[f32], npy: &[u8], width: usize) -> f64 {
 fn row_gains_set_header_bit_6_and_make_rows_unbiased() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("r");
-    let npy = dir.path().join("e.npy");
-    let (rows, width) = (64usize, 576usize);
-    let x: Vec<f32> = (0..rows * width)
-        .map(|i| {
-            let (r, c) = ((i / width) as f32, (i % width) as f32);
-            0.04 * ((c * 0.37 + r).sin() + (c * 1.13).sin() * (r * 0.71 + c * 0.011).cos())
-        })
-        .collect();
-    write_npy(&npy, &[rows as u64, width as u64], &x);
+    let (npy, x) = table(dir.path(), 0.0);
+    let width = 576;
     let base = ["--kind", "embedding"];
     assert_eq!(
         put(&root, &npy, "ecsq", "3", &base, &["--ecsq"]),
@@ -196,4 +222,77 @@ fn codec_flags_keep_non_kv_slots_value_sized() {
     assert_eq!(slot3("ecsq"), 1728);
     assert_eq!(slot3("gains"), 1728);
     assert_eq!(slot3("kv"), 8640);
+}
+
+#[test]
+fn ecsq_model_sets_header_bit_7_and_lowers_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    let (npy, x) = table(dir.path(), 0.0);
+    let base = ["--kind", "embedding"];
+    assert_eq!(
+        put(&root, &npy, "ecsq", "2", &base, &["--ecsq"]),
+        (4, 0b1001)
+    );
+    assert_eq!(
+        put(
+            &root,
+            &npy,
+            "model",
+            "2",
+            &base,
+            &["--ecsq", "--ecsq-model"]
+        ),
+        (4, 0b1000_1001)
+    );
+    let all = ["--ecsq", "--ecsq-model", "--row-gains"];
+    assert_eq!(
+        put(&root, &npy, "gains", "2", &base, &all),
+        (4, 0b1100_1001)
+    );
+    let get = |c: &str| {
+        floats(&store_get(
+            &root,
+            ["t", c, "x"],
+            &dir.path().join(format!("{c}.npy")),
+        ))
+    };
+    let (e5, e7, eg) = (
+        rel_err(&x, &get("ecsq")),
+        rel_err(&x, &get("model")),
+        rel_err(&x, &get("gains")),
+    );
+    assert!(e7 < e5, "v7 {e7} vs v5 {e5}");
+    assert!(eg < e5 * 1.1, "v7 with gains {eg} vs v5 {e5}");
+    refused(
+        &store_put(&root, ["t", "bad", "x"], &npy, "2", &["--ecsq-model"]),
+        "--ecsq",
+    );
+}
+
+#[test]
+fn centre_sets_bit_5_and_reads_back_with_the_mean() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    // A large shared row plus a small per-row part.
+    let (npy, x) = table(dir.path(), 0.5);
+    let base = ["--kind", "embedding"];
+    let mut errs = Vec::new();
+    for (c, extra, flags) in [
+        ("plain", &["--row-gains"][..], 0b100_0000u8),
+        ("centred", &["--row-gains", "--centre"][..], 0b110_0000),
+    ] {
+        assert_eq!(put(&root, &npy, c, "2", &base, extra), (4, flags), "{c}");
+        let y = floats(&store_get(
+            &root,
+            ["t", c, "x"],
+            &dir.path().join(format!("{c}.npy")),
+        ));
+        errs.push(rel_err(&x, &y));
+    }
+    assert!(errs[1] < 0.5 * errs[0], "{errs:?}");
+    refused(
+        &store_put(&root, ["t", "bad", "x"], &npy, "2", &["--centre"]),
+        "row-gains",
+    );
 }
