@@ -52,20 +52,24 @@ def load_split():
 
 
 class Conv:
+    """2-D convolution, im2col; ``k`` and ``pad`` are an int (square) or ``(h, w)``."""
+
     def __init__(self, rng, cin, cout, k, pad):
+        self.kh, self.kw = (k, k) if isinstance(k, int) else k
+        self.ph, self.pw = (pad, pad) if isinstance(pad, int) else pad
         self.k, self.pad = k, pad
-        self.w = (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32)
+        self.w = (rng.standard_normal((cout, cin, self.kh, self.kw)) * np.sqrt(2.0 / (cin * self.kh * self.kw))).astype(np.float32)
         self.b = np.zeros(cout, np.float32)
 
     def params(self):
         return [self.w, self.b]
 
     def forward(self, x):
-        p = self.pad
-        if p:
-            x = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+        ph, pw = self.ph, self.pw
+        if ph or pw:
+            x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
         self.xshape = x.shape
-        cols = sliding_window_view(x, (self.k, self.k), axis=(2, 3))  # N,C,OH,OW,k,k
+        cols = sliding_window_view(x, (self.kh, self.kw), axis=(2, 3))  # N,C,OH,OW,kh,kw
         n, c, oh, ow = cols.shape[:4]
         self.cols = cols.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, -1)
         y = self.cols @ self.w.reshape(len(self.w), -1).T + self.b
@@ -76,13 +80,13 @@ class Conv:
         n, oh, ow = self.oshape
         dy2 = dy.transpose(0, 2, 3, 1).reshape(n * oh * ow, -1)
         self.grads = [(dy2.T @ self.cols).reshape(self.w.shape), dy2.sum(0)]
-        dcols = (dy2 @ self.w.reshape(len(self.w), -1)).reshape(n, oh, ow, self.xshape[1], self.k, self.k)
+        dcols = (dy2 @ self.w.reshape(len(self.w), -1)).reshape(n, oh, ow, self.xshape[1], self.kh, self.kw)
         dx = np.zeros(self.xshape, np.float32)
-        for i in range(self.k):
-            for j in range(self.k):
+        for i in range(self.kh):
+            for j in range(self.kw):
                 dx[:, :, i : i + oh, j : j + ow] += dcols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
-        p = self.pad
-        return dx[:, :, p : dx.shape[2] - p, p : dx.shape[3] - p] if p else dx
+        ph, pw = self.ph, self.pw
+        return dx[:, :, ph : dx.shape[2] - ph, pw : dx.shape[3] - pw]
 
 
 class BatchNorm:
@@ -145,39 +149,19 @@ class MaxPool2:
         return d.reshape(n, c, h2 * 2, w2 * 2)
 
 
-class Conv1d:
-    """1-D convolution ``[N, C, L]`` (kernel k, symmetric padding), im2col like Conv."""
+class Conv1d(Conv):
+    """1-D convolution ``[N, C, L]`` (kernel k, symmetric padding): the 2-D one with a
+    ``(1, k)`` kernel on ``[N, C, 1, L]``."""
 
     def __init__(self, rng, cin, cout, k, pad):
+        super().__init__(rng, cin, cout, (1, k), (0, pad))
         self.k, self.pad = k, pad
-        self.w = (rng.standard_normal((cout, cin, k)) * np.sqrt(2.0 / (cin * k))).astype(np.float32)
-        self.b = np.zeros(cout, np.float32)
-
-    def params(self):
-        return [self.w, self.b]
 
     def forward(self, x):
-        p = self.pad
-        if p:
-            x = np.pad(x, ((0, 0), (0, 0), (p, p)))
-        self.xshape = x.shape
-        cols = sliding_window_view(x, self.k, axis=2)  # N,C,OL,k
-        n, c, ol = cols.shape[:3]
-        self.cols = cols.transpose(0, 2, 1, 3).reshape(n * ol, -1)
-        y = self.cols @ self.w.reshape(len(self.w), -1).T + self.b
-        self.oshape = (n, ol)
-        return y.reshape(n, ol, -1).transpose(0, 2, 1)
+        return super().forward(x[:, :, None, :])[:, :, 0, :]
 
     def backward(self, dy):
-        n, ol = self.oshape
-        dy2 = dy.transpose(0, 2, 1).reshape(n * ol, -1)
-        self.grads = [(dy2.T @ self.cols).reshape(self.w.shape), dy2.sum(0)]
-        dcols = (dy2 @ self.w.reshape(len(self.w), -1)).reshape(n, ol, self.xshape[1], self.k)
-        dx = np.zeros(self.xshape, np.float32)
-        for i in range(self.k):
-            dx[:, :, i : i + ol] += dcols[:, :, :, i].transpose(0, 2, 1)
-        p = self.pad
-        return dx[:, :, p : dx.shape[2] - p] if p else dx
+        return super().backward(dy[:, :, None, :])[:, :, 0, :]
 
 
 class BatchNorm1d(BatchNorm):
@@ -321,7 +305,7 @@ def export_seq1d(layers):
     for l in layers:
         if isinstance(l, Conv1d):
             n_conv += 1
-            w, b = g.const(f"conv{n_conv}.weight", l.w), g.const(f"conv{n_conv}.bias", l.b)
+            w, b = g.const(f"conv{n_conv}.weight", l.w[:, :, 0, :]), g.const(f"conv{n_conv}.bias", l.b)
             x = g.node("Conv", [x, w, b], kernel_shape=[l.k], pads=[l.pad, l.pad], strides=[1])
         elif isinstance(l, BatchNorm1d):
             args = [g.const(f"bn{n_conv}.{k}", v) for k, v in (("scale", l.g), ("bias", l.b), ("mean", l.mean), ("var", l.var))]
