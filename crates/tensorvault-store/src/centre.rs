@@ -23,10 +23,11 @@ pub const CENTRE_BLOCK_INDEX: u32 = u32::MAX;
 /// Bytes per mean value in the side record's payload (f32 LE).
 pub const MEAN_ELEM_BYTES: usize = 4;
 
-/// Largest magnitude of a value (and so of a mean value) of a centred tensor: `2^125`.
-/// Then `|x - m| <= 2^126` and a decoding plus the mean stays inside the f32 range; a
-/// table with a larger value is stored uncentred, and a side record with a larger mean
-/// value is refused (`mean`).
+/// Largest magnitude of a value (and so of a mean value) of a tensor the writer centres:
+/// `2^125`. Then `|x - m| <= 2^126` and a decoding plus the mean stays inside the f32
+/// range; a table with a larger value is stored uncentred. (Readers accept any finite
+/// mean, since the first build of the flag wrote larger ones, and refuse a sum that
+/// leaves the f32 range instead.)
 pub const CENTRE_MAX_ABS: f32 = f32::from_bits(0x7E00_0000);
 
 /// The mean row of a centred tensor and its fingerprint (CRC32C of its payload bytes).
@@ -188,8 +189,8 @@ impl MeanAcc {
 ///
 /// # Errors
 /// [`StoreErr::BadCentre`] naming the field (`side.tier`, `side.dtype`,
-/// `side.data_len`, `side.centre_fp`, `mean`: a value not finite or beyond
-/// [`CENTRE_MAX_ABS`]); [`StoreErr::CentreMismatch`] when the
+/// `side.data_len`, `side.centre_fp`, `mean`: a value not finite);
+/// [`StoreErr::CentreMismatch`] when the
 /// block's fingerprint is not the side record's.
 pub fn parse_side(
     tensor: &str,
@@ -252,11 +253,11 @@ pub fn parse_side(
     let mut mean = Vec::with_capacity(d);
     for (i, b) in payload.chunks_exact(MEAN_ELEM_BYTES).enumerate() {
         let v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        if !v.is_finite() || v.abs() > CENTRE_MAX_ABS {
+        if !v.is_finite() {
             return Err(bad(
                 "mean",
                 i * MEAN_ELEM_BYTES,
-                format!("value {i} is {v} (not finite or beyond 2^125)"),
+                format!("value {i} is {v} (not finite)"),
             ));
         }
         mean.push(v);
