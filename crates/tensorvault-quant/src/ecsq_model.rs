@@ -161,6 +161,12 @@ const CACHE_TABLES: usize = 256;
 /// `k << 8 | j`.
 static CACHE: Mutex<Vec<(u16, Arc<WideTable>)>> = Mutex::new(Vec::new());
 
+#[cfg(test)]
+thread_local! {
+    /// Calls of [`table`] on this thread (tests count a decode's cache lookups).
+    pub(crate) static LOOKUPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 fn check_bits(k: u8) -> Result<(), QuantError> {
     if (V7_MIN_BITS..=V7_MAX_BITS).contains(&k) {
         Ok(())
@@ -177,6 +183,8 @@ fn check_bits(k: u8) -> Result<(), QuantError> {
 /// The coder table of `k`-bit codes under side byte `j` (`k` checked by the caller:
 /// 2..=12), from the cache or built and cached.
 pub(crate) fn table(k: u8, j: u8) -> Arc<WideTable> {
+    #[cfg(test)]
+    LOOKUPS.with(|n| n.set(n.get() + 1));
     let key = u16::from(k) << 8 | u16::from(j);
     {
         // Nothing panics while the lock is held: a poisoned cache is still consistent.
@@ -290,6 +298,27 @@ mod tests {
         }
         assert!(frequencies(13, 0).is_err());
         assert!(frequencies(1, 0).is_err());
+    }
+
+    #[test]
+    fn every_side_byte_of_every_width_gives_a_valid_table() {
+        // review14: the extreme side bytes (sigma 1/16 and ~3900 steps) at every width:
+        // the derivation terminates, never underflows the remainder, and the coder
+        // accepts every table (`table` would otherwise hit its `unreachable!`).
+        for k in V7_MIN_BITS..=V7_MAX_BITS {
+            for j in 0..=255u8 {
+                let f = derive(k, j);
+                assert_eq!(f.len(), 1 << k);
+                assert_eq!(
+                    f.iter().map(|&c| u32::from(c)).sum::<u32>(),
+                    1 << V7_PROB_BITS,
+                    "k {k} j {j}"
+                );
+                assert!(WideTable::new(f, V7_PROB_BITS).is_some(), "k {k} j {j}");
+            }
+        }
+        // sigma stays finite and positive at both ends of the ladder.
+        assert!(sigma_of(0) > 0.06 && sigma_of(255) < 4000.0);
     }
 
     #[test]

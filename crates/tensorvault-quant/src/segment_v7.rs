@@ -22,6 +22,8 @@
 //! # Ok::<(), tensorvault_quant::QuantError>(())
 //! ```
 
+use std::sync::Arc;
+
 use crate::ecsq_model::{side_byte, table};
 use crate::entropy_rans::{encode_wide, WideDecoder, WideTable};
 use crate::error::{check_finite, corrupt};
@@ -420,9 +422,15 @@ impl<'a> SegmentV7<'a> {
         dst.clear();
         dst.resize(self.n, 0.0);
         let mut codes = [0u16; 1 << V7_MAX_BLOCK_LOG2];
+        // The tables this segment uses, looked up in the shared cache once per side byte:
+        // a hostile segment of 2^18 four-value blocks would otherwise take the cache's
+        // lock and scan it 2^18 times, and under another thread's evictions rebuild a
+        // table per block. At most 256 builds per segment.
+        let mut memo: [Option<Arc<WideTable>>; 256] = std::array::from_fn(|_| None);
         for (blk, &j) in dst.chunks_mut(block).zip(self.sides) {
             let codes = &mut codes[..blk.len()];
-            dec.decode(&table(self.bits, j), codes)?;
+            let t = memo[usize::from(j)].get_or_insert_with(|| table(self.bits, j));
+            dec.decode(t, codes)?;
             let c = if blk.len() == block { whole } else { self.step };
             for (v, &s) in blk.iter_mut().zip(codes.iter()) {
                 // |s - half| <= 2^11: exact in f32, as is the + 1/2.

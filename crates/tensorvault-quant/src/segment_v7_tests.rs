@@ -445,3 +445,21 @@ fn a_row_gain_envelope_wraps_a_v7_segment() {
         })
     ));
 }
+
+#[test]
+fn a_decode_looks_each_side_byte_up_once() {
+    // review14: 4096 values in blocks of 4 (1024 side bytes) looked the shared cache up
+    // once per block (lock, scan of up to 256 entries, and a rebuild per block when
+    // another thread evicts); now once per distinct side byte.
+    let bytes = encode(&params(6, 2, 0), &data(4096, 9), 0.004).unwrap();
+    let seg = SegmentV7::parse(&bytes).unwrap();
+    let mut distinct = seg.sides().to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert!(distinct.len() > 1 && distinct.len() < seg.sides().len());
+    let before = crate::ecsq_model::LOOKUPS.with(std::cell::Cell::get);
+    let y = dec(&bytes).unwrap();
+    let after = crate::ecsq_model::LOOKUPS.with(std::cell::Cell::get);
+    assert_eq!(y.len(), 4096);
+    assert_eq!(after - before, distinct.len());
+}

@@ -23,6 +23,13 @@ pub const CENTRE_BLOCK_INDEX: u32 = u32::MAX;
 /// Bytes per mean value in the side record's payload (f32 LE).
 pub const MEAN_ELEM_BYTES: usize = 4;
 
+/// Largest magnitude of a value (and so of a mean value) of a tensor the writer centres:
+/// `2^125`. Then `|x - m| <= 2^126` and a decoding plus the mean stays inside the f32
+/// range; a table with a larger value is stored uncentred. (Readers accept any finite
+/// mean, since the first build of the flag wrote larger ones, and refuse a sum that
+/// leaves the f32 range instead.)
+pub const CENTRE_MAX_ABS: f32 = f32::from_bits(0x7E00_0000);
+
 /// The mean row of a centred tensor and its fingerprint (CRC32C of its payload bytes).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Centre {
@@ -55,8 +62,24 @@ impl Centre {
 
     /// Add the mean back to decoded values (inverse of [`Centre::subtract`] up to f32
     /// rounding).
-    pub fn add(&self, vals: &mut [f32], start: u64) {
+    ///
+    /// # Errors
+    /// The position in `vals` of the first sum that is not finite (a decoding or a mean
+    /// beyond what a writer produces: `vals` is then partly updated and must be dropped).
+    pub fn add(&self, vals: &mut [f32], start: u64) -> std::result::Result<(), usize> {
         self.walk(vals, start, |v, m| *v += m);
+        match vals.iter().position(|v| !v.is_finite()) {
+            Some(i) => Err(i),
+            None => Ok(()),
+        }
+    }
+
+    /// The column of element `i` of a block whose first value is element `start`.
+    #[must_use]
+    pub fn column(&self, start: u64, i: usize) -> usize {
+        let d = self.mean.len().max(1) as u64;
+        // `< d`, a usize.
+        ((start % d + i as u64 % d) % d) as usize
     }
 
     fn walk(&self, vals: &mut [f32], start: u64, f: impl Fn(&mut f32, f32)) {
@@ -112,6 +135,8 @@ pub fn centred_width(
 pub struct MeanAcc {
     sums: Vec<f64>,
     seen: u64,
+    /// Whether every value seen is within [`CENTRE_MAX_ABS`] (NaN is not).
+    bounded: bool,
 }
 
 impl MeanAcc {
@@ -121,6 +146,7 @@ impl MeanAcc {
         Self {
             sums: vec![0.0; d],
             seen: 0,
+            bounded: true,
         }
     }
 
@@ -130,6 +156,7 @@ impl MeanAcc {
         // `seen % d < d`.
         let mut col = (self.seen % d) as usize;
         for &v in vals {
+            self.bounded &= v.abs() <= CENTRE_MAX_ABS;
             self.sums[col] += f64::from(v);
             col += 1;
             if col == self.sums.len() {
@@ -139,12 +166,13 @@ impl MeanAcc {
         self.seen += vals.len() as u64;
     }
 
-    /// The column mean, or `None` when a sum is not finite (a NaN or infinite value: such
-    /// a tensor is stored uncentred) or no whole row was seen.
+    /// The column mean, or `None` when a value is not finite or beyond
+    /// [`CENTRE_MAX_ABS`] (its centred value could leave the f32 range: such a tensor is
+    /// stored uncentred) or no whole row was seen.
     #[must_use]
     pub fn finish(self) -> Option<Centre> {
         let rows = self.seen / self.sums.len() as u64;
-        if rows == 0 {
+        if rows == 0 || !self.bounded {
             return None;
         }
         // Rows up to 2^53 convert exactly enough for a mean.
@@ -161,7 +189,8 @@ impl MeanAcc {
 ///
 /// # Errors
 /// [`StoreErr::BadCentre`] naming the field (`side.tier`, `side.dtype`,
-/// `side.data_len`, `side.centre_fp`, `mean`); [`StoreErr::CentreMismatch`] when the
+/// `side.data_len`, `side.centre_fp`, `mean`: a value not finite);
+/// [`StoreErr::CentreMismatch`] when the
 /// block's fingerprint is not the side record's.
 pub fn parse_side(
     tensor: &str,
@@ -250,8 +279,30 @@ mod tests {
         // The block starts at element 4: column 1.
         c.subtract(&mut v, 4);
         assert_eq!(v, vec![-8.0, -80.0, 199.0, -7.0, -70.0]);
-        c.add(&mut v, 4);
+        c.add(&mut v, 4).unwrap();
         assert_eq!(v, vec![2.0, 20.0, 200.0, 3.0, 30.0]);
+    }
+
+    #[test]
+    fn an_add_that_leaves_the_f32_range_is_refused_with_its_position() {
+        // review14: a crafted mean plus a decoding near f32::MAX gave infinity.
+        let c = Centre::of(vec![0.0, 3.0e38]);
+        let mut v = vec![1.0, 1.0, 1.0, 3.0e38];
+        assert_eq!(c.add(&mut v, 0), Err(3));
+        assert_eq!(c.column(0, 3), 1);
+        assert_eq!(c.column(5, 2), 1);
+    }
+
+    #[test]
+    fn values_beyond_2_125_are_not_centred() {
+        // review14: |x - m| of a finite table could overflow (3e38 - -1e38).
+        let mut acc = MeanAcc::new(1);
+        acc.push(&[3.0e38, -3.0e38, 3.0e38]);
+        assert!(acc.finish().is_none());
+        let mut ok = MeanAcc::new(1);
+        ok.push(&[CENTRE_MAX_ABS, -CENTRE_MAX_ABS]);
+        assert_eq!(ok.finish().unwrap().mean, vec![0.0]);
+        assert_eq!(CENTRE_MAX_ABS, 2f32.powi(125));
     }
 
     #[test]

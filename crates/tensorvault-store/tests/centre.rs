@@ -633,3 +633,117 @@ fn centring_combines_with_model_coded_ecsq() {
         );
     }
 }
+
+/// review14: rows near the f32 range whose centred values `x - m` would overflow (the mean
+/// of +-3e38 columns is 1e38, and -3e38 - 1e38 is beyond f32). Such a finite table is
+/// stored uncentred, exactly as without the flag (it failed with `NonFinite` before).
+#[test]
+fn a_table_whose_centred_values_overflow_is_stored_uncentred() {
+    let big = 3.0e38f32;
+    let mut x = Vec::with_capacity(3 * WIDTH);
+    for r in 0..3 {
+        let sign = if r == 1 { -1.0 } else { 1.0 };
+        x.extend((0..WIDTH).map(|c| sign * big * (1.0 - c as f32 / 4096.0)));
+    }
+    let shape = [3u32, WIDTH as u32];
+    let info = BlockInfo::new(DType::F32, &shape).with_kind(TensorKind::Embedding);
+    for tier in [Tier::Tier0, Tier::Tier1, Tier::Tier2] {
+        let s = mem_store("c", geo(true, false));
+        let plain = mem_store("c", geo(false, false));
+        let got = s.put_tensor_with("e", &info, &bytes(&x), tier);
+        let want = plain.put_tensor_with("e", &info, &bytes(&x), tier);
+        assert_eq!(format!("{got:?}"), format!("{want:?}"), "{tier}");
+        assert!(s.meta(&side(&s, "e")).unwrap().is_none());
+        if got.is_ok() {
+            let y = s.get_tensor("e").unwrap().data;
+            assert_eq!(y, plain.get_tensor("e").unwrap().data);
+        }
+    }
+}
+
+/// review14: a block claiming `centre` 1 in a collection without flags bit 5, with a
+/// crafted "side record" at `u32::MAX` (an ordinary block index there), is refused: it
+/// is never decoded with that block's values added as a mean.
+#[test]
+fn a_centred_block_in_a_collection_without_bit_5_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let shape = emb(16);
+    let info = BlockInfo::new(DType::F32, &shape).with_kind(TensorKind::Embedding);
+    let plain = geo(false, false);
+    let id = {
+        let s = dir_store(dir.path(), 1, plain, true);
+        s.put_tensor_with("e", &info, &bytes(&table(16, 12)), Tier::Tier2)
+            .unwrap();
+        let id = s.tensor_id_of("e");
+        // An ordinary block at the index a centred collection reserves: a mean row of
+        // ones, raw f32 at tier 0.
+        let ones = vec![1.0f32; WIDTH];
+        s.put_block(
+            BlockKey::new(id, CENTRE_BLOCK_INDEX),
+            Tier::Tier0,
+            &info,
+            &bytes(&ones),
+        )
+        .unwrap();
+        s.close().unwrap();
+        id
+    };
+    // Rewrite both Creates with centre 1 and the payload's fingerprint.
+    let (side_meta, blk_meta) = {
+        let s = dir_store(dir.path(), 2, plain, false);
+        let mut p = Vec::new();
+        let sm = s
+            .get_payload(&BlockKey::new(id, CENTRE_BLOCK_INDEX), &mut p)
+            .unwrap();
+        let bm = s.get_payload(&BlockKey::new(id, 0), &mut p).unwrap();
+        s.close().unwrap();
+        (sm, bm)
+    };
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.path().join("t/c/meta.log"))
+        .unwrap();
+    for mut meta in [side_meta, blk_meta] {
+        meta.centre = Some(side_meta.checksum);
+        log.write_all(&encode_record(&MetaRecord::Create { meta }))
+            .unwrap();
+    }
+    drop(log);
+    let s = dir_store(dir.path(), 3, plain, false);
+    let mut out = Vec::new();
+    match s.get_block(&BlockKey::new(id, 0), &mut out) {
+        Err(StoreErr::BadCentre { field, offset, .. }) => {
+            assert_eq!((field, offset), ("centre", C_CENTRE as u64));
+        }
+        other => panic!("expected BadCentre centre, got {other:?}"),
+    }
+}
+
+/// review14: a log whose side record's Create comes after its blocks' Creates (replay
+/// order is not the write order) reads the same: reads look the side record up by key.
+#[test]
+fn a_side_record_created_after_its_blocks_reads_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let shape = emb(16);
+    let info = BlockInfo::new(DType::F32, &shape).with_kind(TensorKind::Embedding);
+    let want = {
+        let s = dir_store(dir.path(), 1, geo(true, false), true);
+        s.put_tensor_with("e", &info, &bytes(&table(16, 13)), Tier::Tier2)
+            .unwrap();
+        let d = s.get_tensor("e").unwrap().data;
+        s.close().unwrap();
+        d
+    };
+    craft_side(dir.path(), |_, _| {});
+    let s = dir_store(dir.path(), 2, geo(true, false), false);
+    // verify is read-only: the log does not grow under it.
+    let log_len = || {
+        std::fs::metadata(dir.path().join("t/c/meta.log"))
+            .unwrap()
+            .len()
+    };
+    let before = log_len();
+    assert!(s.verify().unwrap().problems.is_empty());
+    assert_eq!(log_len(), before);
+    assert_eq!(s.get_tensor("e").unwrap().data, want);
+}

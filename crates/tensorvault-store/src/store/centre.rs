@@ -9,7 +9,7 @@ use crate::clock::Clock;
 use crate::codec;
 use crate::error::{Result, StoreErr};
 use crate::index::BlockIndex;
-use crate::meta_log::layout::C_NDIM;
+use crate::meta_log::layout::{C_CENTRE, C_NDIM};
 use crate::meta_log::MetaLog;
 use crate::types::{BlockKey, BlockMeta, DType, Tier, MAX_NDIM};
 
@@ -90,12 +90,26 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
     /// (the side record's slot cannot be freed under it).
     ///
     /// # Errors
+    /// [`StoreErr::BadCentre`] `centre` in a collection without flags bit 5;
     /// [`StoreErr::CentreMismatch`] (no side record, or another mean);
     /// [`StoreErr::BadCentre`]; the side record's read errors ([`StoreErr::Corruption`],
     /// [`StoreErr::Io`]).
     pub(crate) fn load_centre(&self, idx: &BlockIndex, meta: &BlockMeta) -> Result<Centre> {
         let id = meta.key.tensor_id;
         let tensor = format!("{id:032x}");
+        if !self.geo.centre {
+            // Only a crafted record gets here: without bit 5, index 2^32 - 1 is an
+            // ordinary block, never a mean row.
+            return Err(StoreErr::BadCentre {
+                tensor,
+                field: "centre",
+                offset: C_CENTRE as u64,
+                reason: format!(
+                    "block {} is centred in a collection without flags bit 5",
+                    meta.key.block_index
+                ),
+            });
+        }
         let Some(side) = idx.get(&side_key(id)) else {
             return Err(StoreErr::CentreMismatch {
                 tensor,

@@ -79,7 +79,20 @@ impl<C: Clock, B: BlockIO, M: MetaLog> TensorStore<C, B, M> {
         )?;
         if let Some(c) = centre {
             let start = u64::from(meta.key.block_index) * u64::from(self.geo.block_elems);
-            c.add(&mut vals, start);
+            if let Err(i) = c.add(&mut vals, start) {
+                // Only a crafted side record or block gets here (writers keep both
+                // within 2^125 and 2^126): never return a non-finite value.
+                let col = c.column(start, i);
+                return Err(StoreErr::BadCentre {
+                    tensor: format!("{:032x}", meta.key.tensor_id),
+                    field: "mean",
+                    offset: (col * crate::centre::MEAN_ELEM_BYTES) as u64,
+                    reason: format!(
+                        "value {col} plus the decoding of block {} value {i} leaves the f32 range",
+                        meta.key.block_index
+                    ),
+                });
+            }
         }
         codec::from_f32(meta.dtype, &vals, out)?;
         Ok(())
