@@ -16,8 +16,8 @@ use libfuzzer_sys::fuzz_target;
 use tensorvault_core::checksum::crc32c;
 use tensorvault_store::meta_log::layout::{CRC_OFFSET, PAD_OFFSET, RECORD_LEN};
 use tensorvault_store::{
-    BlockInfo, BlockKey, BufferBlockIO, Catalog, CollectionConfig, DType, Durability,
-    ManualClock, MemMetaLog, StoreConfig, TensorKind, TensorStore, Tier,
+    BlockInfo, BlockKey, BufferBlockIO, Catalog, CollectionConfig, DType, Durability, ManualClock,
+    MemMetaLog, StoreConfig, TensorKind, TensorStore, Tier,
 };
 
 const ROWS: usize = 12;
@@ -64,7 +64,9 @@ fuzz_target!(|data: &[u8]| {
         cfg(),
     )
     .expect("open");
-    store.put_tensor_with("e", &info, &bytes, Tier::Tier1).expect("put");
+    store
+        .put_tensor_with("e", &info, &bytes, Tier::Tier1)
+        .expect("put");
     let id = store.tensor_id_of("e");
     let mut log = store.with_log(|l| l.to_bytes()).expect("log");
     let mut tiers: [Vec<u8>; 4] = Default::default();
