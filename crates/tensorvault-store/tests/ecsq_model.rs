@@ -7,6 +7,7 @@
 
 mod mem;
 mod values;
+
 use mem::{dir_store, mem_store};
 use values::{assert_migrated_equals_direct, f32_bytes as bytes, f32_floats as floats, rel_rmse};
 
@@ -19,21 +20,7 @@ const TIERS: [Tier; 3] = [Tier::Tier1, Tier::Tier2, Tier::Tier3];
 
 /// Unit-norm rows of `WIDTH` with a shared direction and heavy-ish tails.
 fn table(rows: usize) -> Vec<f32> {
-    let mut s = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-    };
-    let mean: Vec<f64> = (0..WIDTH).map(|_| next()).collect();
-    let mut out = Vec::with_capacity(rows * WIDTH);
-    for _ in 0..rows {
-        let r: Vec<f64> = mean.iter().map(|m| m + next().powi(3) * 6.0).collect();
-        let n = r.iter().map(|v| v * v).sum::<f64>().sqrt();
-        out.extend(r.iter().map(|v| (v / n) as f32));
-    }
-    out
+    values::embedding_rows(rows, WIDTH, 0, 6.0)
 }
 
 fn geo(model: bool, row_gains: bool) -> CollectionConfig {

@@ -8,6 +8,7 @@
 
 mod mem;
 mod values;
+
 use mem::{dir_store, mem_store};
 use values::{assert_migrated_equals_direct, f32_bytes as bytes, f32_floats as floats, rel_rmse};
 
@@ -20,21 +21,7 @@ const WIDTH: usize = 576;
 /// Unit-norm rows of `WIDTH` sharing a common direction (as a token-embedding table:
 /// a large mean component plus a per-row part with tails).
 fn table(rows: usize) -> Vec<f32> {
-    let mut s = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-    };
-    let mean: Vec<f64> = (0..WIDTH).map(|_| next()).collect();
-    let mut out = Vec::with_capacity(rows * WIDTH);
-    for _ in 0..rows {
-        let r: Vec<f64> = mean.iter().map(|m| m + next().powi(3) * 6.0).collect();
-        let n = r.iter().map(|v| v * v).sum::<f64>().sqrt();
-        out.extend(r.iter().map(|v| (v / n) as f32));
-    }
-    out
+    values::embedding_rows(rows, WIDTH, 0, 6.0)
 }
 
 fn geo(row_gains: bool, ecsq: bool) -> CollectionConfig {

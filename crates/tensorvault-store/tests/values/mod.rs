@@ -1,5 +1,5 @@
 //! Values and measures shared by the codec suites (`ecsq.rs`, `kv_ecsq.rs`,
-//! `kv_ecsq_tier2.rs`): a bell-shaped KV cache, f16 / f32 byte conversions, relative
+//! `kv_ecsq_tier2.rs`, the embedding suites): a bell-shaped KV cache, embedding-like rows, f16 / f32 byte conversions, relative
 //! RMSE, and the check that a block written at a tier and one migrated there are equal.
 
 #![allow(
@@ -90,4 +90,26 @@ pub fn assert_migrated_equals_direct(
         direct.get_tensor(name).unwrap().data,
         migrated.get_tensor(name).unwrap().data
     );
+}
+
+/// Unit-norm rows of `width` sharing a common row (as a token-embedding table: a large
+/// mean component plus a per-row part with tails of scale `tail`), from `seed`; the
+/// embedding suites (`row_gains.rs`, `ecsq_model.rs`, `centre.rs`) share it.
+#[must_use]
+pub fn embedding_rows(rows: usize, width: usize, seed: u64, tail: f64) -> Vec<f32> {
+    let mut s = 0x9E37_79B9_7F4A_7C15u64 ^ seed;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+    };
+    let mean: Vec<f64> = (0..width).map(|_| next()).collect();
+    let mut out = Vec::with_capacity(rows * width);
+    for _ in 0..rows {
+        let r: Vec<f64> = mean.iter().map(|m| m + next().powi(3) * tail).collect();
+        let n = r.iter().map(|v| v * v).sum::<f64>().sqrt();
+        out.extend(r.iter().map(|v| (v / n) as f32));
+    }
+    out
 }
