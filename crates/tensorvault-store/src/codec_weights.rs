@@ -154,14 +154,22 @@ pub fn ecsq_params(
         Tier::Tier3 => ECSQ_BITS[1],
         _ => return None,
     };
-    let block_log2 = (len.trailing_zeros() as u8).min(ECSQ_BLOCK_LOG2);
-    (block_log2 >= ECSQ_MIN_BLOCK_LOG2).then_some(EcsqParams {
+    let block_log2 = ecsq_block_log2(len)?;
+    Some(EcsqParams {
         bits,
         block_log2,
         seed: q::V3_DEFAULT_SEED,
         rotate: ECSQ_ROTATE,
         lanes_log2: ECSQ_LANES_LOG2,
     })
+}
+
+/// The rotation block (log2) of an ECSQ layout for `len > 0` values: `ECSQ_BLOCK_LOG2`
+/// or the largest power of two dividing `len`, `None` below `2^ECSQ_MIN_BLOCK_LOG2`
+/// (shared by [`ecsq_params`] and [`ecsq_model_params`]).
+fn ecsq_block_log2(len: usize) -> Option<u8> {
+    let block_log2 = (len.trailing_zeros() as u8).min(ECSQ_BLOCK_LOG2);
+    (block_log2 >= ECSQ_MIN_BLOCK_LOG2).then_some(block_log2)
 }
 
 /// The bytes a block of `len` values may take in `tier`: the tier's slot, in proportion
@@ -211,8 +219,8 @@ pub fn ecsq_model_params(
         return None;
     }
     let bits = *ECSQ_MODEL_BITS.get(tier.index().checked_sub(1)?)?;
-    let block_log2 = (len.trailing_zeros() as u8).min(ECSQ_BLOCK_LOG2);
-    (block_log2 >= ECSQ_MIN_BLOCK_LOG2).then_some(V7Params {
+    let block_log2 = ecsq_block_log2(len)?;
+    Some(V7Params {
         bits,
         block_log2,
         seed: q::V3_DEFAULT_SEED,
