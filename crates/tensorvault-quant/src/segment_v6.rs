@@ -214,10 +214,18 @@ impl<'a> SegmentV6<'a> {
             // A version 7 inner segment's codes are up to 12 bits wide (the prefix checks
             // passed but for the width: the header is present).
             Err(QuantError::CorruptField { field: "bits", .. })
-                if bytes[V6_INNER_VERSION_OFFSET] == V7_VERSION
-                    && (V7_MIN_BITS..=V7_MAX_BITS).contains(&bytes[BITS_OFFSET]) =>
+                if bytes[V6_INNER_VERSION_OFFSET] == V7_VERSION =>
             {
-                (&bytes[..V6_HEADER_LEN], bytes[BITS_OFFSET])
+                let bits = bytes[BITS_OFFSET];
+                if !(V7_MIN_BITS..=V7_MAX_BITS).contains(&bits) {
+                    return Err(corrupt(
+                        "bits",
+                        BITS_OFFSET,
+                        bits.into(),
+                        "must be in 2..=12 around a version 7 segment",
+                    ));
+                }
+                (&bytes[..V6_HEADER_LEN], bits)
             }
             Err(e) => return Err(e),
         };

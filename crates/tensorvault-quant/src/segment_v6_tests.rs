@@ -205,6 +205,42 @@ fn field(e: &QuantError) -> (&'static str, usize) {
 }
 
 #[test]
+fn bits_out_of_range_around_a_v7_segment_name_v7s_range() {
+    // Around a version 7 segment the envelope's bits may be 9..=12; beyond that the error
+    // states v7's range, not the 2..=8 of the other inner versions.
+    let mut b = envelope();
+    b[10] = crate::layout::V7_VERSION;
+    for (bits, want) in [
+        (13u8, "must be in 2..=12 around a version 7 segment"),
+        (1, "must be in 2..=12 around a version 7 segment"),
+    ] {
+        b[BITS_OFFSET] = bits;
+        match SegmentV6::parse(&b) {
+            Err(QuantError::CorruptField {
+                field,
+                offset,
+                value,
+                reason,
+            }) => {
+                assert_eq!(
+                    (field, offset, value),
+                    ("bits", BITS_OFFSET, u64::from(bits))
+                );
+                assert_eq!(reason, want);
+            }
+            other => panic!("bits {bits}: {other:?}"),
+        }
+    }
+    // Other inner versions keep the common range's message.
+    let mut b = envelope();
+    b[BITS_OFFSET] = 9;
+    match SegmentV6::parse(&b) {
+        Err(QuantError::CorruptField { reason, .. }) => assert_eq!(reason, "must be in 2..=8"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn crafted_headers_are_refused_naming_field_and_offset() {
     let good = envelope();
     let set = |off: usize, v: &[u8]| {
