@@ -69,6 +69,7 @@ mod fwht_avx2;
 pub mod groupwise;
 pub mod kind;
 pub mod layout;
+mod le;
 pub mod levels;
 mod levels_table;
 pub mod metrics;

@@ -255,9 +255,7 @@ pub struct Segment<'a> {
 }
 
 fn u32_at(b: &[u8], off: usize) -> u64 {
-    let mut w = [0u8; 4];
-    w.copy_from_slice(&b[off..off + 4]);
-    u64::from(u32::from_le_bytes(w))
+    u64::from(crate::le::u32_at(b, off))
 }
 
 /// `offset + len`, checked against overflow and the bytes present.

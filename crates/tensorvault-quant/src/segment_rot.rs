@@ -30,6 +30,7 @@ use crate::layout::{
     V3_SCALE_BASE_OFFSET, V3_SCALE_CODE_BYTES, V3_SEED_OFFSET, V3_VALUES_OFFSET, V3_VERSION,
     V3_WIDE_SCALE_BYTES, V3_WIDTH_OFFSET, VERSION_OFFSET,
 };
+use crate::le::{u16_at, u32_at};
 use crate::levels::{scale_code, scale_step, LevelSet, Quantizer};
 use crate::rotation::Rotation;
 use crate::QuantError;
@@ -372,14 +373,6 @@ pub struct SegmentV3<'a> {
     n: usize,
     base: f32,
     reg: Regions,
-}
-
-fn u16_at(b: &[u8], off: usize) -> u16 {
-    u16::from_le_bytes([b[off], b[off + 1]])
-}
-
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
 
 impl<'a> SegmentV3<'a> {

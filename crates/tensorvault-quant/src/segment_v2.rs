@@ -27,6 +27,7 @@ use crate::layout::{
     V2_MIN_BASE_OFFSET, V2_MIN_GROUP_LOG2, V2_MIN_UNIT_OFFSET, V2_RAW_BYTES, V2_RAW_ROWS_OFFSET,
     V2_SCALE_UNIT_OFFSET, V2_VALUES_OFFSET, V2_VERSION, V2_WIDTH_OFFSET, VERSION_OFFSET,
 };
+use crate::le::{f32_at, u16_at, u32_at};
 use crate::QuantError;
 
 /// How groups run over the values.
@@ -368,23 +369,6 @@ pub struct SegmentV2<'a> {
     n: usize,
     units: Units,
     reg: Regions,
-}
-
-fn f32_at(b: &[u8], off: usize) -> f32 {
-    f32::from_bits(u32::from_le_bytes([
-        b[off],
-        b[off + 1],
-        b[off + 2],
-        b[off + 3],
-    ]))
-}
-
-fn u16_at(b: &[u8], off: usize) -> u16 {
-    u16::from_le_bytes([b[off], b[off + 1]])
-}
-
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
 
 impl<'a> SegmentV2<'a> {

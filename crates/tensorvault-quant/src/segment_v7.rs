@@ -33,6 +33,7 @@ use crate::layout::{
     V7_MIN_BITS, V7_MIN_BLOCK_LOG2, V7_RATE_MIN, V7_RATE_PER_OCTAVE, V7_RATE_RUNGS, V7_SEED_OFFSET,
     V7_STEP_OFFSET, V7_VALUES_OFFSET, V7_VERSION, VERSION_OFFSET,
 };
+use crate::le::u32_at;
 use crate::rotation::Rotation;
 use crate::QuantError;
 
@@ -270,10 +271,6 @@ pub struct SegmentV7<'a> {
     step: f32,
     sides: &'a [u8],
     stream: &'a [u8],
-}
-
-fn u32_at(h: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([h[off], h[off + 1], h[off + 2], h[off + 3]])
 }
 
 impl<'a> SegmentV7<'a> {
