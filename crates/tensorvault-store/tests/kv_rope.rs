@@ -9,7 +9,8 @@ use half::f16;
 use tensorvault_core::checksum::crc32c;
 use tensorvault_store::kv::{RopePairing, RopeSpec};
 use tensorvault_store::meta_log::layout::{
-    H_CODEC, H_KEY_BITS, H_KEY_GROUP_SIZE, H_RESERVED, H_ROPE_DIMS, H_ROPE_PAIRING, H_ROPE_THETA,
+    H_CODEC, H_FLAGS2, H_KEY_BITS, H_KEY_GROUP_SIZE, H_RESERVED, H_ROPE_DIMS, H_ROPE_PAIRING,
+    H_ROPE_THETA,
 };
 use tensorvault_store::meta_log::{decode_header, encode_header};
 use tensorvault_store::{
@@ -199,7 +200,7 @@ fn header_bytes_of_rope_and_key_widths() {
         (&h[70..78], H_ROPE_THETA),
         (&100_000f64.to_le_bytes()[..], 70)
     );
-    assert_eq!(H_RESERVED, 78);
+    assert_eq!((H_FLAGS2, H_RESERVED), (78, 79));
     assert!(h[78..120].iter().all(|&b| b == 0));
     assert_eq!(decode_header(&h).unwrap(), (c, 7));
     // A codec v2 header without RoPE keeps these bytes zero (what older builds wrote).

@@ -92,11 +92,22 @@ pub const H_ROPE_DIMS: usize = H_ROPE_PAIRING + size_of::<u8>();
 pub const H_KEY_GROUP_SIZE: usize = H_ROPE_DIMS + size_of::<u16>();
 /// f64 RoPE base theta (zero without RoPE).
 pub const H_ROPE_THETA: usize = H_KEY_GROUP_SIZE + 3 * size_of::<u32>();
+/// u8 second collection flags byte (version 2 headers; the first of the bytes that were
+/// reserved before session 15, so every older collection holds zero here and every older
+/// build refuses a set bit as a nonzero reserved byte): the bits of
+/// [`HEADER_KNOWN_FLAGS2`]; other bits zero.
+pub const H_FLAGS2: usize = H_ROPE_THETA + size_of::<f64>();
+/// Names of the second flags byte's bits, bit `i` at index `i` (the `field` a refusal of a
+/// bit whose prerequisites are missing names, at [`H_FLAGS2`]). No bit is assigned yet.
+pub const HEADER_FLAGS2_NAMES: [&str; 0] = [];
+/// Every bit of the second flags byte this build knows: the first
+/// `HEADER_FLAGS2_NAMES.len()` bits.
+pub const HEADER_KNOWN_FLAGS2: u8 = ((1u16 << HEADER_FLAGS2_NAMES.len()) - 1) as u8;
 /// First reserved (zero) header byte of a version 1 header; reserved up to [`CRC_OFFSET`].
 pub const H_RESERVED_V1: usize = H_CODEC;
 /// First reserved (zero) header byte of a version 2 header; reserved up to
 /// [`CRC_OFFSET`].
-pub const H_RESERVED: usize = H_ROPE_THETA + size_of::<f64>();
+pub const H_RESERVED: usize = H_FLAGS2 + size_of::<u8>();
 
 // ---- common record prefix ----
 
@@ -210,6 +221,7 @@ const _: () = {
     assert!(C_CENTRE == 113 && C_RESERVED == 118 && C_RESERVED <= CRC_OFFSET);
     assert!(A_RESERVED == 45);
     assert!(M_NEW_LEN == 40 && M_RESERVED <= CRC_OFFSET);
-    assert!(H_RESERVED <= CRC_OFFSET);
+    assert!(H_FLAGS == 49 && H_FLAGS2 == 78 && H_RESERVED == 79 && H_RESERVED <= CRC_OFFSET);
+    assert!(HEADER_FLAGS2_NAMES.len() <= 8);
     assert!(PAD_OFFSET + size_of::<u32>() == RECORD_LEN);
 };

@@ -10,14 +10,14 @@ use super::layout::{
     RecordType, A_COUNT, A_EMA, A_LAST_ACCESS, A_RESERVED, A_WINDOW, CRC_OFFSET, C_BITS, C_CENTRE,
     C_CENTRE_FP, C_CHECKSUM, C_CREATED_AT, C_DATA_LEN, C_DATA_OFFSET, C_DTYPE, C_KIND, C_LINEAGE,
     C_NDIM, C_RECONSTRUCT, C_RESERVED, C_SCALE, C_SHAPE, C_TIER, C_TIER_SINCE, C_ZERO_POINT,
-    D_RESERVED, HEADER_FLAG_CENTRE, HEADER_FLAG_ECSQ, HEADER_FLAG_ECSQ_MODEL, HEADER_FLAG_ENTROPY,
-    HEADER_FLAG_EXTENTS, HEADER_FLAG_KV_ECSQ, HEADER_FLAG_KV_ECSQ_TIER2, HEADER_FLAG_ROW_GAINS,
-    HEADER_KNOWN_FLAGS, H_BLOCK_ELEMS, H_CODEC, H_FLAGS, H_GENERATION, H_GROUP_SIZE, H_KEY_BITS,
-    H_KEY_GROUP_SIZE, H_MAGIC, H_RECORD_LEN, H_RESERVED, H_RESERVED_V1, H_ROPE_DIMS,
-    H_ROPE_PAIRING, H_ROPE_THETA, H_SINK_VALUES, H_SLOT_ALIGN, H_TIER0_ELEM_BYTES, H_TIER_BITS,
-    H_VERSION, MAGIC, M_AT, M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET, M_NEW_SCALE,
-    M_NEW_TIER, M_OLD_TIER, M_RESERVED, PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE,
-    VERSION, VERSION_V1,
+    D_RESERVED, HEADER_FLAGS2_NAMES, HEADER_FLAG_CENTRE, HEADER_FLAG_ECSQ, HEADER_FLAG_ECSQ_MODEL,
+    HEADER_FLAG_ENTROPY, HEADER_FLAG_EXTENTS, HEADER_FLAG_KV_ECSQ, HEADER_FLAG_KV_ECSQ_TIER2,
+    HEADER_FLAG_ROW_GAINS, HEADER_KNOWN_FLAGS, HEADER_KNOWN_FLAGS2, H_BLOCK_ELEMS, H_CODEC,
+    H_FLAGS, H_FLAGS2, H_GENERATION, H_GROUP_SIZE, H_KEY_BITS, H_KEY_GROUP_SIZE, H_MAGIC,
+    H_RECORD_LEN, H_RESERVED, H_RESERVED_V1, H_ROPE_DIMS, H_ROPE_PAIRING, H_ROPE_THETA,
+    H_SINK_VALUES, H_SLOT_ALIGN, H_TIER0_ELEM_BYTES, H_TIER_BITS, H_VERSION, MAGIC, M_AT,
+    M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET, M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER,
+    M_RESERVED, PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE, VERSION, VERSION_V1,
 };
 use super::MetaRecord;
 use crate::config::{CollectionConfig, CODEC_V1};
@@ -120,6 +120,11 @@ pub fn encode_header(c: &CollectionConfig, generation: u64) -> [u8; RECORD_LEN] 
                 0
             }
             | if c.centre { HEADER_FLAG_CENTRE } else { 0 };
+        b[H_FLAGS2] =
+            flags2_bits(c)
+                .iter()
+                .enumerate()
+                .fold(0, |acc, (i, &on)| if on { acc | 1 << i } else { acc });
         put(&mut b, H_SINK_VALUES, &c.sink_values.to_le_bytes());
         put(&mut b, H_KEY_BITS, &c.key_bits);
         for (i, g) in c.key_group_size.iter().enumerate() {
@@ -212,6 +217,8 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
     }
     let flags = if v1 { 0 } else { r[H_FLAGS] };
     check_flags(flags)?;
+    let flags2 = if v1 { 0 } else { r[H_FLAGS2] };
+    check_flags2(flags2)?;
     let (codec, sink_values) = if v1 {
         (CODEC_V1, 0)
     } else {
@@ -259,6 +266,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
                 "sink_values" => H_SINK_VALUES,
                 "entropy" | "extents" | "kv_ecsq" | "ecsq" | "kv_ecsq_tier2" | "row_gains"
                 | "ecsq_model" | "centre" => H_FLAGS,
+                f if HEADER_FLAGS2_NAMES.contains(&f) => H_FLAGS2,
                 "key_bits/key_group_size" => H_KEY_BITS,
                 "rope" | "rope.theta" => H_ROPE_THETA,
                 "rope.rotary_dims" => H_ROPE_DIMS,
@@ -285,6 +293,37 @@ fn check_flags(flags: u8) -> Result<()> {
             "flags",
             H_FLAGS,
             format!("unknown flag bits {flags:#04x} (this build knows bit 0, entropy, bit 1, extents, bit 2, kv_ecsq, bit 3, ecsq, bit 4, kv_ecsq_tier2, bit 5, centre, bit 6, row_gains, and bit 7, ecsq_model)"),
+        ));
+    }
+    Ok(())
+}
+
+/// The options of `c` that the second flags byte (byte 78) records, bit `i` at index `i`
+/// (named by `HEADER_FLAGS2_NAMES[i]`); the header writer packs them, the reader checks
+/// the byte with [`check_flags2`]. No bit is assigned yet.
+fn flags2_bits(_c: &CollectionConfig) -> [bool; HEADER_FLAGS2_NAMES.len()] {
+    []
+}
+
+/// Refuse bits of the second flags byte (`flags2`, byte 78) this build does not know. A
+/// build from before the byte refuses any set bit as a nonzero `reserved` byte at the same
+/// offset, so either way a collection is never misread.
+fn check_flags2(flags2: u8) -> Result<()> {
+    if flags2 & !HEADER_KNOWN_FLAGS2 != 0 {
+        let known = if HEADER_FLAGS2_NAMES.is_empty() {
+            "none".to_owned()
+        } else {
+            HEADER_FLAGS2_NAMES
+                .iter()
+                .enumerate()
+                .map(|(i, n)| format!("bit {i}, {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(bad_header(
+            "flags2",
+            H_FLAGS2,
+            format!("unknown flags2 bits {flags2:#04x} (this build knows {known})"),
         ));
     }
     Ok(())
