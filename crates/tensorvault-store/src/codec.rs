@@ -350,7 +350,8 @@ pub fn encode_for_tier_against(
     if geo.entropy && tier != Tier::Tier1 {
         enc.bytes = segment_v5::encode_smallest(enc.bytes)?;
     }
-    Ok(enc)
+    // With `kv_keys_ecsq`, tier 2 keys as v8 where one fits in that segment's length.
+    crate::codec_kv_keys::encode_kv_keys(geo, tier, place, values, enc)
 }
 
 /// Convert little-endian element bytes of `dtype` to f32.
@@ -470,7 +471,7 @@ fn max_scale(seg: &[u8], groups: usize) -> f32 {
 }
 
 /// Decode a quantized payload into f32 values (`dst` is resized to the segment's length).
-/// Any segment version (1 to 7) is accepted, whatever the collection's codec.
+/// Any segment version (1 to 8) is accepted, whatever the collection's codec.
 ///
 /// # Errors
 /// The codec's error if the payload is not one valid single-frame segment or holds more
@@ -483,6 +484,10 @@ pub fn decode_quantized(
     if payload.get(q::VERSION_OFFSET) == Some(&q::V6_VERSION) {
         // Row gains over a v2..v5 segment (never another v6), at most `max_elems` values.
         return segment_v6::decode(payload, max_elems, dst);
+    }
+    if payload.get(q::VERSION_OFFSET) == Some(&q::V8_VERSION) {
+        // Channel-centred keys: at most `max_elems` values, bounded before allocating.
+        return tensorvault_quant::segment_v8::decode(payload, max_elems, dst);
     }
     if payload.get(q::VERSION_OFFSET) == Some(&q::V7_VERSION) {
         // Model-coded ECSQ: at most `max_elems` values, bounded before allocating.

@@ -122,6 +122,16 @@ class KvCache:
             bench/RESULTS.md "Session 12: kv-tier2"). Persisted with the collection
             (MetaLog header flags bit 4); raises :class:`tensorvault.InvalidArgumentError`
             without ``ecsq``.
+        keys_ecsq: With ``codec=4`` and ``entropy=True``: store tier 2 key blocks as
+            channel-centred model-coded ECSQ (TQTC version 8: each channel's mean removed
+            and kept as f16, one step per block, each channel's codes priced by a
+            Gaussian of its spread) fitted into the bytes the 5-bit per-channel groups
+            would take, so bits/value never grow; blocks that do not fit keep the
+            groups (SmolLM2-135M's keys: attention-logit error 1.55% -> 1.12%,
+            bench/RESULTS.md "Session 15: kv-chan"). Persisted with the collection
+            (MetaLog header flags2 bit 0, byte 78; builds from before it refuse the
+            collection); raises :class:`tensorvault.InvalidArgumentError` without codec
+            4 and entropy.
 
     Use it as a context manager or call :meth:`close`.
     """
@@ -144,6 +154,7 @@ class KvCache:
         allocation: str = "slot",
         ecsq: bool = False,
         ecsq_tier2: bool = False,
+        keys_ecsq: bool = False,
     ) -> None:
         self._head_dim = _index(head_dim, "head_dim")
         age = None
@@ -169,6 +180,7 @@ class KvCache:
             str(allocation),
             bool(ecsq),
             bool(ecsq_tier2),
+            bool(keys_ecsq),
         )
 
     @property

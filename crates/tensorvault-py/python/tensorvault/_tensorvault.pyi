@@ -148,6 +148,7 @@ class KvCache:
         allocation: str = 'slot',
         ecsq: bool = False,
         ecsq_tier2: bool = False,
+        keys_ecsq: bool = False,
     ) -> None: ...
     @property
     def age_tiers(self) -> Optional[Tuple[int, int, int]]:

@@ -97,9 +97,13 @@ pub const H_ROPE_THETA: usize = H_KEY_GROUP_SIZE + 3 * size_of::<u32>();
 /// build refuses a set bit as a nonzero reserved byte): the bits of
 /// [`HEADER_KNOWN_FLAGS2`]; other bits zero.
 pub const H_FLAGS2: usize = H_ROPE_THETA + size_of::<f64>();
+/// Second header flags byte, bit 0: tier 2 KV key blocks are stored as TQTC version 8
+/// segments where they fit (`CollectionConfig::kv_keys_ecsq`); codec v4 with
+/// [`HEADER_FLAG_ENTROPY`] only.
+pub const HEADER_FLAG2_KV_KEYS_ECSQ: u8 = 1 << 0;
 /// Names of the second flags byte's bits, bit `i` at index `i` (the `field` a refusal of a
-/// bit whose prerequisites are missing names, at [`H_FLAGS2`]). No bit is assigned yet.
-pub const HEADER_FLAGS2_NAMES: [&str; 0] = [];
+/// bit whose prerequisites are missing names, at [`H_FLAGS2`]).
+pub const HEADER_FLAGS2_NAMES: [&str; 1] = ["kv_keys_ecsq"];
 /// Every bit of the second flags byte this build knows: the first
 /// `HEADER_FLAGS2_NAMES.len()` bits.
 pub const HEADER_KNOWN_FLAGS2: u8 = ((1u16 << HEADER_FLAGS2_NAMES.len()) - 1) as u8;
