@@ -351,7 +351,20 @@ pub fn encode_for_tier_against(
         enc.bytes = segment_v5::encode_smallest(enc.bytes)?;
     }
     // With `kv_keys_ecsq`, tier 2 keys as v8 where one fits in that segment's length.
-    crate::codec_kv_keys::encode_kv_keys(geo, tier, place, values, enc)
+    let (kind, shape, index) = (place.kind, place.shape, place.block_index);
+    if let Some(p) = crate::codec_kv_keys::kv_keys_params(geo, tier, kind, shape, index, place.len)
+    {
+        if let Some((bytes, scale)) =
+            crate::codec_kv_keys::encode_kv_keys(&p, values, enc.bytes.len())?
+        {
+            return Ok(Encoded {
+                bytes,
+                bits: p.bits,
+                scale,
+            });
+        }
+    }
+    Ok(enc)
 }
 
 /// Convert little-endian element bytes of `dtype` to f32.

@@ -9,38 +9,40 @@
 use tensorvault_quant::segment_v8::{encode_to_fit, SegmentV8, V8Params};
 use tensorvault_quant::QuantError;
 
-use crate::codec::{BlockPlace, Encoded};
 use crate::config::{CollectionConfig, CODEC_V4, KV_KEYS_ECSQ_BITS, KV_KEYS_ECSQ_LANES_LOG2};
 use crate::error::Result;
 use crate::types::{TensorKind, Tier};
 
-/// The v8 settings of a block in `tier`, or `None` when the block is not coded as v8:
-/// another collection, tier or kind; a block that does not start on a row or hold whole
-/// rows; a head that is not a power of two in 16..=1024 channels; a block with no row
-/// after the sink row.
+/// The v8 settings of block `block_index` (`len` values) of a tensor of `kind` and
+/// `shape` in `tier`, or `None` when the block is not coded as v8: another collection,
+/// tier or kind; a block that does not start on a row or hold whole rows; a head that is
+/// not a power of two in 16..=1024 channels; a block with no row after the sink row.
 #[must_use]
 pub fn kv_keys_params(
     geo: &CollectionConfig,
     tier: Tier,
-    place: &BlockPlace<'_>,
+    kind: TensorKind,
+    shape: &[u32],
+    block_index: u32,
+    len: usize,
 ) -> Option<V8Params> {
     if !geo.kv_keys_ecsq
         || geo.codec != CODEC_V4
         || tier != Tier::Tier2
-        || place.kind != TensorKind::KvKey
+        || kind != TensorKind::KvKey
     {
         return None;
     }
-    let width = place.shape.last().copied()?;
+    let width = shape.last().copied()?;
     let w16 = u16::try_from(width)
         .ok()
         .filter(|w| w.is_power_of_two() && (16..=1024).contains(w))?;
-    let start = u64::from(place.block_index) * u64::from(geo.block_elems);
-    if start % u64::from(width) != 0 || !place.len.is_multiple_of(width as usize) {
+    let start = u64::from(block_index) * u64::from(geo.block_elems);
+    if start % u64::from(width) != 0 || !len.is_multiple_of(width as usize) {
         return None;
     }
-    let rows = place.len / width as usize;
-    let sink = place.block_index == 0 && u32::from(geo.sink_values) >= width;
+    let rows = len / width as usize;
+    let sink = block_index == 0 && u32::from(geo.sink_values) >= width;
     let raw_rows = u16::from(sink);
     (rows > usize::from(raw_rows)).then_some(V8Params {
         bits: KV_KEYS_ECSQ_BITS,
@@ -50,35 +52,25 @@ pub fn kv_keys_params(
     })
 }
 
-/// `plain`, the block's encoding without the flag, or the block's v8 segment when
-/// [`kv_keys_params`] applies and one fits in `plain`'s length (the step as the
-/// reported scale). A block whose channel mean or sink value f16 cannot hold keeps
-/// `plain`.
+/// The block's v8 segment with settings `p` ([`kv_keys_params`]) in at most `max_len`
+/// bytes (the length of the block's encoding without the flag), and its step; `None`
+/// when none fits, or when a channel mean or sink value is past f16's range (the block
+/// then keeps its encoding without the flag).
 ///
 /// # Errors
-/// [`crate::StoreErr::Quant`] for a v8 encoding error other than an f16 range error
-/// (which cannot happen for settings [`kv_keys_params`] gives and values `plain` was
-/// encoded from).
+/// [`crate::StoreErr::Quant`] for any other v8 encoding error (none can happen for
+/// settings [`kv_keys_params`] gives and finite values).
 pub fn encode_kv_keys(
-    geo: &CollectionConfig,
-    tier: Tier,
-    place: &BlockPlace<'_>,
+    p: &V8Params,
     values: &[f32],
-    plain: Encoded,
-) -> Result<Encoded> {
-    let Some(p) = kv_keys_params(geo, tier, place) else {
-        return Ok(plain);
-    };
-    match encode_to_fit(&p, values, plain.bytes.len()) {
+    max_len: usize,
+) -> Result<Option<(Vec<u8>, f32)>> {
+    match encode_to_fit(p, values, max_len) {
         Ok(Some(bytes)) => {
-            let scale = SegmentV8::parse(&bytes).map_or(0.0, |s| s.step());
-            Ok(Encoded {
-                bytes,
-                bits: p.bits,
-                scale,
-            })
+            let step = SegmentV8::parse(&bytes).map_or(0.0, |s| s.step());
+            Ok(Some((bytes, step)))
         }
-        Ok(None) | Err(QuantError::OutOfRange { .. }) => Ok(plain),
+        Ok(None) | Err(QuantError::OutOfRange { .. }) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
