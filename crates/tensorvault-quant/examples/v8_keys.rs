@@ -182,11 +182,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .file_stem()
             .and_then(|s| s.to_str())
             .ok_or("file name")?;
-        write_npy(&out_dir.join(format!("{stem}.today.npy")), shape, &out_today)?;
+        write_npy(
+            &out_dir.join(format!("{stem}.today.npy")),
+            shape,
+            &out_today,
+        )?;
         write_npy(&out_dir.join(format!("{stem}.v8.npy")), shape, &out_v8)?;
     }
     println!("{} files, {} values", files.len(), today.values);
-    println!("  today (5-bit groups of {TODAY_GROUP}, v5 envelope): {}", today.line());
+    println!(
+        "  today (5-bit groups of {TODAY_GROUP}, v5 envelope): {}",
+        today.line()
+    );
     println!(
         "  v8 k={bits} lanes 2^{lanes_log2}, at today's length: {}  (blocks kept as today: {fallbacks})",
         v8.line()

@@ -44,6 +44,7 @@ use crate::layout::{
     V8_MAX_WIDTH_LOG2, V8_MIN_BITS, V8_MIN_WIDTH_LOG2, V8_RAW_ROWS_OFFSET, V8_STEP_OFFSET,
     V8_VALUES_OFFSET, V8_VERSION, V8_WIDTH_LOG2_OFFSET, VERSION_OFFSET,
 };
+use crate::le::{f32_at, u16_at, u32_at};
 use crate::segment_v7::step_at;
 use crate::QuantError;
 
@@ -362,12 +363,9 @@ pub struct SegmentV8<'a> {
     bytes: &'a [u8],
 }
 
-fn u32_at(h: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([h[off], h[off + 1], h[off + 2], h[off + 3]])
-}
-
+/// The f16 at `b[off..off + 2]` (a region `parse` bounded).
 fn f16_at(b: &[u8], off: usize) -> f16 {
-    f16::from_bits(u16::from_le_bytes([b[off], b[off + 1]]))
+    f16::from_bits(u16_at(b, off))
 }
 
 impl<'a> SegmentV8<'a> {
@@ -426,11 +424,8 @@ impl<'a> SegmentV8<'a> {
             ));
         }
         let n = u32_at(h, V8_VALUES_OFFSET) as usize;
-        let step = f32::from_bits(u32_at(h, V8_STEP_OFFSET));
-        let raw_rows = usize::from(u16::from_le_bytes([
-            h[V8_RAW_ROWS_OFFSET],
-            h[V8_RAW_ROWS_OFFSET + 1],
-        ]));
+        let step = f32_at(h, V8_STEP_OFFSET);
+        let raw_rows = usize::from(u16_at(h, V8_RAW_ROWS_OFFSET));
         let reg = regions(n, 1usize << width_log2, raw_rows).map_err(|(field, reason)| {
             if field == "values" {
                 corrupt(field, V8_VALUES_OFFSET, n as u64, reason)
