@@ -288,11 +288,41 @@ fn squared_error(c: &Centred, step: f32, half: i32) -> f64 {
         .sum()
 }
 
+/// The finest rung in `1..=V7_RATE_RUNGS` whose segment an entropy estimate puts within
+/// `max_len` bytes: each channel costs about `max(1, log2(rms / step) + 2.05)` bits per
+/// value (a Gaussian's entropy at that step; at least the one bit a mid-rise code pays),
+/// plus the fixed regions and the lane states. Only where the search starts: the length
+/// itself is always measured.
+fn estimated_rung(p: &V8Params, c: &Centred, s0: f32, max_len: usize) -> i32 {
+    let rows = c.reg.coded_rows as f64;
+    let fixed = c.reg.sides_end + (4usize << p.lanes_log2);
+    let fits = |t: i32| {
+        let step = f64::from(step_at(s0, t));
+        let bits: f64 = c
+            .mean_sq
+            .iter()
+            .map(|&ms| rows * (0.5 * (ms / (step * step)).log2() + 2.05).max(1.0))
+            .sum();
+        fixed as f64 + bits / 8.0 <= max_len as f64
+    };
+    let (mut lo, mut hi) = (0, V7_RATE_RUNGS);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
 /// Encode `x` within `max_len` bytes on TQTC version 7's rate ladder
 /// ([`crate::segment_v7::step_at`]; rung 0 is the clamp-free step `max |centred value| /
-/// 2^(k-1)`, at least the smallest normal f32). When rung 0 does not fit: the finest
-/// fitting rung above it (a binary search; the length is not strictly monotone in the
-/// step, so this finds one boundary). When it fits: finer rungs, which clamp the largest
+/// 2^(k-1)`, at least the smallest normal f32). When rung 0 does not fit: a fitting rung
+/// above it whose next finer rung does not fit (bracketed from an entropy estimate by
+/// probes at doubling distances, then bisected; the length is not strictly monotone in
+/// the step, so this finds one boundary). When it fits: finer rungs, which clamp the largest
 /// values, one at a time while the squared error keeps falling and the segment still
 /// fits, down to three octaves finer. `Ok(None)` when not even the coarsest rung fits.
 /// Deterministic: the same input gives the same bytes.
@@ -333,11 +363,38 @@ pub fn encode_to_fit(
         }
         return Ok(Some(best));
     }
-    let Some(mut best) = try_rung(V7_RATE_RUNGS) else {
-        return Ok(None);
+    // Bracket a boundary around the rung an entropy estimate predicts, doubling the
+    // distance each probe, then bisect: about five encodes where a bisection of the whole
+    // ladder takes eleven.
+    let t0 = estimated_rung(p, &c, s0, max_len);
+    // Invariant once bracketed: rung `lo` does not fit, rung `hi` does (`best` is its
+    // segment).
+    let (mut lo, mut hi, mut best) = if let Some(b) = try_rung(t0) {
+        let (mut lo, mut hi, mut best, mut d) = (0, t0, b, 1);
+        while hi - d > lo {
+            match try_rung(hi - d) {
+                Some(b) => {
+                    (hi, best) = (hi - d, b);
+                    d *= 2;
+                }
+                None => lo = hi - d,
+            }
+        }
+        (lo, hi, best)
+    } else {
+        let (mut lo, mut d) = (t0, 1);
+        loop {
+            let t = (lo + d).min(V7_RATE_RUNGS);
+            match try_rung(t) {
+                Some(b) => break (lo, t, b),
+                None if t == V7_RATE_RUNGS => return Ok(None),
+                None => {
+                    lo = t;
+                    d *= 2;
+                }
+            }
+        }
     };
-    // Invariant: rung `lo` does not fit, rung `hi` does (`best` is its segment).
-    let (mut lo, mut hi) = (0, V7_RATE_RUNGS);
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         match try_rung(mid) {
