@@ -350,13 +350,13 @@ pub fn encode_for_tier_against(
     if geo.entropy && tier != Tier::Tier1 {
         enc.bytes = segment_v5::encode_smallest(enc.bytes)?;
     }
-    // With `kv_keys_ecsq`, tier 2 keys as v8 where one fits in that segment's length.
+    // With `kv_keys_ecsq`, tier 2 keys as v8 where one fits in the larger of that
+    // segment's length and the keys' budget.
     let (kind, shape, index) = (place.kind, place.shape, place.block_index);
     if let Some(p) = crate::codec_kv_keys::kv_keys_params(geo, tier, kind, shape, index, place.len)
     {
-        if let Some((bytes, scale)) =
-            crate::codec_kv_keys::encode_kv_keys(&p, values, enc.bytes.len())?
-        {
+        let budget = crate::codec_kv_keys::kv_keys_budget(geo, tier, place.len, enc.bytes.len());
+        if let Some((bytes, scale)) = crate::codec_kv_keys::encode_kv_keys(&p, values, budget)? {
             return Ok(Encoded {
                 bytes,
                 bits: p.bits,

@@ -2,14 +2,17 @@
 //! MetaLog header flags2 bit 0; `docs/formats/store.md`, "Codec 4, KV kinds"): a
 //! `kv_key` block that starts on a row and holds whole rows of a power-of-two head is
 //! stored as a TQTC version 8 segment (`tensorvault_quant::segment_v8`,
-//! `docs/formats/quant.md` §15) when one fits into the byte length of the segment the
-//! block gets without the flag. The sink row (the first token of block 0, where the
+//! `docs/formats/quant.md` §15) when one fits into its budget ([`kv_keys_budget`]: the
+//! larger of `KV_KEYS_ECSQ_CENTIBITS` / 100 bits per value and the byte length of the
+//! segment the block gets without the flag). The sink row (the first token of block 0, where the
 //! collection's `sink_values` allows a row) stays f16, as in that segment.
 
 use tensorvault_quant::segment_v8::{encode_to_fit, SegmentV8, V8Params};
 use tensorvault_quant::QuantError;
 
-use crate::config::{CollectionConfig, CODEC_V4, KV_KEYS_ECSQ_BITS, KV_KEYS_ECSQ_LANES_LOG2};
+use crate::config::{
+    CollectionConfig, CODEC_V4, KV_KEYS_ECSQ_BITS, KV_KEYS_ECSQ_CENTIBITS, KV_KEYS_ECSQ_LANES_LOG2,
+};
 use crate::error::Result;
 use crate::types::{TensorKind, Tier};
 
@@ -52,8 +55,19 @@ pub fn kv_keys_params(
     })
 }
 
+/// The byte budget of a v8 key block of `len` values in `tier` whose encoding without the
+/// flag takes `plain_len` bytes: the larger of `KV_KEYS_ECSQ_CENTIBITS / 100` bits per
+/// value (rounded down to whole bytes) and `plain_len`, at most the tier's
+/// `max_block_len` (a slot, or the extent cap).
+#[must_use]
+pub fn kv_keys_budget(geo: &CollectionConfig, tier: Tier, len: usize, plain_len: usize) -> usize {
+    let keys = len as u64 * KV_KEYS_ECSQ_CENTIBITS / 800;
+    let cap = u64::from(geo.max_block_len(tier));
+    usize::try_from(keys.max(plain_len as u64).min(cap)).unwrap_or(usize::MAX)
+}
+
 /// The block's v8 segment with settings `p` ([`kv_keys_params`]) in at most `max_len`
-/// bytes (the length of the block's encoding without the flag), and its step; `None`
+/// bytes ([`kv_keys_budget`]), and its step; `None`
 /// when none fits, or when a channel mean or sink value is past f16's range (the block
 /// then keeps its encoding without the flag).
 ///

@@ -88,6 +88,14 @@ pub const KV_ECSQ_TIER2_BITS: u8 = 6;
 /// apache2, at today's byte length: attention-logit error 1.27% at 12 bits, 1.15% at 10,
 /// 1.13% at 9, 1.12% at 8, 1.19% at 7; bench/RESULTS.md "Session 15: kv-chan").
 pub const KV_KEYS_ECSQ_BITS: u8 = 8;
+/// Payload budget of a tier 2 KV key block stored as TQTC version 8
+/// ([`CollectionConfig::kv_keys_ecsq`]), in hundredths of a bit per value: the segment is
+/// fitted into the larger of this and the length of the block's encoding without the
+/// flag (at most the tier's `max_block_len`). 4.95 b/v for keys keeps tier 2 at or below
+/// its 5.25 b/v with `kv_ecsq_tier2` values (about 5.50 b/v with extents): the keys' 5-bit
+/// groups took about 4.87 and left 0.07 b/v of the tier unused (bench/RESULTS.md "Session
+/// 15: kv-chan").
+pub const KV_KEYS_ECSQ_CENTIBITS: u64 = 495;
 /// log2 of the rANS lanes of [`CollectionConfig::kv_keys_ecsq`] segments: four lanes (16
 /// bytes of state per block, 0.008 bits per value of a 16,384-value block).
 pub const KV_KEYS_ECSQ_LANES_LOG2: u8 = 2;
@@ -185,9 +193,10 @@ pub struct CollectionConfig {
     /// a row and holds whole rows of a power-of-two head (16..=1024 channels) is stored
     /// as a TQTC version 8 segment (`tensorvault_quant::segment_v8`: each channel's mean
     /// removed, one step, each channel's codes priced by a Gaussian of its spread,
-    /// [`KV_KEYS_ECSQ_BITS`]-bit codes, the sink row f16) fitted into the byte length the
-    /// block's key segment has without the flag, so bits per value never grow; a block
-    /// that does not qualify or fit keeps that segment. Same slots and extents. MetaLog
+    /// [`KV_KEYS_ECSQ_BITS`]-bit codes, the sink row f16) fitted into the larger of
+    /// [`KV_KEYS_ECSQ_CENTIBITS`]/100 bits per value and the byte length the block's key
+    /// segment has without the flag (at most the tier's `max_block_len`); a block that
+    /// does not qualify or fit keeps that segment. Same slots and extents. MetaLog
     /// header flags2 bit 0 (byte 78). Opt-in for new KV caches: older collections keep
     /// their layout.
     pub kv_keys_ecsq: bool,
