@@ -115,7 +115,7 @@ fn wrapping_refuses_what_it_cannot_wrap() {
     ));
     let inner = v2(3, Axis::Flat, 0, &x);
     assert!(matches!(
-        wrap(&inner, 4),
+        wrap(&inner, 7),
         Err(QuantError::InvalidParam {
             field: "lanes_log2",
             ..
@@ -146,7 +146,7 @@ fn each_header_field_is_checked_with_its_offset() {
         (9, 9, "bits"),
         (V5_INNER_VERSION_OFFSET, 1, "inner_version"),
         (V5_INNER_VERSION_OFFSET, 5, "inner_version"),
-        (V5_LANES_LOG2_OFFSET, 4, "lanes_log2"),
+        (V5_LANES_LOG2_OFFSET, 7, "lanes_log2"),
         (V5_PROB_BITS_OFFSET, 13, "prob_bits"),
     ];
     for (off, val, name) in cases {
@@ -305,7 +305,7 @@ proptest! {
         bits in 2u8..=8,
         columns in any::<bool>(),
         raw in 0u16..2,
-        lanes in 0u8..=3,
+        lanes in 0u8..=6,
         seed in any::<u32>(),
     ) {
         let mut s = seed | 1;
@@ -469,7 +469,7 @@ proptest! {
         rotate in any::<bool>(),
         wide in any::<bool>(),
         raw in 0u16..2,
-        lanes in 0u8..=3,
+        lanes in 0u8..=6,
         random_codes in any::<bool>(),
         seed in any::<u32>(),
     ) {
