@@ -455,7 +455,17 @@ pub fn wrap_len_bounds(inner: &[u8], lanes_log2: u8) -> Result<Option<(usize, us
 /// # Errors
 /// As [`wrap`].
 pub fn encode_smallest(inner: Vec<u8>) -> Result<Vec<u8>, QuantError> {
-    Ok(wrap(&inner, V5_DEFAULT_LANES_LOG2)?.unwrap_or(inner))
+    encode_smallest_with(inner, V5_DEFAULT_LANES_LOG2)
+}
+
+/// `inner` wrapped in a v5 envelope with `2^lanes_log2` lanes when that is shorter,
+/// otherwise `inner` itself ([`crate::layout::V5_WIDE_LANES_LOG2`] is the store's
+/// `wide_lanes` writer: 64 lanes, decoded with vector units).
+///
+/// # Errors
+/// As [`wrap`].
+pub fn encode_smallest_with(inner: Vec<u8>, lanes_log2: u8) -> Result<Vec<u8>, QuantError> {
+    Ok(wrap(&inner, lanes_log2)?.unwrap_or(inner))
 }
 
 #[cfg(test)]

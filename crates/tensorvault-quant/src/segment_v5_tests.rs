@@ -525,3 +525,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_wide_writer_stores_64_lanes_that_decode_to_the_same_values() {
+    use crate::layout::V5_WIDE_LANES_LOG2;
+    // One KV block: 256 tokens x 64 channels, 4-bit per channel (codec 4 tier 3 keys).
+    let x = kv_like(256, 64);
+    let inner = v2(4, Axis::Columns, 1, &x);
+    let narrow = encode_smallest(inner.clone()).unwrap();
+    let wide = encode_smallest_with(inner.clone(), V5_WIDE_LANES_LOG2).unwrap();
+    assert_eq!(
+        (narrow[V5_LANES_LOG2_OFFSET], wide[V5_LANES_LOG2_OFFSET]),
+        (2, 6)
+    );
+    // 60 more lane states (240 bytes), less the stream words their extra bits replace.
+    let extra = wide.len() as i64 - narrow.len() as i64;
+    assert!((120..=260).contains(&extra), "{extra}");
+    assert_eq!(decoded(&wide, x.len()), decoded(&narrow, x.len()));
+    assert_eq!(decoded(&wide, x.len()), decoded(&inner, x.len()));
+}
