@@ -127,9 +127,24 @@ fn encode_n<const N: usize>(codes: &[u8], freqs: &[u16], prob_bits: u8, out: &mu
     for (s, &c) in x.iter_mut().zip(tail).rev() {
         put(s, &tab[usize::from(c)], pb, &mut words);
     }
-    for run in head.chunks_exact(N).rev() {
-        for (s, &c) in x.iter_mut().zip(run).rev() {
-            put(s, &tab[usize::from(c)], pb, &mut words);
+    if N <= 8 {
+        for run in head.chunks_exact(N).rev() {
+            for (s, &c) in x.iter_mut().zip(run).rev() {
+                put(s, &tab[usize::from(c)], pb, &mut words);
+            }
+        }
+    } else {
+        // 16 to 64 lanes: the same order (lane N-1 first), 8 lanes' states at a time in
+        // locals (a copy in and out per 8 symbols) so they stay in registers.
+        for run in head.chunks_exact(N).rev() {
+            for (xs, cs) in x.chunks_exact_mut(8).zip(run.chunks_exact(8)).rev() {
+                let mut g = [0u32; 8];
+                g.copy_from_slice(xs);
+                for (s, &c) in g.iter_mut().zip(cs).rev() {
+                    put(s, &tab[usize::from(c)], pb, &mut words);
+                }
+                xs.copy_from_slice(&g);
+            }
         }
     }
     for &s in x.iter().rev() {
