@@ -67,10 +67,23 @@ pub(crate) fn decode(
     let mut pos = 0usize;
     let done = decode_rounds(kernel, x, table, prob_bits, words, &mut pos, out);
     // `table` has 2^prob_bits entries, so `slot & mask` indexes it. The vector rounds
-    // stop on a round boundary, so symbol `done + i` is on lane `i % lanes`.
+    // stop on a round boundary, so the rest starts on lane 0: whole rounds 8 lanes at a
+    // time with their states in locals, then the partial round.
     let mask = (1u32 << prob_bits) - 1;
-    for (i, o) in out[done..].iter_mut().enumerate() {
-        let s = &mut x[i & (lanes - 1)];
+    let mut rounds = out[done..].chunks_exact_mut(lanes);
+    for round in &mut rounds {
+        for (xs, os) in x.chunks_exact_mut(8).zip(round.chunks_exact_mut(8)) {
+            let mut g = [0u32; 8];
+            g.copy_from_slice(xs);
+            let r = g.iter_mut().zip(os.iter_mut()).try_for_each(|(s, o)| {
+                *o = step(s, table, mask, prob_bits, words, &mut pos)?;
+                Some(())
+            });
+            xs.copy_from_slice(&g);
+            r.ok_or_else(|| truncated(words_at, pos, present))?;
+        }
+    }
+    for (o, s) in rounds.into_remainder().iter_mut().zip(x.iter_mut()) {
         *o = step(s, table, mask, prob_bits, words, &mut pos)
             .ok_or_else(|| truncated(words_at, pos, present))?;
     }
