@@ -172,6 +172,16 @@ pub struct CollectionConfig {
     /// and adds the mean back on every read (`docs/formats/store.md`, "Centred embedding
     /// tensors"). MetaLog header flags bit 5. Opt-in for new collections.
     pub centre: bool,
+    /// With [`CollectionConfig::entropy`]: the version 5 envelopes of KV and generic
+    /// tensors are written with 64 interleaved rANS lanes
+    /// (`tensorvault_quant::layout::V5_WIDE_LANES_LOG2`) instead of 4, which the reader
+    /// decodes with AVX-512 or AVX2 ~3x faster (the same values; ~180 more bytes per
+    /// 16384-value block). Weights and embeddings keep their lane counts (their envelopes
+    /// are fitted to the slot). Every build since session 15 reads envelopes of any lane
+    /// count with or without the flag; the flag (MetaLog header flags2 bit 1) makes an
+    /// older build refuse the collection at open rather than fail on its first wide
+    /// block. Opt-in for new collections.
+    pub wide_lanes: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
     /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
@@ -209,6 +219,7 @@ impl CollectionConfig {
             row_gains: false,
             ecsq_model: false,
             centre: false,
+            wide_lanes: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
@@ -537,6 +548,15 @@ impl CollectionConfig {
                 format!(
                     "centred embeddings need codec v4 with row_gains (codec {}, row_gains {})",
                     self.codec, self.row_gains
+                ),
+            );
+        }
+        if self.wide_lanes && !self.entropy {
+            return bad(
+                "wide_lanes",
+                format!(
+                    "wide rANS lanes apply to entropy-coded blocks: they need the entropy flag (codec {}, entropy false)",
+                    self.codec
                 ),
             );
         }

@@ -122,6 +122,13 @@ class KvCache:
             bench/RESULTS.md "Session 12: kv-tier2"). Persisted with the collection
             (MetaLog header flags bit 4); raises :class:`tensorvault.InvalidArgumentError`
             without ``ecsq``.
+        wide_lanes: With ``entropy=True`` (or ``ecsq=True``): write the entropy-coded
+            blocks of KV and generic tensors with 64 interleaved rANS lanes instead of 4;
+            reads decode them with AVX-512 or AVX2 about 3x faster (the same values, about
+            180 more payload bytes per 16384-value block; bench/RESULTS.md "Session 15:
+            rans-wide"). Persisted with the collection (MetaLog header flags2 bit 1:
+            builds before session 15 refuse to open it); raises
+            :class:`tensorvault.InvalidArgumentError` without entropy coding.
 
     Use it as a context manager or call :meth:`close`.
     """
@@ -144,6 +151,7 @@ class KvCache:
         allocation: str = "slot",
         ecsq: bool = False,
         ecsq_tier2: bool = False,
+        wide_lanes: bool = False,
     ) -> None:
         self._head_dim = _index(head_dim, "head_dim")
         age = None
@@ -169,6 +177,7 @@ class KvCache:
             str(allocation),
             bool(ecsq),
             bool(ecsq_tier2),
+            bool(wide_lanes),
         )
 
     @property
