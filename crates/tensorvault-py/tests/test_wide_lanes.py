@@ -14,24 +14,23 @@ def _cache(path, name, wide, **kw):
                       wide_lanes=wide, age_tiers=(0, 0, 1 << 40), **kw)
 
 
-def test_kv_reads_the_same_values_with_wide_lanes(tmp_path):
+@pytest.mark.parametrize("allocation", ["slot", "extent"])
+def test_kv_reads_the_same_values_with_wide_lanes(tmp_path, allocation):
     rng = np.random.default_rng(15)
     keys = (rng.standard_normal((768, 64)) + np.linspace(-4, 4, 64)).astype(np.float16)
     vals = (rng.standard_normal((768, 64)) * np.where(np.arange(64) % 13 == 0, 5.0, 1.0)).astype(np.float16)
     out = {}
     for wide in (False, True):
-        with _cache(tmp_path, f"c{wide}", wide) as c:
+        with _cache(tmp_path, f"c{wide}", wide, allocation=allocation) as c:
             c.append_batch([(0, 0, "k", keys), (0, 0, "v", vals)])
             c.maintain()
             st = c.stats()
             assert st["blocks"] == [0, 0, 6, 0]
             out[wide] = (c.read(0, 0, "k"), c.read(0, 0, "v"), sum(st["payload_bytes"]))
-    # Keys are lossless-coded either way: the very same values. Tier 2 values are
-    # rate-controlled, so a block may take a coarser step; the error stays close.
+    # The very same keys and values: entropy coding is lossless, and the rate-controlled
+    # tier 2 values keep their step (4 lanes where 64 would not fit it).
     assert np.array_equal(out[False][0], out[True][0])
-    err = {w: np.linalg.norm(out[w][1].astype(np.float32) - vals) / np.linalg.norm(vals.astype(np.float32))
-           for w in out}
-    assert err[True] <= 1.3 * err[False], err
+    assert np.array_equal(out[False][1], out[True][1])
     # 64 lanes hold 240 more state bytes per envelope than 4.
     assert out[False][2] < out[True][2] <= out[False][2] + 6 * 260, (out[False][2], out[True][2])
 

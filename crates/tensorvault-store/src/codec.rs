@@ -314,13 +314,24 @@ pub fn encode_for_tier_against(
         };
         let inner = segment_rot::encode(&p, values)?;
         let scale = SegmentV3::parse(&inner).map(|s| s.max_scale());
-        let bytes = segment_v5::encode_smallest_with(inner, v5_lanes_log2(geo, place.kind))?;
-        if bytes.len() as u64 <= u64::from(geo.max_block_len(tier)) {
-            return Ok(Encoded {
-                bytes,
-                bits: p.bits,
-                scale: scale.unwrap_or(0.0),
-            });
+        let cap = u64::from(geo.max_block_len(tier));
+        // With wide lanes, a step whose 64-lane envelope does not fit keeps its 4-lane
+        // one when that fits: the same step (and error) as without the flag, decoded by
+        // the scalar lanes; wide lanes never cost these values a coarser step.
+        let lanes = v5_lanes_log2(geo, place.kind);
+        let mut tries = vec![lanes];
+        if lanes != q::V5_DEFAULT_LANES_LOG2 {
+            tries.push(q::V5_DEFAULT_LANES_LOG2);
+        }
+        for lanes in tries {
+            let bytes = segment_v5::encode_smallest_with(inner.clone(), lanes)?;
+            if bytes.len() as u64 <= cap {
+                return Ok(Encoded {
+                    bytes,
+                    bits: p.bits,
+                    scale: scale.unwrap_or(0.0),
+                });
+            }
         }
     }
     // (segment bytes, bit width, largest group scale as the segment reports it)

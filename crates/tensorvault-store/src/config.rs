@@ -177,7 +177,8 @@ pub struct CollectionConfig {
     /// (`tensorvault_quant::layout::V5_WIDE_LANES_LOG2`) instead of 4, which the reader
     /// decodes with AVX-512 or AVX2 ~3x faster (the same values; ~180 more bytes per
     /// 16384-value block). Weights and embeddings keep their lane counts (their envelopes
-    /// are fitted to the slot). Every build since session 15 reads envelopes of any lane
+    /// are fitted to the slot), and so does a `kv_ecsq_tier2` block whose 64-lane
+    /// envelope does not fit at the step its 4-lane one fits (never a coarser step). Every build since session 15 reads envelopes of any lane
     /// count with or without the flag; the flag (MetaLog header flags2 bit 1) makes an
     /// older build refuse the collection at open rather than fail on its first wide
     /// block. Opt-in for new collections.
