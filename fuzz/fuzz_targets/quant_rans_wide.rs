@@ -27,9 +27,10 @@ fuzz_target!(|data: &[u8]| {
     let mut want = codes.len();
     if mode & 1 == 1 {
         // Flip bits at fuzzer-chosen places, cut the stream, ask for another count.
+        let len = bytes.len().max(1);
         for pair in damage.chunks_exact(2) {
             let at = usize::from(pair[0]) * 31 + usize::from(pair[1] >> 3);
-            if let Some(b) = bytes.get_mut(at % bytes.len().max(1)) {
+            if let Some(b) = bytes.get_mut(at % len) {
                 *b ^= 1 << (pair[1] & 7);
             }
         }
