@@ -63,7 +63,7 @@ pub(crate) fn decode_rounds(
 #[must_use]
 pub(crate) fn kernel() -> &'static str {
     #[cfg(target_arch = "x86_64")]
-    {
+    if std::arch::is_x86_feature_detected!("popcnt") {
         if std::arch::is_x86_feature_detected!("avx512f") {
             return "avx512";
         }
@@ -105,11 +105,16 @@ mod x86 {
         if prob_bits > 31 || table.len() != 1usize << prob_bits || *pos > words.len() {
             return 0;
         }
+        // POPCNT counts the renormalizing lanes on the stream position's dependency chain
+        // (without it `count_ones` is a dozen dependent instructions).
+        if !std::arch::is_x86_feature_detected!("popcnt") {
+            return 0;
+        }
         let avx512 = allow_avx512 && std::arch::is_x86_feature_detected!("avx512f");
         if !avx512 && !std::arch::is_x86_feature_detected!("avx2") {
             return 0;
         }
-        // SAFETY: for every call below, the CPU has the kernel's feature (just detected);
+        // SAFETY: for every call below, the CPU has the kernel's features (just detected);
         // `x.len()` is 16 * V (AVX-512) or 8 * V (AVX2) for the V passed; `table` has
         // 2^prob_bits entries; `*pos <= words.len()` (checked above). The kernels check
         // the remaining bounds per round.
@@ -129,9 +134,9 @@ mod x86 {
     /// Whole rounds of `16 * V` lanes with AVX-512F.
     ///
     /// # Safety
-    /// The CPU must support AVX-512F; `x.len() == 16 * V`; `table.len() == 2^prob_bits`
+    /// The CPU must support AVX-512F and POPCNT; `x.len() == 16 * V`; `table.len() == 2^prob_bits`
     /// with `prob_bits <= 31`; `*pos <= words.len()`.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,popcnt")]
     unsafe fn avx512_rounds<const V: usize>(
         x: &mut [u32],
         table: &[DecEntry],
@@ -148,7 +153,7 @@ mod x86 {
         let op = out.as_mut_ptr();
         let mut p = *pos;
         let mut r = 0;
-        // SAFETY: AVX-512F is available (the contract). Loads and stores: `x` holds
+        // SAFETY: AVX-512F and POPCNT are available (the contract). Loads and stores: `x` holds
         // exactly 16 * V u32 (the contract), so the V 64-byte accesses at 16 * v stay in
         // it. Gathers: every index is `state & (2^prob_bits - 1)` < table.len(). Word
         // loads: a round starts only with `p + 2 * lanes <= words.len()`; vector v's load
@@ -215,9 +220,9 @@ mod x86 {
     /// Whole rounds of `8 * V` lanes with AVX2.
     ///
     /// # Safety
-    /// The CPU must support AVX2; `x.len() == 8 * V`; `table.len() == 2^prob_bits` with
+    /// The CPU must support AVX2 and POPCNT; `x.len() == 8 * V`; `table.len() == 2^prob_bits` with
     /// `prob_bits <= 31`; `*pos <= words.len()`.
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,popcnt")]
     unsafe fn avx2_rounds<const V: usize>(
         x: &mut [u32],
         table: &[DecEntry],
@@ -234,7 +239,7 @@ mod x86 {
         let op = out.as_mut_ptr();
         let mut p = *pos;
         let mut r = 0;
-        // SAFETY: AVX2 is available (the contract). `x` holds 8 * V u32, so the V 32-byte
+        // SAFETY: AVX2 and POPCNT are available (the contract). `x` holds 8 * V u32, so the V 32-byte
         // accesses at 8 * v stay in it. Gathers: every index is `state & (2^prob_bits -
         // 1)` < table.len(). Word loads: a round starts only with `p + 2 * lanes <=
         // words.len()`; vector v's 16-byte load starts at most 8 words (16 bytes) per
