@@ -68,6 +68,7 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
         geometry.centre = a.centre;
     }
     geometry.ecsq_model = a.ecsq_model;
+    geometry.wide_lanes = a.wide_lanes;
     let cfg = StoreConfig {
         collection: geometry,
         durability: a.durability.durability(),

@@ -257,7 +257,8 @@ fn bench_ecsq(c: &mut Criterion) {
 /// sink token raw), whole put and get: `encode_*` is the inner segment's encode plus the
 /// v5 envelope (`encode_smallest`), `parse_decode_*` is `decode_any` of the envelope,
 /// `inner_decode_*` the same segment without the envelope (what the rANS stream costs),
-/// `wrap_*` the envelope alone. Layouts: `v2_4bit_cols` codec 4 tier 3 keys (per channel
+/// `wrap_*` the envelope alone; `*_{16,32,64}lanes` the envelope with that many rANS
+/// lanes (the vector decoder). Layouts: `v2_4bit_cols` codec 4 tier 3 keys (per channel
 /// over 128 tokens), `v2_5bit_cols` tier 2 keys (and values without `ecsq_tier2`),
 /// `v3_4bit_uniform_rotated` `kv_ecsq` tier 3 values (26/16 RMS), the same unrotated
 /// (what the rotation costs), `v3_6bit_uniform_rotated` `ecsq_tier2` values (16/16 RMS).
@@ -326,6 +327,19 @@ fn bench_kv_v5(c: &mut Criterion) {
         g.bench_function(format!("inner_decode_{name}"), |b| {
             b.iter(|| decode_any(black_box(&inner), n, &mut y).unwrap())
         });
+        // The same envelope with 16 to 64 lanes (the vector decoder; `wide_lanes`).
+        for lanes_log2 in 4..=6u8 {
+            let lanes = 1 << lanes_log2;
+            let Some(wide) = wrap(&inner, lanes_log2).unwrap() else {
+                continue;
+            };
+            g.bench_function(format!("parse_decode_{name}_{lanes}lanes"), |b| {
+                b.iter(|| decode_any(black_box(&wide), n, &mut y).unwrap())
+            });
+            g.bench_function(format!("wrap_{name}_{lanes}lanes"), |b| {
+                b.iter(|| wrap(black_box(&inner), lanes_log2).unwrap())
+            });
+        }
     }
     g.finish();
 }

@@ -57,7 +57,7 @@ pub struct EcsqParams {
     /// distribution with the most entropy for its variance; without it heavy tails stay,
     /// which the rANS code lengths pay for, but one large value raises its block's step).
     pub rotate: bool,
-    /// log2 of the v5 envelope's rANS lanes, 0..=3: each lane costs 4 bytes of state
+    /// log2 of the v5 envelope's rANS lanes, 0..=6: each lane costs 4 bytes of state
     /// (0.008 bits per value in a 4096-value block) and buys decode parallelism.
     pub lanes_log2: u8,
 }
@@ -122,7 +122,7 @@ fn top_scale(p: &EcsqParams, x: &[f32]) -> Result<f32, QuantError> {
 /// As [`segment_rot::encode`]: [`QuantError::NonFinite`] for NaN or infinite values,
 /// [`QuantError::ScaleOverflow`], [`QuantError::InvalidBits`] /
 /// [`QuantError::CorruptField`] for settings that do not fit `x` (its length must be a
-/// whole number of rotation blocks); [`QuantError::InvalidParam`] for `lanes_log2 > 3`.
+/// whole number of rotation blocks); [`QuantError::InvalidParam`] for `lanes_log2 > 6`.
 pub fn encode_to_fit(
     p: &EcsqParams,
     x: &[f32],

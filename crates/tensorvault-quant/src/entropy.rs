@@ -22,6 +22,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use crate::entropy_rans;
+use crate::entropy_rans_wide;
 use crate::error::corrupt;
 use crate::layout::{MAX_BITS, MIN_BITS, V5_MAX_FREQ_BYTES, V5_MAX_LANES_LOG2, V5_MAX_PROB_BITS};
 use crate::QuantError;
@@ -336,7 +337,7 @@ pub fn coded_len_bounds(counts: &[u64], t: &FreqTable, lanes_log2: u8) -> (usize
 ///
 /// # Errors
 /// [`QuantError::InvalidBits`], [`QuantError::CodeOutOfRange`];
-/// [`QuantError::InvalidParam`] for `lanes_log2 > 3` or an empty `codes`.
+/// [`QuantError::InvalidParam`] for `lanes_log2 > 6` or an empty `codes`.
 pub fn encode_codes(codes: &[u8], bits: u8, lanes_log2: u8) -> Result<Coded, QuantError> {
     let counts = histogram(codes, bits)?;
     check_lanes(lanes_log2)?;
@@ -355,7 +356,7 @@ fn check_lanes(lanes_log2: u8) -> Result<(), QuantError> {
         return Err(QuantError::InvalidParam {
             field: "lanes_log2",
             value: lanes_log2.into(),
-            reason: "at most 3 (8 lanes)",
+            reason: "at most 6 (64 lanes)",
         });
     }
     Ok(())
@@ -377,7 +378,7 @@ pub(crate) fn encode_with(codes: &[u8], table: &FreqTable, lanes_log2: u8) -> Co
 /// `base` is the offset of `bytes` in its segment (errors name segment offsets).
 ///
 /// # Errors
-/// [`QuantError::InvalidBits`], [`QuantError::InvalidParam`] (`lanes_log2 > 3`,
+/// [`QuantError::InvalidBits`], [`QuantError::InvalidParam`] (`lanes_log2 > 6`,
 /// `prob_bits > 12`); the table's errors ([`FreqTable::parse`]); the stream's:
 /// [`QuantError::Truncated`] (`rans states` / `rans stream`), [`QuantError::CorruptField`]
 /// (`rans stream` of odd length, `rans state` out of range, `rans final state` not back
@@ -388,6 +389,35 @@ pub fn decode_codes(
     bits: u8,
     prob_bits: u8,
     lanes_log2: u8,
+    out: &mut [u8],
+) -> Result<(), QuantError> {
+    decode_codes_with(bytes, base, bits, prob_bits, lanes_log2, true, out)
+}
+
+/// [`decode_codes`] with the portable decoder only (no vector rounds for 16 to 64 lanes):
+/// the same codes and the same errors for every input, slower. For differential tests
+/// and fuzzing of the vector decoder.
+///
+/// # Errors
+/// As [`decode_codes`].
+pub fn decode_codes_portable(
+    bytes: &[u8],
+    base: usize,
+    bits: u8,
+    prob_bits: u8,
+    lanes_log2: u8,
+    out: &mut [u8],
+) -> Result<(), QuantError> {
+    decode_codes_with(bytes, base, bits, prob_bits, lanes_log2, false, out)
+}
+
+fn decode_codes_with(
+    bytes: &[u8],
+    base: usize,
+    bits: u8,
+    prob_bits: u8,
+    lanes_log2: u8,
+    simd: bool,
     out: &mut [u8],
 ) -> Result<(), QuantError> {
     check_bits(bits)?;
@@ -402,14 +432,37 @@ pub fn decode_codes(
     let present = base + bytes.len();
     let (table, used) = FreqTable::parse(bytes, base, present, bits, prob_bits)?;
     let stream = &bytes[used..];
-    entropy_rans::decode(
+    if lanes_log2 <= entropy_rans::NARROW_MAX_LANES_LOG2 {
+        return entropy_rans::decode(
+            stream,
+            base + used,
+            &table.freqs,
+            prob_bits,
+            lanes_log2,
+            out,
+        );
+    }
+    let kernel = if simd {
+        entropy_rans_wide::Kernel::Best
+    } else {
+        entropy_rans_wide::Kernel::Portable
+    };
+    entropy_rans_wide::decode_freqs(
         stream,
         base + used,
         &table.freqs,
         prob_bits,
         lanes_log2,
+        kernel,
         out,
     )
+}
+
+/// Which vector kernel decodes 16 to 64 lanes on this CPU: `"avx512"`, `"avx2"` or
+/// `"portable"` (for benchmark labels).
+#[must_use]
+pub fn wide_kernel() -> &'static str {
+    crate::entropy_rans_simd::kernel()
 }
 
 #[cfg(test)]

@@ -7,6 +7,11 @@
 //! order the decoder consumes them. Decoding every symbol brings each lane back to
 //! `RANS_L`, the encoder's start state, which the decoder checks.
 //!
+//! 1 to 8 lanes decode here, with the lanes' states in registers; 16 to 64 lanes
+//! (`lanes_log2` 4..=6) in [`crate::entropy_rans_wide`] (the encoder here writes every
+//! lane count), with AVX-512 or AVX2 where the CPU has them and a portable loop that gives
+//! the same symbols and errors for every stream.
+//!
 //! The decoder never reads past the stream (a typed error), never loops more than once
 //! per symbol, and cannot overflow: with every frequency `f <= 2^p` and a state `x <
 //! 2^32`, `f * (x >> p) + bias < 2^32`, and a state `>= 2^16` stays `>= 16` after a step,
@@ -19,7 +24,11 @@ use crate::QuantError;
 /// One decoder slot packed in a u32 (one load per symbol): bits 0..8 the symbol, 8..20
 /// the slot's offset within the symbol's range, 20..32 the symbol's frequency minus 1
 /// (frequencies are 1..=4096, offsets < 4096).
-type DecEntry = u32;
+pub(crate) type DecEntry = u32;
+
+/// Most lanes [`decode`] takes (8, states in registers); more decode in
+/// [`crate::entropy_rans_wide`].
+pub(crate) const NARROW_MAX_LANES_LOG2: u8 = 3;
 
 fn entry(sym: u8, bias: u16, freq: u16) -> DecEntry {
     u32::from(sym) | u32::from(bias) << 8 | (u32::from(freq) - 1) << 20
@@ -38,7 +47,10 @@ pub(crate) fn encode(
         0 => encode_n::<1>(codes, freqs, prob_bits, out),
         1 => encode_n::<2>(codes, freqs, prob_bits, out),
         2 => encode_n::<4>(codes, freqs, prob_bits, out),
-        _ => encode_n::<8>(codes, freqs, prob_bits, out),
+        3 => encode_n::<8>(codes, freqs, prob_bits, out),
+        4 => encode_n::<16>(codes, freqs, prob_bits, out),
+        5 => encode_n::<32>(codes, freqs, prob_bits, out),
+        _ => encode_n::<64>(codes, freqs, prob_bits, out),
     }
 }
 
@@ -57,7 +69,7 @@ fn cumulative(freqs: &[u16]) -> Vec<u32> {
 
 /// The decoder's slot table: one entry per slot, `2^prob_bits` in all when `freqs` sum
 /// to it.
-fn decode_table(freqs: &[u16]) -> Vec<DecEntry> {
+pub(crate) fn decode_table(freqs: &[u16]) -> Vec<DecEntry> {
     let total: usize = freqs.iter().map(|&f| usize::from(f)).sum();
     let mut t = Vec::with_capacity(total);
     for (sym, &f) in freqs.iter().enumerate() {
@@ -115,9 +127,24 @@ fn encode_n<const N: usize>(codes: &[u8], freqs: &[u16], prob_bits: u8, out: &mu
     for (s, &c) in x.iter_mut().zip(tail).rev() {
         put(s, &tab[usize::from(c)], pb, &mut words);
     }
-    for run in head.chunks_exact(N).rev() {
-        for (s, &c) in x.iter_mut().zip(run).rev() {
-            put(s, &tab[usize::from(c)], pb, &mut words);
+    if N <= 8 {
+        for run in head.chunks_exact(N).rev() {
+            for (s, &c) in x.iter_mut().zip(run).rev() {
+                put(s, &tab[usize::from(c)], pb, &mut words);
+            }
+        }
+    } else {
+        // 16 to 64 lanes: the same order (lane N-1 first), 8 lanes' states at a time in
+        // locals (a copy in and out per 8 symbols) so they stay in registers.
+        for run in head.chunks_exact(N).rev() {
+            for (xs, cs) in x.chunks_exact_mut(8).zip(run.chunks_exact(8)).rev() {
+                let mut g = [0u32; 8];
+                g.copy_from_slice(xs);
+                for (s, &c) in g.iter_mut().zip(cs).rev() {
+                    put(s, &tab[usize::from(c)], pb, &mut words);
+                }
+                xs.copy_from_slice(&g);
+            }
         }
     }
     for &s in x.iter().rev() {
@@ -155,8 +182,10 @@ fn div_by(x: u32, f: u32, m: u64) -> u32 {
     }
 }
 
-/// Decode `out.len()` symbols from `stream`, which starts at segment offset `base`.
-/// `freqs` must sum to exactly `2^prob_bits` (the table parser checks it).
+/// Decode `out.len()` symbols from `stream`, which starts at segment offset `base`, with
+/// 1 to 8 lanes (`lanes_log2` 0..=3; 16 to 64 lanes decode in
+/// [`crate::entropy_rans_wide`]). `freqs` must sum to exactly `2^prob_bits` (the table
+/// parser checks it).
 pub(crate) fn decode(
     stream: &[u8],
     base: usize,
@@ -165,6 +194,21 @@ pub(crate) fn decode(
     lanes_log2: u8,
     out: &mut [u8],
 ) -> Result<(), QuantError> {
+    let table = checked_table(freqs, prob_bits, base)?;
+    match lanes_log2 {
+        0 => decode_n::<1>(stream, base, &table, prob_bits, out),
+        1 => decode_n::<2>(stream, base, &table, prob_bits, out),
+        2 => decode_n::<4>(stream, base, &table, prob_bits, out),
+        _ => decode_n::<8>(stream, base, &table, prob_bits, out),
+    }
+}
+
+/// [`decode_table`] of `freqs`, checked to have exactly `2^prob_bits` entries.
+pub(crate) fn checked_table(
+    freqs: &[u16],
+    prob_bits: u8,
+    base: usize,
+) -> Result<Vec<DecEntry>, QuantError> {
     let table = decode_table(freqs);
     if table.len() != 1usize << prob_bits {
         // The table parser guarantees this; checked here so no caller can index past it.
@@ -175,21 +219,16 @@ pub(crate) fn decode(
             "the frequencies must sum to 2^prob_bits",
         ));
     }
-    match lanes_log2 {
-        0 => decode_n::<1>(stream, base, &table, prob_bits, out),
-        1 => decode_n::<2>(stream, base, &table, prob_bits, out),
-        2 => decode_n::<4>(stream, base, &table, prob_bits, out),
-        _ => decode_n::<8>(stream, base, &table, prob_bits, out),
-    }
+    Ok(table)
 }
 
-fn decode_n<const N: usize>(
-    stream: &[u8],
+/// Check the stream's length is whole words and read its first `x.len()` lane states
+/// into `x`; the words that follow the states.
+pub(crate) fn read_states<'s>(
+    stream: &'s [u8],
     base: usize,
-    table: &[DecEntry],
-    prob_bits: u8,
-    out: &mut [u8],
-) -> Result<(), QuantError> {
+    x: &mut [u32],
+) -> Result<&'s [u8], QuantError> {
     let present = base + stream.len();
     if !stream.len().is_multiple_of(RANS_WORD_BYTES) {
         return Err(corrupt(
@@ -199,7 +238,7 @@ fn decode_n<const N: usize>(
             "its length must be a whole number of 16-bit words",
         ));
     }
-    let states_len = N * RANS_STATE_BYTES;
+    let states_len = x.len() * RANS_STATE_BYTES;
     let Some(states) = stream.get(..states_len) else {
         return Err(QuantError::Truncated {
             what: "rans states",
@@ -208,7 +247,6 @@ fn decode_n<const N: usize>(
             present,
         });
     };
-    let mut x = [0u32; N];
     for (j, (s, b)) in x
         .iter_mut()
         .zip(states.chunks_exact(RANS_STATE_BYTES))
@@ -224,29 +262,23 @@ fn decode_n<const N: usize>(
             ));
         }
     }
-    let words = &stream[states_len..];
-    let mask = (1u32 << prob_bits) - 1;
-    let mut pos = 0usize;
-    let truncated = |pos: usize| QuantError::Truncated {
-        what: "rans stream",
-        offset: (base + states_len + pos) as u64,
-        end: (base + states_len + pos + RANS_WORD_BYTES) as u64,
-        present,
-    };
-    // `table` has exactly 2^prob_bits entries (the frequencies sum to it), so
-    // `slot & mask` always indexes it.
-    let mut chunks = out.chunks_exact_mut(N);
-    for chunk in &mut chunks {
-        for (o, s) in chunk.iter_mut().zip(x.iter_mut()) {
-            *o = step(s, table, mask, prob_bits, words, &mut pos).ok_or_else(|| truncated(pos))?;
-        }
-    }
-    for (o, s) in chunks.into_remainder().iter_mut().zip(x.iter_mut()) {
-        *o = step(s, table, mask, prob_bits, words, &mut pos).ok_or_else(|| truncated(pos))?;
-    }
-    if pos != words.len() {
+    Ok(&stream[states_len..])
+}
+
+/// The checks after the last symbol: every word read (`pos` of `words_len`) and every
+/// lane back at `RANS_L`. `base` is the stream's segment offset, `present` the end of the
+/// bytes.
+pub(crate) fn finish(
+    x: &[u32],
+    base: usize,
+    pos: usize,
+    words_len: usize,
+    present: usize,
+) -> Result<(), QuantError> {
+    let words_at = base + x.len() * RANS_STATE_BYTES;
+    if pos != words_len {
         return Err(QuantError::TrailingBytes {
-            expected: (base + states_len + pos) as u64,
+            expected: (words_at + pos) as u64,
             present,
         });
     }
@@ -261,10 +293,50 @@ fn decode_n<const N: usize>(
     Ok(())
 }
 
+/// The error for a renormalization that needs the word at `pos` of a stream whose words
+/// start at segment offset `words_at`.
+pub(crate) fn truncated(words_at: usize, pos: usize, present: usize) -> QuantError {
+    QuantError::Truncated {
+        what: "rans stream",
+        offset: (words_at + pos) as u64,
+        end: (words_at + pos + RANS_WORD_BYTES) as u64,
+        present,
+    }
+}
+
+fn decode_n<const N: usize>(
+    stream: &[u8],
+    base: usize,
+    table: &[DecEntry],
+    prob_bits: u8,
+    out: &mut [u8],
+) -> Result<(), QuantError> {
+    let present = base + stream.len();
+    let mut x = [0u32; N];
+    let words = read_states(stream, base, &mut x)?;
+    let words_at = base + N * RANS_STATE_BYTES;
+    let mask = (1u32 << prob_bits) - 1;
+    let mut pos = 0usize;
+    // `table` has exactly 2^prob_bits entries (the frequencies sum to it), so
+    // `slot & mask` always indexes it.
+    let mut chunks = out.chunks_exact_mut(N);
+    for chunk in &mut chunks {
+        for (o, s) in chunk.iter_mut().zip(x.iter_mut()) {
+            *o = step(s, table, mask, prob_bits, words, &mut pos)
+                .ok_or_else(|| truncated(words_at, pos, present))?;
+        }
+    }
+    for (o, s) in chunks.into_remainder().iter_mut().zip(x.iter_mut()) {
+        *o = step(s, table, mask, prob_bits, words, &mut pos)
+            .ok_or_else(|| truncated(words_at, pos, present))?;
+    }
+    finish(&x, base, pos, words.len(), present)
+}
+
 /// Decode one symbol of a lane and renormalize it; `None` when the renormalization needs
 /// a word past the end of `words`.
 #[inline(always)]
-fn step(
+pub(crate) fn step(
     s: &mut u32,
     table: &[DecEntry],
     mask: u32,

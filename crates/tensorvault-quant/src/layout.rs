@@ -174,8 +174,16 @@ pub const V5_HEADER_LEN: usize = V5_SIDE_LEN_OFFSET + size_of::<u32>();
 pub const V5_INNER_SKIP: usize = BITS_OFFSET + size_of::<u8>();
 /// Inner segment versions an envelope may wrap (codes at the end of the segment).
 pub const V5_INNER_VERSIONS: [u8; 3] = [V2_VERSION, V3_VERSION, V4_VERSION];
-/// Largest lane count exponent (8 interleaved rANS states).
-pub const V5_MAX_LANES_LOG2: u8 = 3;
+/// Largest lane count exponent of a v5 stream (64 interleaved rANS states; 16 to 64
+/// lanes, `lanes_log2` 4..=6, since session 15: builds before it refuse them as
+/// `CorruptField lanes_log2`).
+pub const V5_MAX_LANES_LOG2: u8 = 6;
+/// Lane count exponent of the wide-lane writer (the store's `wide_lanes` collections,
+/// [`crate::segment_v5::encode_smallest_with`]): 64 lanes, the count whose vector decode
+/// measured fastest (bench/RESULTS.md, "Session 15: rans-wide").
+pub const V5_WIDE_LANES_LOG2: u8 = 6;
+/// Largest lane count exponent of a v7 stream (8 lanes; v7 keeps its session-14 range).
+pub const V7_MAX_LANES_LOG2: u8 = 3;
 /// Lane count exponent the encoder writes by default (4 lanes).
 pub const V5_DEFAULT_LANES_LOG2: u8 = 2;
 /// Largest frequency table precision (frequencies sum to 4096).

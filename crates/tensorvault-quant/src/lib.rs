@@ -63,6 +63,8 @@ pub mod ecsq;
 pub mod ecsq_model;
 pub mod entropy;
 mod entropy_rans;
+mod entropy_rans_simd;
+mod entropy_rans_wide;
 pub mod float;
 #[cfg(target_arch = "x86_64")]
 mod fwht_avx2;

@@ -80,7 +80,7 @@ impl<'a> SegmentV5<'a> {
                 "lanes_log2",
                 V5_LANES_LOG2_OFFSET,
                 lanes_log2.into(),
-                "must be in 0..=3 (1 to 8 lanes)",
+                "must be in 0..=6 (1 to 64 lanes)",
             ));
         }
         let prob_bits = h[V5_PROB_BITS_OFFSET];
@@ -366,7 +366,7 @@ fn codes_and_table(inner: &[u8], lanes_log2: u8) -> Result<Option<Coded>, QuantE
         return Err(QuantError::InvalidParam {
             field: "lanes_log2",
             value: lanes_log2.into(),
-            reason: "at most 3 (8 lanes)",
+            reason: "at most 6 (64 lanes)",
         });
     }
     let (codes_at, m) = code_region(inner)?;
@@ -388,7 +388,7 @@ fn codes_and_table(inner: &[u8], lanes_log2: u8) -> Result<Option<Coded>, QuantE
 ///
 /// # Errors
 /// The inner segment's parse errors; [`QuantError::UnsupportedVersion`] for a version
-/// other than 2, 3 or 4; [`QuantError::InvalidParam`] for `lanes_log2 > 3`.
+/// other than 2, 3 or 4; [`QuantError::InvalidParam`] for `lanes_log2 > 6`.
 pub fn wrap(inner: &[u8], lanes_log2: u8) -> Result<Option<Vec<u8>>, QuantError> {
     let Some(Coded {
         codes_at,
@@ -455,7 +455,17 @@ pub fn wrap_len_bounds(inner: &[u8], lanes_log2: u8) -> Result<Option<(usize, us
 /// # Errors
 /// As [`wrap`].
 pub fn encode_smallest(inner: Vec<u8>) -> Result<Vec<u8>, QuantError> {
-    Ok(wrap(&inner, V5_DEFAULT_LANES_LOG2)?.unwrap_or(inner))
+    encode_smallest_with(inner, V5_DEFAULT_LANES_LOG2)
+}
+
+/// `inner` wrapped in a v5 envelope with `2^lanes_log2` lanes when that is shorter,
+/// otherwise `inner` itself ([`crate::layout::V5_WIDE_LANES_LOG2`] is the store's
+/// `wide_lanes` writer: 64 lanes, decoded with vector units).
+///
+/// # Errors
+/// As [`wrap`].
+pub fn encode_smallest_with(inner: Vec<u8>, lanes_log2: u8) -> Result<Vec<u8>, QuantError> {
+    Ok(wrap(&inner, lanes_log2)?.unwrap_or(inner))
 }
 
 #[cfg(test)]

@@ -115,7 +115,7 @@ fn wrapping_refuses_what_it_cannot_wrap() {
     ));
     let inner = v2(3, Axis::Flat, 0, &x);
     assert!(matches!(
-        wrap(&inner, 4),
+        wrap(&inner, 7),
         Err(QuantError::InvalidParam {
             field: "lanes_log2",
             ..
@@ -146,7 +146,7 @@ fn each_header_field_is_checked_with_its_offset() {
         (9, 9, "bits"),
         (V5_INNER_VERSION_OFFSET, 1, "inner_version"),
         (V5_INNER_VERSION_OFFSET, 5, "inner_version"),
-        (V5_LANES_LOG2_OFFSET, 4, "lanes_log2"),
+        (V5_LANES_LOG2_OFFSET, 7, "lanes_log2"),
         (V5_PROB_BITS_OFFSET, 13, "prob_bits"),
     ];
     for (off, val, name) in cases {
@@ -305,7 +305,7 @@ proptest! {
         bits in 2u8..=8,
         columns in any::<bool>(),
         raw in 0u16..2,
-        lanes in 0u8..=3,
+        lanes in 0u8..=6,
         seed in any::<u32>(),
     ) {
         let mut s = seed | 1;
@@ -469,7 +469,7 @@ proptest! {
         rotate in any::<bool>(),
         wide in any::<bool>(),
         raw in 0u16..2,
-        lanes in 0u8..=3,
+        lanes in 0u8..=6,
         random_codes in any::<bool>(),
         seed in any::<u32>(),
     ) {
@@ -524,4 +524,23 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn the_wide_writer_stores_64_lanes_that_decode_to_the_same_values() {
+    use crate::layout::V5_WIDE_LANES_LOG2;
+    // One KV block: 256 tokens x 64 channels, 4-bit per channel (codec 4 tier 3 keys).
+    let x = kv_like(256, 64);
+    let inner = v2(4, Axis::Columns, 1, &x);
+    let narrow = encode_smallest(inner.clone()).unwrap();
+    let wide = encode_smallest_with(inner.clone(), V5_WIDE_LANES_LOG2).unwrap();
+    assert_eq!(
+        (narrow[V5_LANES_LOG2_OFFSET], wide[V5_LANES_LOG2_OFFSET]),
+        (2, 6)
+    );
+    // 60 more lane states (240 bytes), less the stream words their extra bits replace.
+    let extra = wide.len() as i64 - narrow.len() as i64;
+    assert!((120..=260).contains(&extra), "{extra}");
+    assert_eq!(decoded(&wide, x.len()), decoded(&narrow, x.len()));
+    assert_eq!(decoded(&wide, x.len()), decoded(&inner, x.len()));
 }

@@ -28,8 +28,8 @@ use crate::ecsq_model::{side_byte, table};
 use crate::entropy_rans::{encode_wide, WideDecoder, WideTable};
 use crate::error::{check_finite, corrupt};
 use crate::layout::{
-    MAGIC, MAGIC_OFFSET, V5_MAX_LANES_LOG2, V7_BITS_OFFSET, V7_BLOCK_LOG2_OFFSET, V7_HEADER_LEN,
-    V7_LANES_LOG2_OFFSET, V7_MAX_BITS, V7_MAX_BLOCK_LOG2, V7_MAX_MAGNITUDE_LOG2, V7_MAX_VALUES,
+    MAGIC, MAGIC_OFFSET, V7_BITS_OFFSET, V7_BLOCK_LOG2_OFFSET, V7_HEADER_LEN, V7_LANES_LOG2_OFFSET,
+    V7_MAX_BITS, V7_MAX_BLOCK_LOG2, V7_MAX_LANES_LOG2, V7_MAX_MAGNITUDE_LOG2, V7_MAX_VALUES,
     V7_MIN_BITS, V7_MIN_BLOCK_LOG2, V7_RATE_MIN, V7_RATE_PER_OCTAVE, V7_RATE_RUNGS, V7_SEED_OFFSET,
     V7_STEP_OFFSET, V7_VALUES_OFFSET, V7_VERSION, VERSION_OFFSET,
 };
@@ -63,7 +63,7 @@ impl V7Params {
         if !(V7_MIN_BLOCK_LOG2..=V7_MAX_BLOCK_LOG2).contains(&self.block_log2) {
             return Err(bad("block_log2", self.block_log2, "must be in 2..=10"));
         }
-        if self.lanes_log2 > V5_MAX_LANES_LOG2 {
+        if self.lanes_log2 > V7_MAX_LANES_LOG2 {
             return Err(bad("lanes_log2", self.lanes_log2, "must be in 0..=3"));
         }
         Ok(())
@@ -319,7 +319,7 @@ impl<'a> SegmentV7<'a> {
             ));
         }
         let lanes_log2 = h[V7_LANES_LOG2_OFFSET];
-        if lanes_log2 > V5_MAX_LANES_LOG2 {
+        if lanes_log2 > V7_MAX_LANES_LOG2 {
             return Err(corrupt(
                 "lanes_log2",
                 V7_LANES_LOG2_OFFSET,

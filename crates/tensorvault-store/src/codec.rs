@@ -314,13 +314,24 @@ pub fn encode_for_tier_against(
         };
         let inner = segment_rot::encode(&p, values)?;
         let scale = SegmentV3::parse(&inner).map(|s| s.max_scale());
-        let bytes = segment_v5::encode_smallest(inner)?;
-        if bytes.len() as u64 <= u64::from(geo.max_block_len(tier)) {
-            return Ok(Encoded {
-                bytes,
-                bits: p.bits,
-                scale: scale.unwrap_or(0.0),
-            });
+        let cap = u64::from(geo.max_block_len(tier));
+        // With wide lanes, a step whose 64-lane envelope does not fit keeps its 4-lane
+        // one when that fits: the same step (and error) as without the flag, decoded by
+        // the scalar lanes; wide lanes never cost these values a coarser step.
+        let lanes = v5_lanes_log2(geo, place.kind);
+        let mut tries = vec![lanes];
+        if lanes != q::V5_DEFAULT_LANES_LOG2 {
+            tries.push(q::V5_DEFAULT_LANES_LOG2);
+        }
+        for lanes in tries {
+            let bytes = segment_v5::encode_smallest_with(inner.clone(), lanes)?;
+            if bytes.len() as u64 <= cap {
+                return Ok(Encoded {
+                    bytes,
+                    bits: p.bits,
+                    scale: scale.unwrap_or(0.0),
+                });
+            }
         }
     }
     // (segment bytes, bit width, largest group scale as the segment reports it)
@@ -348,7 +359,7 @@ pub fn encode_for_tier_against(
     // decoding the hottest blocks would cost ~5x the v2 decode (bench/RESULTS.md,
     // "Entropy coding of the codes").
     if geo.entropy && tier != Tier::Tier1 {
-        enc.bytes = segment_v5::encode_smallest(enc.bytes)?;
+        enc.bytes = segment_v5::encode_smallest_with(enc.bytes, v5_lanes_log2(geo, place.kind))?;
     }
     // With `kv_keys_ecsq`, tier 2 keys as v8 where one fits in the larger of that
     // segment's length and the keys' budget.
@@ -365,6 +376,23 @@ pub fn encode_for_tier_against(
         }
     }
     Ok(enc)
+}
+
+/// The rANS lanes of the version 5 envelopes [`encode_for_tier`] writes for `kind`: 64
+/// for KV and generic tensors in a `wide_lanes` collection (decoded with vector units),
+/// else 4. Weights and embeddings reach this path only as v4 segments (their ECSQ
+/// encoders choose their own lanes), and keep 4.
+#[must_use]
+pub fn v5_lanes_log2(geo: &CollectionConfig, kind: TensorKind) -> u8 {
+    let wide_kind = matches!(
+        kind,
+        TensorKind::Generic | TensorKind::KvKey | TensorKind::KvValue
+    );
+    if geo.wide_lanes && wide_kind {
+        q::V5_WIDE_LANES_LOG2
+    } else {
+        q::V5_DEFAULT_LANES_LOG2
+    }
 }
 
 /// Convert little-endian element bytes of `dtype` to f32.

@@ -200,6 +200,17 @@ pub struct CollectionConfig {
     /// header flags2 bit 0 (byte 78). Opt-in for new KV caches: older collections keep
     /// their layout.
     pub kv_keys_ecsq: bool,
+    /// With [`CollectionConfig::entropy`]: the version 5 envelopes of KV and generic
+    /// tensors are written with 64 interleaved rANS lanes
+    /// (`tensorvault_quant::layout::V5_WIDE_LANES_LOG2`) instead of 4, which the reader
+    /// decodes with AVX-512 or AVX2 ~3x faster (the same values; ~180 more bytes per
+    /// 16384-value block). Weights and embeddings keep their lane counts (their envelopes
+    /// are fitted to the slot), and so does a `kv_ecsq_tier2` block whose 64-lane
+    /// envelope does not fit at the step its 4-lane one fits (never a coarser step). Every build since session 15 reads envelopes of any lane
+    /// count with or without the flag; the flag (MetaLog header flags2 bit 1) makes an
+    /// older build refuse the collection at open rather than fail on its first wide
+    /// block. Opt-in for new collections.
+    pub wide_lanes: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
     /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
@@ -238,6 +249,7 @@ impl CollectionConfig {
             ecsq_model: false,
             centre: false,
             kv_keys_ecsq: false,
+            wide_lanes: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
@@ -575,6 +587,15 @@ impl CollectionConfig {
                 format!(
                     "channel-centred KV keys need codec v4 with the entropy flag (codec {}, entropy {})",
                     self.codec, self.entropy
+                ),
+            );
+        }
+        if self.wide_lanes && !self.entropy {
+            return bad(
+                "wide_lanes",
+                format!(
+                    "wide rANS lanes apply to entropy-coded blocks: they need the entropy flag (codec {}, entropy false)",
+                    self.codec
                 ),
             );
         }

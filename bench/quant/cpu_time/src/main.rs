@@ -110,6 +110,29 @@ fn main() {
             let mut y = Vec::with_capacity(n);
             for _ in 0..iters { decode_any(black_box(&inner), n, &mut y).unwrap(); }
         }
+        // `kvdecwN_L` / `kvencwN_L` / `ranswN_L`: get, put and the codes alone of layout
+        // `L` with 2^N rANS lanes (N = 2 is what the store writes; 4..=6 the wide-lane
+        // vector decoder, session 15; a build before it refuses N > 3).
+        w if w.starts_with("kvdecw") || w.starts_with("kvencw") || w.starts_with("ransw") => {
+            let (head, layout) = w.split_once('_').unwrap();
+            let lanes_log2: u8 = head[head.len() - 1..].parse().unwrap();
+            let x = kv_like(n);
+            let inner = kv_inner(layout, &x);
+            let env = wrap(&inner, lanes_log2).unwrap().unwrap();
+            let mut y = Vec::with_capacity(n);
+            if w.starts_with("kvdecw") {
+                for _ in 0..iters { decode_any(black_box(&env), n, &mut y).unwrap(); }
+            } else if w.starts_with("kvencw") {
+                for _ in 0..iters {
+                    let inner = kv_inner(layout, black_box(&x));
+                    black_box(wrap(&inner, lanes_log2).unwrap().unwrap_or(inner));
+                }
+            } else {
+                let seg = SegmentV5::parse(&env).unwrap();
+                let mut codes = vec![0u8; seg.codes()];
+                for _ in 0..iters { seg.decode_codes(black_box(&mut codes)).unwrap(); }
+            }
+        }
         w if w.starts_with("kvdec_") => {
             let x = kv_like(n);
             let env = encode_smallest(kv_inner(&w[6..], &x)).unwrap();

@@ -133,6 +133,13 @@ class KvCache:
             (MetaLog header flags2 bit 0, byte 78; builds from before it refuse the
             collection); raises :class:`tensorvault.InvalidArgumentError` without codec
             4 and entropy.
+        wide_lanes: With ``entropy=True`` (or ``ecsq=True``): write the entropy-coded
+            blocks of KV and generic tensors with 64 interleaved rANS lanes instead of 4;
+            reads decode them with AVX-512 or AVX2 about 3x faster (the same values, about
+            180 more payload bytes per 16384-value block; bench/RESULTS.md "Session 15:
+            rans-wide"). Persisted with the collection (MetaLog header flags2 bit 1:
+            builds before session 15 refuse to open it); raises
+            :class:`tensorvault.InvalidArgumentError` without entropy coding.
 
     Use it as a context manager or call :meth:`close`.
     """
@@ -156,6 +163,7 @@ class KvCache:
         ecsq: bool = False,
         ecsq_tier2: bool = False,
         keys_ecsq: bool = False,
+        wide_lanes: bool = False,
     ) -> None:
         self._head_dim = _index(head_dim, "head_dim")
         age = None
@@ -182,6 +190,7 @@ class KvCache:
             bool(ecsq),
             bool(ecsq_tier2),
             bool(keys_ecsq),
+            bool(wide_lanes),
         )
 
     @property

@@ -165,6 +165,14 @@ class Store:
             Less error and better recall in the same slots on tables with a large mean
             row (bench/RESULTS.md, "Session 14: emb-centre"). Existing collections keep
             theirs (``geometry["centre"]``).
+        wide_lanes: With ``entropy=True``: write the entropy-coded
+            blocks of KV and generic tensors with 64 interleaved rANS lanes instead of 4;
+            reads decode them with AVX-512 or AVX2 about 3x faster (the same values, about
+            180 more payload bytes per 16384-value block; bench/RESULTS.md "Session 15:
+            rans-wide"). Persisted with the collection (MetaLog header flags2 bit 1:
+            builds before session 15 refuse to open it); raises
+            :class:`tensorvault.InvalidArgumentError` without entropy coding. Existing
+            collections keep theirs (``geometry["wide_lanes"]``).
 
     Use it as a context manager (``with tv.Store(...) as s:``) or call :meth:`close`;
     a writable collection stays locked until then (a second writable ``Store`` on it, in
@@ -195,6 +203,7 @@ class Store:
         row_gains: bool = False,
         ecsq_model: bool = False,
         centre: bool = False,
+        wide_lanes: bool = False,
     ) -> None:
         if isinstance(durability, int) and not isinstance(durability, bool):
             durability = f"every-{durability}"
@@ -204,7 +213,7 @@ class Store:
         self._s = _native.Store(
             fspath(root), str(tenant), str(collection), bool(create), durability, limits,
             block_elems, kv_head_dim, codec, bool(read_only), bool(entropy), str(allocation),
-            bool(ecsq), bool(row_gains), bool(ecsq_model), bool(centre),
+            bool(ecsq), bool(row_gains), bool(ecsq_model), bool(centre), bool(wide_lanes),
         )
 
     @property

@@ -149,6 +149,7 @@ class KvCache:
         ecsq: bool = False,
         ecsq_tier2: bool = False,
         keys_ecsq: bool = False,
+        wide_lanes: bool = False,
     ) -> None: ...
     @property
     def age_tiers(self) -> Optional[Tuple[int, int, int]]:
@@ -456,6 +457,7 @@ class Store:
         row_gains: bool = False,
         ecsq_model: bool = False,
         centre: bool = False,
+        wide_lanes: bool = False,
     ) -> None: ...
     def __repr__(self, /) -> str: ...
     def close(self) -> None:

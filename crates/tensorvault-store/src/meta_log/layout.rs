@@ -102,8 +102,12 @@ pub const H_FLAGS2: usize = H_ROPE_THETA + size_of::<f64>();
 /// [`HEADER_FLAG_ENTROPY`] only.
 pub const HEADER_FLAG2_KV_KEYS_ECSQ: u8 = 1 << 0;
 /// Names of the second flags byte's bits, bit `i` at index `i` (the `field` a refusal of a
-/// bit whose prerequisites are missing names, at [`H_FLAGS2`]).
-pub const HEADER_FLAGS2_NAMES: [&str; 1] = ["kv_keys_ecsq"];
+/// bit whose prerequisites are missing names, at [`H_FLAGS2`]): bit 0 `kv_keys_ecsq`,
+/// bit 1 `wide_lanes` (`CollectionConfig::wide_lanes`: 64-lane rANS envelopes for KV and
+/// generic tensors).
+pub const HEADER_FLAGS2_NAMES: [&str; 2] = ["kv_keys_ecsq", "wide_lanes"];
+/// flags2 bit 1: `CollectionConfig::wide_lanes` (needs the entropy flag).
+pub const HEADER_FLAG2_WIDE_LANES: u8 = 1 << 1;
 /// Every bit of the second flags byte this build knows: the first
 /// `HEADER_FLAGS2_NAMES.len()` bits.
 pub const HEADER_KNOWN_FLAGS2: u8 = ((1u16 << HEADER_FLAGS2_NAMES.len()) - 1) as u8;
@@ -227,5 +231,6 @@ const _: () = {
     assert!(M_NEW_LEN == 40 && M_RESERVED <= CRC_OFFSET);
     assert!(H_FLAGS == 49 && H_FLAGS2 == 78 && H_RESERVED == 79 && H_RESERVED <= CRC_OFFSET);
     assert!(HEADER_FLAGS2_NAMES.len() <= 8);
+    assert!(HEADER_FLAG2_WIDE_LANES == 1 << 1);
     assert!(PAD_OFFSET + size_of::<u32>() == RECORD_LEN);
 };
