@@ -281,6 +281,41 @@ fn the_bit_is_flags2_bit_0_and_survives_a_reopen() {
 }
 
 #[test]
+fn the_bit_combines_with_wide_lanes() {
+    // flags2 bits 0 and 1 together: byte 78 is 0b11; keys are v8 within their budget,
+    // which with 64-lane envelopes can be the (longer) wide envelope's length.
+    let both = CollectionConfig {
+        wide_lanes: true,
+        ..geo(true, true)
+    };
+    let h = encode_header(&both, 0);
+    assert_eq!(h[H_FLAGS2], 0b11);
+    assert_eq!(decode_header(&h).unwrap().0, both);
+    let x = keys(512, 12);
+    let (plain, with) = (
+        mem_store(
+            "c",
+            CollectionConfig {
+                kv_keys_ecsq: false,
+                ..both
+            },
+        ),
+        mem_store("c", both),
+    );
+    for s in [&plain, &with] {
+        s.put_tensor_with("k", &key_info(&[512, HD]), &bytes(&x), Tier::Tier2)
+            .unwrap();
+    }
+    for ((po, _), (pn, _)) in payloads(&plain, "k").iter().zip(&payloads(&with, "k")) {
+        assert_eq!(pn[q::VERSION_OFFSET], q::V8_VERSION);
+        assert!(pn.len() <= budget(&both, 256 * 64, po.len()));
+    }
+    let y = floats(&with.get_tensor("k").unwrap().data);
+    let y0 = floats(&plain.get_tensor("k").unwrap().data);
+    assert!(rel_rmse(&x, &y) < 0.8 * rel_rmse(&x, &y0));
+}
+
+#[test]
 fn a_corrupt_v8_payload_is_a_typed_error_not_a_panic() {
     let x = keys(256, 8);
     let s = mem_store("c", geo(true, false));
