@@ -47,6 +47,8 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=1536)
     ap.add_argument("--bits", default="10", help="v8 code widths, comma-separated")
     ap.add_argument("--lanes", type=int, default=2)
+    ap.add_argument("--today-bits", type=int, default=5,
+                    help="today's key groups: 5 bits (tier 2) or 4 (tier 3)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "examples", "v8_keys"))
     a = ap.parse_args()
     from smollm import SmolLM
@@ -74,7 +76,8 @@ def main() -> int:
             files.append(f)
         print(f"{a.text} @{a.offset}, {len(ids)} tokens, tier-2 key blocks of 256 tokens:")
         for bits in a.bits.split(","):
-            out = subprocess.run([a.bin, bits, str(a.lanes), d, *files], check=True,
+            out = subprocess.run([a.bin, "--today-bits", str(a.today_bits), bits, str(a.lanes), d, *files],
+                                 check=True,
                                  capture_output=True, text=True).stdout
             print(out.rstrip())
             acc = {n: [0.0, 0.0, 0.0, 0.0] for n in ("today", "v8")}

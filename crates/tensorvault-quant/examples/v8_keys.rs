@@ -14,7 +14,8 @@
 //! value of each, and writes both decodings next to the inputs' names in `OUT_DIR`
 //! (`NAME.today.npy`, `NAME.v8.npy`) for the script to score the attention logits.
 //!
-//! `cargo run --release -p tensorvault-quant --example v8_keys -- BITS LANES_LOG2 OUT_DIR FILE.npy...`
+//! `cargo run --release -p tensorvault-quant --example v8_keys -- [--today-bits B] BITS LANES_LOG2 OUT_DIR FILE.npy...`
+//! (`--today-bits 4`: today's tier-3 keys, 4-bit groups, instead of tier 2's 5-bit ones).
 
 use std::time::{Duration, Instant};
 
@@ -25,7 +26,8 @@ use tensorvault_quant::segment_v8::{decode as v8_decode, encode_to_fit as v8_fit
 
 /// Tokens per KV block (the store's KV layout: 32 KiB of f16 at head_dim 64).
 const BLOCK_TOKENS: usize = 256;
-/// Today's tier-2 keys: bits and group size (`V4_KV_KEY_BITS`, `V4_KV_KEY_GROUP`).
+/// Today's tier-2 keys: bits and group size (`V4_KV_KEY_BITS`, `V4_KV_KEY_GROUP`; tier 3
+/// takes 4 bits in the same groups).
 const TODAY_BITS: u8 = 5;
 const TODAY_GROUP: u32 = 128;
 
@@ -120,8 +122,12 @@ impl Tally {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [bits, lanes, out_dir, files @ ..] = &args[..] else {
-        return Err("usage: v8_keys BITS LANES_LOG2 OUT_DIR FILE.npy...".into());
+    let (today_bits, args) = match &args[..] {
+        [flag, b, rest @ ..] if flag == "--today-bits" => (b.parse::<u8>()?, rest),
+        rest => (TODAY_BITS, rest),
+    };
+    let [bits, lanes, out_dir, files @ ..] = args else {
+        return Err("usage: v8_keys [--today-bits B] BITS LANES_LOG2 OUT_DIR FILE.npy...".into());
     };
     let (bits, lanes_log2): (u8, u8) = (bits.parse()?, lanes.parse()?);
     let out_dir = std::path::Path::new(out_dir);
@@ -142,7 +148,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let sink = t0 == 0 && rows > 1;
                 let p2 = v2_layout(
                     TensorKind::KvKey,
-                    TODAY_BITS,
+                    today_bits,
                     TODAY_GROUP,
                     Some(u32::from(width)),
                     sink,
@@ -191,7 +197,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("{} files, {} values", files.len(), today.values);
     println!(
-        "  today (5-bit groups of {TODAY_GROUP}, v5 envelope): {}",
+        "  today ({today_bits}-bit groups of {TODAY_GROUP}, v5 envelope): {}",
         today.line()
     );
     println!(
