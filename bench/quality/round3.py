@@ -538,8 +538,6 @@ def main() -> int:
             configs += [KvCacheConfig("KvCache codec 4 tier 2, pre-RoPE keys + entropy + ecsq_tier2 + keys_ecsq"
                                       " + extents, keys 4.95 b/v", 2, 4, r, True, "extent", ecsq=True,
                                       ecsq_tier2=True, keys_ecsq=True)]
-            configs += [KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy + ecsq + extents"
-                                      " + keys_ecsq", 3, 4, r, True, "extent", ecsq=True, keys_ecsq=True)]
         only = os.environ.get("TVQ_ONLY")
         if only:  # harness knob: a subset of the configurations by label substring
             configs = [c for c in configs if any(o in c.label for o in only.split("|"))]

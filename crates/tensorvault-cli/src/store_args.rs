@@ -130,7 +130,7 @@ pub struct PutArgs {
     /// coding whose tier 2 key blocks are channel-centred model-coded ECSQ (TQTC v8: each
     /// channel's mean removed, one step per block, each channel priced by its spread),
     /// fitted into 4.95 bits/value or the bytes the 5-bit key groups would take if more,
-    /// inside tier 2's 5.25 bits/value; tier 3 keys likewise within their 4-bit groups' bytes;
+    /// inside tier 2's 5.25 bits/value;
     /// combines with --kv-ecsq; MetaLog header flags2 bit 0, which builds before it
     /// refuse; Python `KvCache(..., codec=4, entropy=True, keys_ecsq=True)`).
     #[arg(long, requires = "kv_head_dim")]

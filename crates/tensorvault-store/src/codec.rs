@@ -361,8 +361,8 @@ pub fn encode_for_tier_against(
     if geo.entropy && tier != Tier::Tier1 {
         enc.bytes = segment_v5::encode_smallest_with(enc.bytes, v5_lanes_log2(geo, place.kind))?;
     }
-    // With `kv_keys_ecsq`, tier 2 and 3 keys as v8 where one fits in their budget
-    // (`codec_kv_keys::kv_keys_budget`).
+    // With `kv_keys_ecsq`, tier 2 keys as v8 where one fits in the larger of that
+    // segment's length and the keys' budget.
     let (kind, shape, index) = (place.kind, place.shape, place.block_index);
     if let Some(p) = crate::codec_kv_keys::kv_keys_params(geo, tier, kind, shape, index, place.len)
     {

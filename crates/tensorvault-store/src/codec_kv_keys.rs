@@ -1,11 +1,10 @@
-//! Tier 2 and 3 KV keys as channel-centred model-coded ECSQ
-//! ([`CollectionConfig::kv_keys_ecsq`], MetaLog header flags2 bit 0; `docs/formats/store.md`,
-//! "Codec 4, KV kinds"): a `kv_key` block at tier 2 or 3 that starts on a row and holds
-//! whole rows of a power-of-two head is stored as a TQTC version 8 segment
-//! (`tensorvault_quant::segment_v8`, `docs/formats/quant.md` §15) when one fits into its
-//! budget ([`kv_keys_budget`]: at tier 2 the larger of `KV_KEYS_ECSQ_CENTIBITS` / 100 bits
-//! per value and the byte length of the segment the block gets without the flag; at tier
-//! 3 that length). The sink row (the first token of block 0, where the
+//! Tier 2 KV keys as channel-centred model-coded ECSQ ([`CollectionConfig::kv_keys_ecsq`],
+//! MetaLog header flags2 bit 0; `docs/formats/store.md`, "Codec 4, KV kinds"): a
+//! `kv_key` block that starts on a row and holds whole rows of a power-of-two head is
+//! stored as a TQTC version 8 segment (`tensorvault_quant::segment_v8`,
+//! `docs/formats/quant.md` §15) when one fits into its budget ([`kv_keys_budget`]: the
+//! larger of `KV_KEYS_ECSQ_CENTIBITS` / 100 bits per value and the byte length of the
+//! segment the block gets without the flag). The sink row (the first token of block 0, where the
 //! collection's `sink_values` allows a row) stays f16, as in that segment.
 
 use tensorvault_quant::segment_v8::{encode_to_fit, SegmentV8, V8Params};
@@ -19,7 +18,7 @@ use crate::types::{TensorKind, Tier};
 
 /// The v8 settings of block `block_index` (`len` values) of a tensor of `kind` and
 /// `shape` in `tier`, or `None` when the block is not coded as v8: another collection,
-/// tier (tiers 2 and 3 are) or kind; a block that does not start on a row or hold whole rows; a head that is
+/// tier or kind; a block that does not start on a row or hold whole rows; a head that is
 /// not a power of two in 16..=1024 channels; a block with no row after the sink row.
 #[must_use]
 pub fn kv_keys_params(
@@ -32,7 +31,7 @@ pub fn kv_keys_params(
 ) -> Option<V8Params> {
     if !geo.kv_keys_ecsq
         || geo.codec != CODEC_V4
-        || !matches!(tier, Tier::Tier2 | Tier::Tier3)
+        || tier != Tier::Tier2
         || kind != TensorKind::KvKey
     {
         return None;
@@ -57,15 +56,11 @@ pub fn kv_keys_params(
 }
 
 /// The byte budget of a v8 key block of `len` values in `tier` whose encoding without the
-/// flag takes `plain_len` bytes: at tier 2 the larger of `KV_KEYS_ECSQ_CENTIBITS / 100`
-/// bits per value (rounded down to whole bytes) and `plain_len`, at most the tier's
-/// `max_block_len` (a slot, or the extent cap); at tier 3 `plain_len`.
+/// flag takes `plain_len` bytes: the larger of `KV_KEYS_ECSQ_CENTIBITS / 100` bits per
+/// value (rounded down to whole bytes) and `plain_len`, at most the tier's
+/// `max_block_len` (a slot, or the extent cap).
 #[must_use]
 pub fn kv_keys_budget(geo: &CollectionConfig, tier: Tier, len: usize, plain_len: usize) -> usize {
-    if tier != Tier::Tier2 {
-        // Tier 3 sits at the edge of its 3.5 b/v: never more bytes than the groups take.
-        return plain_len;
-    }
     let keys = len as u64 * KV_KEYS_ECSQ_CENTIBITS / 800;
     let cap = u64::from(geo.max_block_len(tier));
     usize::try_from(keys.max(plain_len as u64).min(cap)).unwrap_or(usize::MAX)

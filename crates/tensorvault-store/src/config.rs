@@ -189,16 +189,16 @@ pub struct CollectionConfig {
     /// and adds the mean back on every read (`docs/formats/store.md`, "Centred embedding
     /// tensors"). MetaLog header flags bit 5. Opt-in for new collections.
     pub centre: bool,
-    /// Codec v4 with [`CollectionConfig::entropy`]: a tier 2 or tier 3 `kv_key` block that
-    /// starts on a row and holds whole rows of a power-of-two head (16..=1024 channels) is
-    /// stored as a TQTC version 8 segment (`tensorvault_quant::segment_v8`: each channel's
-    /// mean removed, one step, each channel's codes priced by a Gaussian of its spread,
-    /// [`KV_KEYS_ECSQ_BITS`]-bit codes, the sink row f16) fitted, at tier 2, into the
-    /// larger of [`KV_KEYS_ECSQ_CENTIBITS`]/100 bits per value and the byte length the
-    /// block's key segment has without the flag (at most the tier's `max_block_len`), at
-    /// tier 3 into that length; a block that does not qualify or fit keeps that segment.
-    /// Same slots and extents. MetaLog header flags2 bit 0 (byte 78). Opt-in for new KV
-    /// caches: older collections keep their layout.
+    /// Codec v4 with [`CollectionConfig::entropy`]: a tier 2 `kv_key` block that starts on
+    /// a row and holds whole rows of a power-of-two head (16..=1024 channels) is stored
+    /// as a TQTC version 8 segment (`tensorvault_quant::segment_v8`: each channel's mean
+    /// removed, one step, each channel's codes priced by a Gaussian of its spread,
+    /// [`KV_KEYS_ECSQ_BITS`]-bit codes, the sink row f16) fitted into the larger of
+    /// [`KV_KEYS_ECSQ_CENTIBITS`]/100 bits per value and the byte length the block's key
+    /// segment has without the flag (at most the tier's `max_block_len`); a block that
+    /// does not qualify or fit keeps that segment. Same slots and extents. MetaLog
+    /// header flags2 bit 0 (byte 78). Opt-in for new KV caches: older collections keep
+    /// their layout.
     pub kv_keys_ecsq: bool,
     /// With [`CollectionConfig::entropy`]: the version 5 envelopes of KV and generic
     /// tensors are written with 64 interleaved rANS lanes

@@ -122,13 +122,12 @@ class KvCache:
             bench/RESULTS.md "Session 12: kv-tier2"). Persisted with the collection
             (MetaLog header flags bit 4); raises :class:`tensorvault.InvalidArgumentError`
             without ``ecsq``.
-        keys_ecsq: With ``codec=4`` and ``entropy=True``: store tier 2 and 3 key blocks as
+        keys_ecsq: With ``codec=4`` and ``entropy=True``: store tier 2 key blocks as
             channel-centred model-coded ECSQ (TQTC version 8: each channel's mean removed
             and kept as f16, one step per block, each channel's codes priced by a
             Gaussian of its spread) fitted into 4.95 bits/value (or the bytes the 5-bit
             per-channel groups would take, if more), so tier 2 stays within its 5.25
-            bits/value next to ``ecsq_tier2`` values (tier 3: within the bytes of the 4-bit
-            groups, never more); blocks that do not fit keep the
+            bits/value next to ``ecsq_tier2`` values; blocks that do not fit keep the
             groups (SmolLM2-135M's keys at the groups' own length: attention-logit error
             1.55% -> 1.12%, bench/RESULTS.md "Session 15: kv-chan"). Persisted with the collection
             (MetaLog header flags2 bit 0, byte 78; builds from before it refuse the
