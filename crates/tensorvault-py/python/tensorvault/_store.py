@@ -167,7 +167,8 @@ class Store:
             theirs (``geometry["centre"]``).
         wide_lanes: With ``entropy=True``: write the entropy-coded
             blocks of KV and generic tensors with 64 interleaved rANS lanes instead of 4;
-            reads decode them with AVX-512 or AVX2 about 3x faster (the same values, about
+            reads decode them with AVX-512 or AVX2 about 3x faster (a whole block read
+            1.7-2.2x faster; the same values, about
             180 more payload bytes per 16384-value block; bench/RESULTS.md "Session 15:
             rans-wide"). Persisted with the collection (MetaLog header flags2 bit 1:
             builds before session 15 refuse to open it); raises
