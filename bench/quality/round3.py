@@ -531,6 +531,13 @@ def main() -> int:
             configs += [KvCacheConfig(f"KvCache codec 4 tier 2, pre-RoPE keys + entropy + ecsq_tier2{x}", 2, 4,
                                       r, True, alloc, ecsq=True, ecsq_tier2=True)
                         for x, alloc in (("", "slot"), (" + extents", "extent"))]
+            # Session 15 (kv-chan): tier 2 keys as channel-centred model-coded ECSQ (TQTC v8,
+            # flags2 bit 0) on top of session 13's best tier 2 (ecsq_tier2 + extents). The
+            # suffix names the keys' budget (the first run, without it, fitted v8 into the
+            # 5-bit groups' length: bench/RESULTS.md "Session 15: kv-chan").
+            configs += [KvCacheConfig("KvCache codec 4 tier 2, pre-RoPE keys + entropy + ecsq_tier2 + keys_ecsq"
+                                      " + extents, keys 4.95 b/v", 2, 4, r, True, "extent", ecsq=True,
+                                      ecsq_tier2=True, keys_ecsq=True)]
         only = os.environ.get("TVQ_ONLY")
         if only:  # harness knob: a subset of the configurations by label substring
             configs = [c for c in configs if any(o in c.label for o in only.split("|"))]

@@ -2,7 +2,8 @@
 //! 128 bytes, with the CRC fixed up so the field checks behind it are reached, must
 //! decode or be refused without panicking; what decodes re-encodes to the same bytes, and
 //! a decoded flags bit 4 (`kv_ecsq_tier2`) always comes with its prerequisites (bit 2,
-//! bit 0, codec 4), bit 6 (`row_gains`) with codec 4.
+//! bit 0, codec 4), bit 6 (`row_gains`) with codec 4, flags2 bit 0 (`kv_keys_ecsq`, byte
+//! 78) with codec 4 and bit 0.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -28,6 +29,9 @@ fuzz_target!(|data: &[u8]| {
         }
         if c.row_gains {
             assert_eq!(c.codec, CODEC_V4);
+        }
+        if c.kv_keys_ecsq {
+            assert!(c.entropy && c.codec == CODEC_V4);
         }
         // A version 2 header naming codec 1 decodes, and re-encodes as the version 1
         // header codec 1 collections keep; every other header round-trips exactly.

@@ -126,6 +126,15 @@ pub struct PutArgs {
     /// Python `KvCache(..., ecsq=True, ecsq_tier2=True)`).
     #[arg(long, requires = "kv_ecsq")]
     pub kv_ecsq_tier2: bool,
+    /// With --kv-head-dim: create the NEW collection as a codec 4 KV cache with entropy
+    /// coding whose tier 2 key blocks are channel-centred model-coded ECSQ (TQTC v8: each
+    /// channel's mean removed, one step per block, each channel priced by its spread),
+    /// fitted into 4.95 bits/value or the bytes the 5-bit key groups would take if more,
+    /// inside tier 2's 5.25 bits/value;
+    /// combines with --kv-ecsq; MetaLog header flags2 bit 0, which builds before it
+    /// refuse; Python `KvCache(..., codec=4, entropy=True, keys_ecsq=True)`).
+    #[arg(long, requires = "kv_head_dim")]
+    pub kv_keys_ecsq: bool,
     /// Create the NEW collection as codec 4 with one gain per row in every quantized
     /// block of an `embedding` tensor (TQTC version 6: each row's decoding becomes an
     /// unbiased inner-product estimate, which keeps nearest-neighbour recall; same

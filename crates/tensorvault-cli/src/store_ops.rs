@@ -52,6 +52,11 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
         geometry.kv_ecsq = true;
         geometry.kv_ecsq_tier2 = a.kv_ecsq_tier2;
     }
+    if a.kv_keys_ecsq {
+        geometry = codec_v4(geometry);
+        geometry.entropy = true;
+        geometry.kv_keys_ecsq = true;
+    }
     if a.ecsq {
         geometry = codec_v4(geometry);
         geometry.entropy = true;

@@ -12,6 +12,8 @@
 //!   than `--ecsq` alone); refused without `--ecsq`.
 //! - `--centre`: with `--row-gains`, bit 5 (2-D embedding tables stored centred on their
 //!   mean row: less error on a table with a large mean row); refused without `--row-gains`.
+//! - `--kv-keys-ecsq`: codec 4, bit 0 and flags2 (byte 78) bit 0 (tier 2 KV keys as TQTC
+//!   version 8); needs `--kv-head-dim`.
 
 mod common;
 
@@ -81,6 +83,34 @@ fn kv_ecsq_tier2_sets_header_bit_4_and_reads_back() {
             &["--kv-head-dim", "64", "--kv-ecsq-tier2"],
         ),
         "kv-ecsq",
+    );
+}
+
+#[test]
+fn kv_keys_ecsq_sets_flags2_bit_0_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    let (kv, _) = inputs(dir.path());
+    let keys = ["--kv-head-dim", "64", "--kind", "kv_key"];
+    assert_eq!(
+        put(&root, &kv, "ecsq", "2", &keys, &["--kv-ecsq"]),
+        (4, 0b101)
+    );
+    let both = ["--kv-ecsq", "--kv-keys-ecsq"];
+    assert_eq!(put(&root, &kv, "keys", "2", &keys, &both), (4, 0b101));
+    assert_eq!(collection_header(&root, "t", "ecsq")[78], 0);
+    assert_eq!(collection_header(&root, "t", "keys")[78], 1);
+    assert_eq!(
+        put(&root, &kv, "alone", "2", &keys, &["--kv-keys-ecsq"]),
+        (4, 0b1)
+    );
+    let a = store_get(&root, ["t", "ecsq", "x"], &dir.path().join("a.npy"));
+    let b = store_get(&root, ["t", "keys", "x"], &dir.path().join("b.npy"));
+    assert_eq!(a.len(), b.len());
+    assert_ne!(a, b, "tier 2 keys are stored another way with the bit");
+    refused(
+        &store_put(&root, ["t", "bad", "x"], &kv, "2", &["--kv-keys-ecsq"]),
+        "kv-head-dim",
     );
 }
 

@@ -193,7 +193,7 @@ impl KvCache {
     /// Open (or, with `create`, create with the KV layout for `head_dim`) the collection
     /// `<root>/<tenant>/<collection>` as a KV cache.
     #[new]
-    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="os", max_blocks_per_tier=None, age_tiers=None, block_tokens=None, rope=None, codec=None, entropy=false, allocation="slot", ecsq=false, ecsq_tier2=false, wide_lanes=false))]
+    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="os", max_blocks_per_tier=None, age_tiers=None, block_tokens=None, rope=None, codec=None, entropy=false, allocation="slot", ecsq=false, ecsq_tier2=false, keys_ecsq=false, wide_lanes=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -212,6 +212,7 @@ impl KvCache {
         allocation: &str,
         ecsq: bool,
         ecsq_tier2: bool,
+        keys_ecsq: bool,
         wide_lanes: bool,
     ) -> PyResult<Self> {
         let geometry = match block_tokens {
@@ -234,6 +235,7 @@ impl KvCache {
         geometry.extents = crate::store::parse_allocation(allocation)?;
         geometry.kv_ecsq = ecsq;
         geometry.kv_ecsq_tier2 = ecsq_tier2;
+        geometry.kv_keys_ecsq = keys_ecsq;
         geometry.wide_lanes = wide_lanes;
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,

@@ -507,6 +507,7 @@ impl Store {
         d.set_item("row_gains", g.row_gains)?;
         d.set_item("ecsq_model", g.ecsq_model)?;
         d.set_item("centre", g.centre)?;
+        d.set_item("kv_keys_ecsq", g.kv_keys_ecsq)?;
         d.set_item("wide_lanes", g.wide_lanes)?;
         Ok(d)
     }

@@ -316,6 +316,44 @@ pub const V7_RATE_RUNGS: i32 = 24 * V7_RATE_PER_OCTAVE;
 /// decoded value, and the inverse rotation's partial sums, inside the f32 range).
 pub const V7_MAX_MAGNITUDE_LOG2: i32 = 126;
 
+// ---- version 8: channel-centred model-coded ECSQ (docs/formats/quant.md §15) ----
+
+/// Version byte of a channel-centred model-coded ECSQ (v8) segment.
+pub const V8_VERSION: u8 = 8;
+/// u8 code width `k` (2..=12) at the common bits offset.
+pub const V8_BITS_OFFSET: usize = BITS_OFFSET;
+/// u8 log2 of the row width (channels) `w` ([`V8_MIN_WIDTH_LOG2`]..=[`V8_MAX_WIDTH_LOG2`]).
+pub const V8_WIDTH_LOG2_OFFSET: usize = V8_BITS_OFFSET + size_of::<u8>();
+/// u8 log2 of the rANS lanes (0..=[`V8_MAX_LANES_LOG2`]).
+pub const V8_LANES_LOG2_OFFSET: usize = V8_WIDTH_LOG2_OFFSET + size_of::<u8>();
+/// u32 number of values `n` (1..=[`V8_MAX_VALUES`], a multiple of `w`).
+pub const V8_VALUES_OFFSET: usize = V8_LANES_LOG2_OFFSET + size_of::<u8>();
+/// f32 quantizer step (finite, > 0, `step * 2^(k-1) < 2^`[`V8_MAX_MAGNITUDE_LOG2`]).
+pub const V8_STEP_OFFSET: usize = V8_VALUES_OFFSET + size_of::<u32>();
+/// u16 leading rows kept as f16 (fewer than the `n / w` rows).
+pub const V8_RAW_ROWS_OFFSET: usize = V8_STEP_OFFSET + size_of::<f32>();
+/// Header length of a v8 segment; then the raw rows (f16, row-major), the channel means
+/// (f16, one per channel), the side bytes (one per channel) and the rANS stream (lane
+/// states first) to the end of the segment.
+pub const V8_HEADER_LEN: usize = V8_RAW_ROWS_OFFSET + size_of::<u16>();
+/// Bytes of one raw value and of one channel mean (f16).
+pub const V8_F16_BYTES: usize = size_of::<u16>();
+/// Smallest code width.
+pub const V8_MIN_BITS: u8 = 2;
+/// Largest code width (v7's model tables go up to 2^12 symbols).
+pub const V8_MAX_BITS: u8 = 12;
+/// Smallest row width exponent (16 channels).
+pub const V8_MIN_WIDTH_LOG2: u8 = 4;
+/// Largest row width exponent (1024 channels).
+pub const V8_MAX_WIDTH_LOG2: u8 = 10;
+/// Largest rANS lane exponent (8 lanes).
+pub const V8_MAX_LANES_LOG2: u8 = 3;
+/// Largest value count of one segment.
+pub const V8_MAX_VALUES: usize = 1 << 20;
+/// Largest `log2` of `step * 2^(k-1)`: with a channel mean of at most 65504 (f16), every
+/// decoded value stays inside the f32 range.
+pub const V8_MAX_MAGNITUDE_LOG2: i32 = 126;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,5 +440,16 @@ mod tests {
         assert_eq!(V7_VALUES_OFFSET, 16);
         assert_eq!(V7_STEP_OFFSET, 20);
         assert_eq!(V7_HEADER_LEN, 24);
+    }
+
+    #[test]
+    fn v8_header_is_22_bytes_and_fields_are_contiguous() {
+        assert_eq!(V8_BITS_OFFSET, 9);
+        assert_eq!(V8_WIDTH_LOG2_OFFSET, 10);
+        assert_eq!(V8_LANES_LOG2_OFFSET, 11);
+        assert_eq!(V8_VALUES_OFFSET, 12);
+        assert_eq!(V8_STEP_OFFSET, 16);
+        assert_eq!(V8_RAW_ROWS_OFFSET, 20);
+        assert_eq!(V8_HEADER_LEN, 22);
     }
 }

@@ -89,6 +89,7 @@ pub mod segment_v4;
 pub mod segment_v5;
 pub mod segment_v6;
 pub mod segment_v7;
+pub mod segment_v8;
 mod superblock;
 
 pub use error::QuantError;

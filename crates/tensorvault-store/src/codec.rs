@@ -361,6 +361,20 @@ pub fn encode_for_tier_against(
     if geo.entropy && tier != Tier::Tier1 {
         enc.bytes = segment_v5::encode_smallest_with(enc.bytes, v5_lanes_log2(geo, place.kind))?;
     }
+    // With `kv_keys_ecsq`, tier 2 keys as v8 where one fits in the larger of that
+    // segment's length and the keys' budget.
+    let (kind, shape, index) = (place.kind, place.shape, place.block_index);
+    if let Some(p) = crate::codec_kv_keys::kv_keys_params(geo, tier, kind, shape, index, place.len)
+    {
+        let budget = crate::codec_kv_keys::kv_keys_budget(geo, tier, place.len, enc.bytes.len());
+        if let Some((bytes, scale)) = crate::codec_kv_keys::encode_kv_keys(&p, values, budget)? {
+            return Ok(Encoded {
+                bytes,
+                bits: p.bits,
+                scale,
+            });
+        }
+    }
     Ok(enc)
 }
 
@@ -498,7 +512,7 @@ fn max_scale(seg: &[u8], groups: usize) -> f32 {
 }
 
 /// Decode a quantized payload into f32 values (`dst` is resized to the segment's length).
-/// Any segment version (1 to 7) is accepted, whatever the collection's codec.
+/// Any segment version (1 to 8) is accepted, whatever the collection's codec.
 ///
 /// # Errors
 /// The codec's error if the payload is not one valid single-frame segment or holds more
@@ -511,6 +525,10 @@ pub fn decode_quantized(
     if payload.get(q::VERSION_OFFSET) == Some(&q::V6_VERSION) {
         // Row gains over a v2..v5 segment (never another v6), at most `max_elems` values.
         return segment_v6::decode(payload, max_elems, dst);
+    }
+    if payload.get(q::VERSION_OFFSET) == Some(&q::V8_VERSION) {
+        // Channel-centred keys: at most `max_elems` values, bounded before allocating.
+        return tensorvault_quant::segment_v8::decode(payload, max_elems, dst);
     }
     if payload.get(q::VERSION_OFFSET) == Some(&q::V7_VERSION) {
         // Model-coded ECSQ: at most `max_elems` values, bounded before allocating.

@@ -82,6 +82,23 @@ pub const KV_ECSQ_TIER2_STEPS_SIXTEENTHS: [u8; 2] = [16, 20];
 /// Bit width of the entropy-coded tier 2 KV value codes ([`CollectionConfig::kv_ecsq_tier2`]):
 /// one more than the tier's 5 bits.
 pub const KV_ECSQ_TIER2_BITS: u8 = 6;
+/// Code width of tier 2 KV key blocks stored as TQTC version 8 segments
+/// ([`CollectionConfig::kv_keys_ecsq`]): the widest alphabet before the model tables'
+/// floor of one count per symbol costs more than clamping saves (SmolLM2's pre-RoPE keys,
+/// apache2, at today's byte length: attention-logit error 1.27% at 12 bits, 1.15% at 10,
+/// 1.13% at 9, 1.12% at 8, 1.19% at 7; bench/RESULTS.md "Session 15: kv-chan").
+pub const KV_KEYS_ECSQ_BITS: u8 = 8;
+/// Payload budget of a tier 2 KV key block stored as TQTC version 8
+/// ([`CollectionConfig::kv_keys_ecsq`]), in hundredths of a bit per value: the segment is
+/// fitted into the larger of this and the length of the block's encoding without the
+/// flag (at most the tier's `max_block_len`). 4.95 b/v for keys keeps tier 2 at or below
+/// its 5.25 b/v with `kv_ecsq_tier2` values (about 5.50 b/v with extents): the keys' 5-bit
+/// groups took about 4.87 and left 0.07 b/v of the tier unused (bench/RESULTS.md "Session
+/// 15: kv-chan").
+pub const KV_KEYS_ECSQ_CENTIBITS: u64 = 495;
+/// log2 of the rANS lanes of [`CollectionConfig::kv_keys_ecsq`] segments: four lanes (16
+/// bytes of state per block, 0.008 bits per value of a 16,384-value block).
+pub const KV_KEYS_ECSQ_LANES_LOG2: u8 = 2;
 /// Codec v2 group sizes of tiers 1, 2, 3: with 16 bits of side data per group and a
 /// 32-byte segment header, a 4096-value block fits 8.25 / 5.25 / 3.375 bits per value
 /// after 64-byte slot rounding (issue 14's bit budgets).
@@ -172,6 +189,17 @@ pub struct CollectionConfig {
     /// and adds the mean back on every read (`docs/formats/store.md`, "Centred embedding
     /// tensors"). MetaLog header flags bit 5. Opt-in for new collections.
     pub centre: bool,
+    /// Codec v4 with [`CollectionConfig::entropy`]: a tier 2 `kv_key` block that starts on
+    /// a row and holds whole rows of a power-of-two head (16..=1024 channels) is stored
+    /// as a TQTC version 8 segment (`tensorvault_quant::segment_v8`: each channel's mean
+    /// removed, one step, each channel's codes priced by a Gaussian of its spread,
+    /// [`KV_KEYS_ECSQ_BITS`]-bit codes, the sink row f16) fitted into the larger of
+    /// [`KV_KEYS_ECSQ_CENTIBITS`]/100 bits per value and the byte length the block's key
+    /// segment has without the flag (at most the tier's `max_block_len`); a block that
+    /// does not qualify or fit keeps that segment. Same slots and extents. MetaLog
+    /// header flags2 bit 0 (byte 78). Opt-in for new KV caches: older collections keep
+    /// their layout.
+    pub kv_keys_ecsq: bool,
     /// With [`CollectionConfig::entropy`]: the version 5 envelopes of KV and generic
     /// tensors are written with 64 interleaved rANS lanes
     /// (`tensorvault_quant::layout::V5_WIDE_LANES_LOG2`) instead of 4, which the reader
@@ -220,6 +248,7 @@ impl CollectionConfig {
             row_gains: false,
             ecsq_model: false,
             centre: false,
+            kv_keys_ecsq: false,
             wide_lanes: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
@@ -549,6 +578,15 @@ impl CollectionConfig {
                 format!(
                     "centred embeddings need codec v4 with row_gains (codec {}, row_gains {})",
                     self.codec, self.row_gains
+                ),
+            );
+        }
+        if self.kv_keys_ecsq && !(self.codec == CODEC_V4 && self.entropy) {
+            return bad(
+                "kv_keys_ecsq",
+                format!(
+                    "channel-centred KV keys need codec v4 with the entropy flag (codec {}, entropy {})",
+                    self.codec, self.entropy
                 ),
             );
         }

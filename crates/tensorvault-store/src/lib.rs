@@ -25,6 +25,7 @@ pub mod catalog;
 pub mod centre;
 pub mod clock;
 mod codec;
+mod codec_kv_keys;
 mod codec_weights;
 pub mod config;
 #[cfg(feature = "mmap")]

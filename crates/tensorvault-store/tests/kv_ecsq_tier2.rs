@@ -8,7 +8,7 @@
 
 mod mem;
 mod values;
-use mem::{dir_store, mem_store};
+use mem::{dir_store, mem_store, payloads};
 use values::{bell_tokens, f16_bytes as bytes, f16_floats as floats, rel_rmse};
 
 use half::f16;
@@ -35,26 +35,6 @@ fn geo(tier2: bool, extents: bool) -> CollectionConfig {
         extents,
         ..CollectionConfig::kv_cache(HD).unwrap().with_codec_v4()
     }
-}
-
-/// The stored payloads of tensor `name` (block order) and their BlockMeta bit widths.
-fn payloads(s: &mem::Mem, name: &str) -> Vec<(Vec<u8>, u8)> {
-    let id = s.tensor_id_of(name);
-    let mut metas: Vec<_> = s
-        .blocks()
-        .unwrap()
-        .into_iter()
-        .filter(|m| m.key.tensor_id == id)
-        .collect();
-    metas.sort_by_key(|m| m.key.block_index);
-    metas
-        .iter()
-        .map(|m| {
-            let mut out = Vec::new();
-            s.get_payload(&m.key, &mut out).unwrap();
-            (out, m.bits)
-        })
-        .collect()
 }
 
 #[test]

@@ -70,11 +70,11 @@ pub fn store_put(
     tv(&args)
 }
 
-/// The first 64 bytes of a collection's `meta.log` (its header: codec byte 48, flags byte 49).
+/// The 128-byte header of a collection's `meta.log` (codec byte 48, flags byte 49, flags2 byte 78).
 pub fn collection_header(root: &Path, tenant: &str, collection: &str) -> Vec<u8> {
     let log = root.join(tenant).join(collection).join("meta.log");
     let mut h = std::fs::read(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
-    h.truncate(64);
+    h.truncate(128);
     h
 }
 

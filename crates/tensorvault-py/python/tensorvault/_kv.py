@@ -122,6 +122,17 @@ class KvCache:
             bench/RESULTS.md "Session 12: kv-tier2"). Persisted with the collection
             (MetaLog header flags bit 4); raises :class:`tensorvault.InvalidArgumentError`
             without ``ecsq``.
+        keys_ecsq: With ``codec=4`` and ``entropy=True``: store tier 2 key blocks as
+            channel-centred model-coded ECSQ (TQTC version 8: each channel's mean removed
+            and kept as f16, one step per block, each channel's codes priced by a
+            Gaussian of its spread) fitted into 4.95 bits/value (or the bytes the 5-bit
+            per-channel groups would take, if more), so tier 2 stays within its 5.25
+            bits/value next to ``ecsq_tier2`` values; blocks that do not fit keep the
+            groups (SmolLM2-135M's keys at the groups' own length: attention-logit error
+            1.55% -> 1.12%, bench/RESULTS.md "Session 15: kv-chan"). Persisted with the collection
+            (MetaLog header flags2 bit 0, byte 78; builds from before it refuse the
+            collection); raises :class:`tensorvault.InvalidArgumentError` without codec
+            4 and entropy.
         wide_lanes: With ``entropy=True`` (or ``ecsq=True``): write the entropy-coded
             blocks of KV and generic tensors with 64 interleaved rANS lanes instead of 4;
             reads decode them with AVX-512 or AVX2 about 3x faster (a whole block read
@@ -152,6 +163,7 @@ class KvCache:
         allocation: str = "slot",
         ecsq: bool = False,
         ecsq_tier2: bool = False,
+        keys_ecsq: bool = False,
         wide_lanes: bool = False,
     ) -> None:
         self._head_dim = _index(head_dim, "head_dim")
@@ -178,6 +190,7 @@ class KvCache:
             str(allocation),
             bool(ecsq),
             bool(ecsq_tier2),
+            bool(keys_ecsq),
             bool(wide_lanes),
         )
 

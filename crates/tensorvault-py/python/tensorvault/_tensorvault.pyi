@@ -148,6 +148,7 @@ class KvCache:
         allocation: str = 'slot',
         ecsq: bool = False,
         ecsq_tier2: bool = False,
+        keys_ecsq: bool = False,
         wide_lanes: bool = False,
     ) -> None: ...
     @property

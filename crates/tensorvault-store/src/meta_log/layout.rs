@@ -97,10 +97,14 @@ pub const H_ROPE_THETA: usize = H_KEY_GROUP_SIZE + 3 * size_of::<u32>();
 /// build refuses a set bit as a nonzero reserved byte): the bits of
 /// [`HEADER_KNOWN_FLAGS2`]; other bits zero.
 pub const H_FLAGS2: usize = H_ROPE_THETA + size_of::<f64>();
+/// Second header flags byte, bit 0: tier 2 KV key blocks are stored as TQTC version 8
+/// segments where they fit (`CollectionConfig::kv_keys_ecsq`); codec v4 with
+/// [`HEADER_FLAG_ENTROPY`] only.
+pub const HEADER_FLAG2_KV_KEYS_ECSQ: u8 = 1 << 0;
 /// Names of the second flags byte's bits, bit `i` at index `i` (the `field` a refusal of a
-/// bit whose prerequisites are missing names, at [`H_FLAGS2`]): bit 0 `kv_keys_ecsq`
-/// (session 15, kv-chan), bit 1 `wide_lanes` (`CollectionConfig::wide_lanes`: 64-lane
-/// rANS envelopes for KV and generic tensors).
+/// bit whose prerequisites are missing names, at [`H_FLAGS2`]): bit 0 `kv_keys_ecsq`,
+/// bit 1 `wide_lanes` (`CollectionConfig::wide_lanes`: 64-lane rANS envelopes for KV and
+/// generic tensors).
 pub const HEADER_FLAGS2_NAMES: [&str; 2] = ["kv_keys_ecsq", "wide_lanes"];
 /// flags2 bit 1: `CollectionConfig::wide_lanes` (needs the entropy flag).
 pub const HEADER_FLAG2_WIDE_LANES: u8 = 1 << 1;

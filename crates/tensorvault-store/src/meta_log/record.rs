@@ -10,15 +10,15 @@ use super::layout::{
     RecordType, A_COUNT, A_EMA, A_LAST_ACCESS, A_RESERVED, A_WINDOW, CRC_OFFSET, C_BITS, C_CENTRE,
     C_CENTRE_FP, C_CHECKSUM, C_CREATED_AT, C_DATA_LEN, C_DATA_OFFSET, C_DTYPE, C_KIND, C_LINEAGE,
     C_NDIM, C_RECONSTRUCT, C_RESERVED, C_SCALE, C_SHAPE, C_TIER, C_TIER_SINCE, C_ZERO_POINT,
-    D_RESERVED, HEADER_FLAG2_WIDE_LANES, HEADER_FLAGS2_NAMES, HEADER_FLAG_CENTRE, HEADER_FLAG_ECSQ,
-    HEADER_FLAG_ECSQ_MODEL, HEADER_FLAG_ENTROPY, HEADER_FLAG_EXTENTS, HEADER_FLAG_KV_ECSQ,
-    HEADER_FLAG_KV_ECSQ_TIER2, HEADER_FLAG_ROW_GAINS, HEADER_KNOWN_FLAGS, HEADER_KNOWN_FLAGS2,
-    H_BLOCK_ELEMS, H_CODEC, H_FLAGS, H_FLAGS2, H_GENERATION, H_GROUP_SIZE, H_KEY_BITS,
-    H_KEY_GROUP_SIZE, H_MAGIC, H_RECORD_LEN, H_RESERVED, H_RESERVED_V1, H_ROPE_DIMS,
-    H_ROPE_PAIRING, H_ROPE_THETA, H_SINK_VALUES, H_SLOT_ALIGN, H_TIER0_ELEM_BYTES, H_TIER_BITS,
-    H_VERSION, MAGIC, M_AT, M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN, M_NEW_OFFSET, M_NEW_SCALE,
-    M_NEW_TIER, M_OLD_TIER, M_RESERVED, PAD_OFFSET, RECORD_LEN, R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE,
-    VERSION, VERSION_V1,
+    D_RESERVED, HEADER_FLAG2_KV_KEYS_ECSQ, HEADER_FLAG2_WIDE_LANES, HEADER_FLAGS2_NAMES,
+    HEADER_FLAG_CENTRE, HEADER_FLAG_ECSQ, HEADER_FLAG_ECSQ_MODEL, HEADER_FLAG_ENTROPY,
+    HEADER_FLAG_EXTENTS, HEADER_FLAG_KV_ECSQ, HEADER_FLAG_KV_ECSQ_TIER2, HEADER_FLAG_ROW_GAINS,
+    HEADER_KNOWN_FLAGS, HEADER_KNOWN_FLAGS2, H_BLOCK_ELEMS, H_CODEC, H_FLAGS, H_FLAGS2,
+    H_GENERATION, H_GROUP_SIZE, H_KEY_BITS, H_KEY_GROUP_SIZE, H_MAGIC, H_RECORD_LEN, H_RESERVED,
+    H_RESERVED_V1, H_ROPE_DIMS, H_ROPE_PAIRING, H_ROPE_THETA, H_SINK_VALUES, H_SLOT_ALIGN,
+    H_TIER0_ELEM_BYTES, H_TIER_BITS, H_VERSION, MAGIC, M_AT, M_NEW_BITS, M_NEW_CHECKSUM, M_NEW_LEN,
+    M_NEW_OFFSET, M_NEW_SCALE, M_NEW_TIER, M_OLD_TIER, M_RESERVED, PAD_OFFSET, RECORD_LEN,
+    R_BLOCK_INDEX, R_TENSOR_ID, R_TYPE, VERSION, VERSION_V1,
 };
 use super::MetaRecord;
 use crate::config::{CollectionConfig, CODEC_V1};
@@ -220,15 +220,6 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
     check_flags(flags)?;
     let flags2 = if v1 { 0 } else { r[H_FLAGS2] };
     check_flags2(flags2)?;
-    if flags2 & 1 != 0 {
-        // Bit 0 (kv_keys_ecsq) belongs to kv-chan's branch; until it merges this build
-        // cannot honour it, so it refuses the collection rather than misread its keys.
-        return Err(bad_header(
-            "kv_keys_ecsq",
-            H_FLAGS2,
-            "flags2 bit 0 (kv_keys_ecsq) is not implemented by this build".into(),
-        ));
-    }
     let (codec, sink_values) = if v1 {
         (CODEC_V1, 0)
     } else {
@@ -265,6 +256,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         row_gains: flags & HEADER_FLAG_ROW_GAINS != 0,
         ecsq_model: flags & HEADER_FLAG_ECSQ_MODEL != 0,
         centre: flags & HEADER_FLAG_CENTRE != 0,
+        kv_keys_ecsq: flags2 & HEADER_FLAG2_KV_KEYS_ECSQ != 0,
         wide_lanes: flags2 & HEADER_FLAG2_WIDE_LANES != 0,
     };
     c.validate().map_err(|e| match e {
@@ -311,10 +303,9 @@ fn check_flags(flags: u8) -> Result<()> {
 
 /// The options of `c` that the second flags byte (byte 78) records, bit `i` at index `i`
 /// (named by `HEADER_FLAGS2_NAMES[i]`); the header writer packs them, the reader checks
-/// the byte with [`check_flags2`]. Bit 0 (`kv_keys_ecsq`) is kv-chan's: this branch has no
-/// config field for it, writes it clear and refuses it at read (`decode_header`).
+/// the byte with [`check_flags2`].
 fn flags2_bits(c: &CollectionConfig) -> [bool; HEADER_FLAGS2_NAMES.len()] {
-    [false, c.wide_lanes]
+    [c.kv_keys_ecsq, c.wide_lanes]
 }
 
 /// Refuse bits of the second flags byte (`flags2`, byte 78) this build does not know. A

@@ -51,3 +51,27 @@ pub fn dir_store(
     };
     DirStore::open_dir(root, "t", "c", ManualClock::new(tick), cfg, create).unwrap()
 }
+
+/// The stored payloads of tensor `name` (block order) and their BlockMeta bit widths.
+#[allow(
+    dead_code,
+    reason = "not every suite that includes this module reads payloads"
+)]
+pub fn payloads(s: &Mem, name: &str) -> Vec<(Vec<u8>, u8)> {
+    let id = s.tensor_id_of(name);
+    let mut metas: Vec<_> = s
+        .blocks()
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.key.tensor_id == id)
+        .collect();
+    metas.sort_by_key(|m| m.key.block_index);
+    metas
+        .iter()
+        .map(|m| {
+            let mut out = Vec::new();
+            s.get_payload(&m.key, &mut out).unwrap();
+            (out, m.bits)
+        })
+        .collect()
+}

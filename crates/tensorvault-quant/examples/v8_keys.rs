@@ -1,0 +1,202 @@
+//! Channel-centred model-coded keys (TQTC v8) against the segment the store writes for a
+//! tier-2 KV key block today, on real keys, at today's byte length. Reads `.npy` files
+//! of keys (little-endian f32, C order, shape `[heads, tokens, head_dim]`, one file per
+//! layer, as `bench/quality/kv_keys_v8.py` writes them), cuts each head into the KV
+//! store's blocks of `BLOCK_TOKENS` tokens (the first token of block 0 kept as f16, the
+//! attention sink), and codes every block twice:
+//!
+//! - today: the 5-bit per-channel groups of 128 tokens (`kind::v2_layout` for `kv_key`,
+//!   TQTC v2) in the v5 rANS envelope where that is shorter, exactly what a codec-4 KV
+//!   cache with `entropy` stores at tier 2;
+//! - v8: `segment_v8::encode_to_fit` with `BITS`-bit codes into at most today's length.
+//!
+//! Prints the keys' relative RMSE (`sqrt(sum e^2 / sum x^2)`) and the stored bits per
+//! value of each, and writes both decodings next to the inputs' names in `OUT_DIR`
+//! (`NAME.today.npy`, `NAME.v8.npy`) for the script to score the attention logits.
+//!
+//! `cargo run --release -p tensorvault-quant --example v8_keys -- BITS LANES_LOG2 OUT_DIR FILE.npy...`
+
+use std::time::{Duration, Instant};
+
+use tensorvault_quant::kind::{v2_layout, TensorKind};
+use tensorvault_quant::segment_v2::encode as v2_encode;
+use tensorvault_quant::segment_v5::{decode_any, encode_smallest};
+use tensorvault_quant::segment_v8::{decode as v8_decode, encode_to_fit as v8_fit, V8Params};
+
+/// Tokens per KV block (the store's KV layout: 32 KiB of f16 at head_dim 64).
+const BLOCK_TOKENS: usize = 256;
+/// Today's tier-2 keys: bits and group size (`V4_KV_KEY_BITS`, `V4_KV_KEY_GROUP`).
+const TODAY_BITS: u8 = 5;
+const TODAY_GROUP: u32 = 128;
+
+/// The header text and f32 values of a `.npy` file (`<f4`, C order).
+fn read_npy(path: &str) -> Result<(String, Vec<f32>), Box<dyn std::error::Error>> {
+    let b = std::fs::read(path)?;
+    if b.len() < 10 || &b[..6] != b"\x93NUMPY" {
+        return Err(format!("{path}: not a .npy file").into());
+    }
+    let (hlen, start) = if b[6] == 1 {
+        (usize::from(u16::from_le_bytes([b[8], b[9]])), 10)
+    } else {
+        let l = b.get(8..12).ok_or("short .npy header")?;
+        (u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize, 12)
+    };
+    let header = std::str::from_utf8(b.get(start..start + hlen).ok_or("short .npy header")?)?;
+    if !header.contains("'<f4'") || header.contains("'fortran_order': True") {
+        return Err(format!("{path}: want little-endian f32 in C order, got {header}").into());
+    }
+    let values = b[start + hlen..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Ok((header.to_owned(), values))
+}
+
+/// `[heads, tokens, head_dim]` from a `.npy` header's `'shape': (a, b, c)`.
+fn shape3(header: &str) -> Result<[usize; 3], Box<dyn std::error::Error>> {
+    let s = header.split("'shape': (").nth(1).ok_or("no shape")?;
+    let dims: Vec<usize> = s
+        .split(')')
+        .next()
+        .ok_or("no shape")?
+        .split(',')
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| d.trim().parse())
+        .collect::<Result<_, _>>()?;
+    match dims[..] {
+        [h, t, d] => Ok([h, t, d]),
+        _ => Err(format!("want a 3-D array, got {dims:?}").into()),
+    }
+}
+
+fn write_npy(path: &std::path::Path, shape: [usize; 3], v: &[f32]) -> std::io::Result<()> {
+    let mut h = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}, {}), }}",
+        shape[0], shape[1], shape[2]
+    );
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    out.extend_from_slice(h.as_bytes());
+    for x in v {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(path, out)
+}
+
+#[derive(Default)]
+struct Tally {
+    err2: f64,
+    sig2: f64,
+    bytes: usize,
+    values: usize,
+    enc: Duration,
+    dec: Duration,
+}
+
+impl Tally {
+    fn add(&mut self, x: &[f32], y: &[f32], bytes: usize) {
+        for (a, b) in x.iter().zip(y) {
+            self.err2 += f64::from(a - b).powi(2);
+            self.sig2 += f64::from(*a).powi(2);
+        }
+        self.bytes += bytes;
+        self.values += x.len();
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "K rel_rmse {:.4}%  b/v {:.4}  encode {:.2} s  decode {:.3} s",
+            100.0 * (self.err2 / self.sig2).sqrt(),
+            self.bytes as f64 * 8.0 / self.values as f64,
+            self.enc.as_secs_f64(),
+            self.dec.as_secs_f64(),
+        )
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [bits, lanes, out_dir, files @ ..] = &args[..] else {
+        return Err("usage: v8_keys BITS LANES_LOG2 OUT_DIR FILE.npy...".into());
+    };
+    let (bits, lanes_log2): (u8, u8) = (bits.parse()?, lanes.parse()?);
+    let out_dir = std::path::Path::new(out_dir);
+    let (mut today, mut v8) = (Tally::default(), Tally::default());
+    let mut fallbacks = 0usize;
+    let (mut y_today, mut y_v8) = (Vec::new(), Vec::new());
+    for f in files {
+        let (header, x) = read_npy(f)?;
+        let shape = shape3(&header)?;
+        let [heads, tokens, hd] = shape;
+        let width = u16::try_from(hd)?;
+        let (mut out_today, mut out_v8) = (vec![0f32; x.len()], vec![0f32; x.len()]);
+        for h in 0..heads {
+            for t0 in (0..tokens).step_by(BLOCK_TOKENS) {
+                let rows = BLOCK_TOKENS.min(tokens - t0);
+                let at = (h * tokens + t0) * hd;
+                let blk = &x[at..at + rows * hd];
+                let sink = t0 == 0 && rows > 1;
+                let p2 = v2_layout(
+                    TensorKind::KvKey,
+                    TODAY_BITS,
+                    TODAY_GROUP,
+                    Some(u32::from(width)),
+                    sink,
+                )?;
+                let t = Instant::now();
+                let b_today = encode_smallest(v2_encode(&p2, blk)?)?;
+                today.enc += t.elapsed();
+                let p8 = V8Params {
+                    bits,
+                    width,
+                    raw_rows: u16::from(sink),
+                    lanes_log2,
+                };
+                let t = Instant::now();
+                let b_v8 = v8_fit(&p8, blk, b_today.len())?;
+                v8.enc += t.elapsed();
+                let t = Instant::now();
+                decode_any(&b_today, blk.len(), &mut y_today)?;
+                today.dec += t.elapsed();
+                today.add(blk, &y_today, b_today.len());
+                out_today[at..at + blk.len()].copy_from_slice(&y_today);
+                let Some(b_v8) = b_v8 else {
+                    // Nothing fits: the store keeps today's segment.
+                    fallbacks += 1;
+                    v8.add(blk, &y_today, b_today.len());
+                    out_v8[at..at + blk.len()].copy_from_slice(&y_today);
+                    continue;
+                };
+                let t = Instant::now();
+                v8_decode(&b_v8, blk.len(), &mut y_v8)?;
+                v8.dec += t.elapsed();
+                v8.add(blk, &y_v8, b_v8.len());
+                out_v8[at..at + blk.len()].copy_from_slice(&y_v8);
+            }
+        }
+        let stem = std::path::Path::new(f)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .ok_or("file name")?;
+        write_npy(
+            &out_dir.join(format!("{stem}.today.npy")),
+            shape,
+            &out_today,
+        )?;
+        write_npy(&out_dir.join(format!("{stem}.v8.npy")), shape, &out_v8)?;
+    }
+    println!("{} files, {} values", files.len(), today.values);
+    println!(
+        "  today (5-bit groups of {TODAY_GROUP}, v5 envelope): {}",
+        today.line()
+    );
+    println!(
+        "  v8 k={bits} lanes 2^{lanes_log2}, at today's length: {}  (blocks kept as today: {fallbacks})",
+        v8.line()
+    );
+    Ok(())
+}

@@ -1,0 +1,90 @@
+//! Tier 2 KV keys as channel-centred model-coded ECSQ ([`CollectionConfig::kv_keys_ecsq`],
+//! MetaLog header flags2 bit 0; `docs/formats/store.md`, "Codec 4, KV kinds"): a
+//! `kv_key` block that starts on a row and holds whole rows of a power-of-two head is
+//! stored as a TQTC version 8 segment (`tensorvault_quant::segment_v8`,
+//! `docs/formats/quant.md` §15) when one fits into its budget ([`kv_keys_budget`]: the
+//! larger of `KV_KEYS_ECSQ_CENTIBITS` / 100 bits per value and the byte length of the
+//! segment the block gets without the flag). The sink row (the first token of block 0, where the
+//! collection's `sink_values` allows a row) stays f16, as in that segment.
+
+use tensorvault_quant::segment_v8::{encode_to_fit, SegmentV8, V8Params};
+use tensorvault_quant::QuantError;
+
+use crate::config::{
+    CollectionConfig, CODEC_V4, KV_KEYS_ECSQ_BITS, KV_KEYS_ECSQ_CENTIBITS, KV_KEYS_ECSQ_LANES_LOG2,
+};
+use crate::error::Result;
+use crate::types::{TensorKind, Tier};
+
+/// The v8 settings of block `block_index` (`len` values) of a tensor of `kind` and
+/// `shape` in `tier`, or `None` when the block is not coded as v8: another collection,
+/// tier or kind; a block that does not start on a row or hold whole rows; a head that is
+/// not a power of two in 16..=1024 channels; a block with no row after the sink row.
+#[must_use]
+pub fn kv_keys_params(
+    geo: &CollectionConfig,
+    tier: Tier,
+    kind: TensorKind,
+    shape: &[u32],
+    block_index: u32,
+    len: usize,
+) -> Option<V8Params> {
+    if !geo.kv_keys_ecsq
+        || geo.codec != CODEC_V4
+        || tier != Tier::Tier2
+        || kind != TensorKind::KvKey
+    {
+        return None;
+    }
+    let width = shape.last().copied()?;
+    let w16 = u16::try_from(width)
+        .ok()
+        .filter(|w| w.is_power_of_two() && (16..=1024).contains(w))?;
+    let start = u64::from(block_index) * u64::from(geo.block_elems);
+    if start % u64::from(width) != 0 || !len.is_multiple_of(width as usize) {
+        return None;
+    }
+    let rows = len / width as usize;
+    let sink = block_index == 0 && u32::from(geo.sink_values) >= width;
+    let raw_rows = u16::from(sink);
+    (rows > usize::from(raw_rows)).then_some(V8Params {
+        bits: KV_KEYS_ECSQ_BITS,
+        width: w16,
+        raw_rows,
+        lanes_log2: KV_KEYS_ECSQ_LANES_LOG2,
+    })
+}
+
+/// The byte budget of a v8 key block of `len` values in `tier` whose encoding without the
+/// flag takes `plain_len` bytes: the larger of `KV_KEYS_ECSQ_CENTIBITS / 100` bits per
+/// value (rounded down to whole bytes) and `plain_len`, at most the tier's
+/// `max_block_len` (a slot, or the extent cap).
+#[must_use]
+pub fn kv_keys_budget(geo: &CollectionConfig, tier: Tier, len: usize, plain_len: usize) -> usize {
+    let keys = len as u64 * KV_KEYS_ECSQ_CENTIBITS / 800;
+    let cap = u64::from(geo.max_block_len(tier));
+    usize::try_from(keys.max(plain_len as u64).min(cap)).unwrap_or(usize::MAX)
+}
+
+/// The block's v8 segment with settings `p` ([`kv_keys_params`]) in at most `max_len`
+/// bytes ([`kv_keys_budget`]), and its step; `None`
+/// when none fits, or when a channel mean or sink value is past f16's range (the block
+/// then keeps its encoding without the flag).
+///
+/// # Errors
+/// [`crate::StoreErr::Quant`] for any other v8 encoding error (none can happen for
+/// settings [`kv_keys_params`] gives and finite values).
+pub fn encode_kv_keys(
+    p: &V8Params,
+    values: &[f32],
+    max_len: usize,
+) -> Result<Option<(Vec<u8>, f32)>> {
+    match encode_to_fit(p, values, max_len) {
+        Ok(Some(bytes)) => {
+            let step = SegmentV8::parse(&bytes).map_or(0.0, |s| s.step());
+            Ok(Some((bytes, step)))
+        }
+        Ok(None) | Err(QuantError::OutOfRange { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
