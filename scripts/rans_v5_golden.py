@@ -2,7 +2,9 @@
 """Independent transcription of docs/formats/quant.md section 12 (TQTC version 5, the
 entropy-coded envelope): builds the envelope of a version 2 segment and decodes it back,
 using only the spec. Prints the envelope as hex; `segment_v5_tests.rs`
-(`golden_envelope_bytes`) asserts the Rust encoder writes the same bytes.
+(`golden_envelope_bytes`) asserts the Rust encoder writes the same bytes, and
+`golden_wide_envelope_bytes` the same for 16 and 64 lanes (LANES_LOG2 4 and 6, session 15)
+over the 4096-value segment that test builds.
 
 Usage: python3 scripts/rans_v5_golden.py [INNER_HEX [LANES_LOG2]]
 """

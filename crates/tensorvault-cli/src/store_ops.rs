@@ -36,6 +36,9 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
     };
     geometry.entropy = a.entropy;
     geometry.extents = a.allocation == AllocationArg::Extent;
+    if let Some(n) = a.slot_align {
+        geometry.slot_align = n;
+    }
     // Codec 4: a KV cache gets its key widths (tier 3 keys at 4 bits); any other
     // collection only the codec byte, as Python's `Store(codec=4)`, so its slots stay
     // sized for the tier's value bits.

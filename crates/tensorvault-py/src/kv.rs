@@ -191,9 +191,11 @@ impl KvCache {
 #[pymethods]
 impl KvCache {
     /// Open (or, with `create`, create with the KV layout for `head_dim`) the collection
-    /// `<root>/<tenant>/<collection>` as a KV cache.
+    /// `<root>/<tenant>/<collection>` as a KV cache. `slot_align` (new collections): the
+    /// byte alignment of slots and extents, a power of two in 8..=2^20 (default 64); with
+    /// `allocation="extent"` each block's payload is rounded up to it on disk.
     #[new]
-    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="os", max_blocks_per_tier=None, age_tiers=None, block_tokens=None, rope=None, codec=None, entropy=false, allocation="slot", ecsq=false, ecsq_tier2=false, keys_ecsq=false, wide_lanes=false))]
+    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="os", max_blocks_per_tier=None, age_tiers=None, block_tokens=None, rope=None, codec=None, entropy=false, allocation="slot", ecsq=false, ecsq_tier2=false, keys_ecsq=false, wide_lanes=false, slot_align=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -214,6 +216,7 @@ impl KvCache {
         ecsq_tier2: bool,
         keys_ecsq: bool,
         wide_lanes: bool,
+        slot_align: Option<u32>,
     ) -> PyResult<Self> {
         let geometry = match block_tokens {
             None => CollectionConfig::kv_cache(head_dim),
@@ -237,6 +240,9 @@ impl KvCache {
         geometry.kv_ecsq_tier2 = ecsq_tier2;
         geometry.kv_keys_ecsq = keys_ecsq;
         geometry.wide_lanes = wide_lanes;
+        if let Some(n) = slot_align {
+            geometry.slot_align = n;
+        }
         let mut cfg = StoreConfig {
             durability: parse_durability(durability)?,
             collection: geometry,

@@ -544,3 +544,89 @@ fn the_wide_writer_stores_64_lanes_that_decode_to_the_same_values() {
     assert_eq!(decoded(&wide, x.len()), decoded(&narrow, x.len()));
     assert_eq!(decoded(&wide, x.len()), decoded(&inner, x.len()));
 }
+
+/// The golden test's pattern over 4096 values (eight groups of 512), whose envelopes with
+/// 16 and 64 lanes are shorter than the segment.
+fn golden_wide_inner() -> Vec<u8> {
+    let x: Vec<f32> = (0..4096)
+        .map(|i| match (i % 8, i % 16) {
+            (0, _) => 1.0,
+            (_, 4) => -1.0,
+            _ => 0.1,
+        })
+        .collect();
+    let p = V2Params {
+        bits: 2,
+        group_log2: 9,
+        axis: Axis::Flat,
+        width: 1,
+        raw_rows: 0,
+        clip_search: false,
+    };
+    segment_v2::encode(&p, &x).unwrap()
+}
+
+/// 16 and 64 lanes (session 15), written as `scripts/rans_v5_golden.py INNER_HEX 4` (and
+/// `6`) writes them: the independent transcription and the encoder agree byte for byte,
+/// and both envelopes rebuild the segment.
+#[test]
+fn golden_wide_envelope_bytes() {
+    let inner = golden_wide_inner();
+    let hex = |b: &[u8]| b.iter().map(|v| format!("{v:02x}")).collect::<String>();
+    for (lanes_log2, golden) in [
+        (4u8, GOLDEN_ENVELOPE_16_LANES),
+        (6, GOLDEN_ENVELOPE_64_LANES),
+    ] {
+        let env = wrap(&inner, lanes_log2).unwrap().unwrap();
+        assert_eq!(hex(&env), golden, "lanes_log2 {lanes_log2}");
+        assert_eq!(SegmentV5::parse(&env).unwrap().inner(4096).unwrap(), inner);
+        assert_eq!(decoded(&env, 4096), decoded(&inner, 4096));
+    }
+}
+
+const GOLDEN_ENVELOPE_16_LANES: &str = concat!(
+    "545154430d0a1a0a050202040400100000260000000009001000000100000001",
+    "562b3b000080bf00000000ff00ff00ff00ff00ff00ff00ff00ff0001000d020f",
+    "000100a241c319a241c319a241c31900000100a241c319a241c319a241c3190f",
+    "000100a241c319a241c319a241c319a241c319a241c319a241c319a241c319ff",
+    "ff0000ffff0000ffffffff0000ffffffff0000ffff0000ffff0000ffffffff00",
+    "00ffffffff0000ffff0000ffff0000ffffffff0000ffff6d3b6d3b6d3b6d3b6d",
+    "3b6d3bffff6d3b6d3b6d3b6d3b6d3b6d3b6d3b0000ffff0000ffff0000ffffff",
+    "ff0000ffffffff0000ffff0000ffff0000ffffffff0000ffffffff0000ffff00",
+    "00ffff0000ffffffff0000ffffffff0000ca25ca25ca25ca25ca25ca25ca25ca",
+    "25ca25ca25ca25ca25ca25ffff0000ffff0000ffffffff0000ffffffff0000ff",
+    "ff0000ffff0000ffffffff0000ffffffff0000ffff0000ffff0000ffffffff00",
+    "00ffffffff0000ffff0000ffff0000ffffabb4abb4abb4abb4abb4abb4ffffab",
+    "b4abb4abb4abb4abb4abb4abb40000ffffffff0000ffff0000ffff0000ffffff",
+    "ff0000ffffffff0000ffff0000ffff0000ffffffff0000ffffffff0000ffff00",
+    "00ffff0000ffffffff0000ffff7dbb7dbb7dbb7dbb7dbb7dbbffff7dbb7dbb7d",
+    "bb7dbb7dbb7dbb7dbb0000ffff0000ffff0000ffffffff0000ffffffff0000ff",
+    "ff0000ffff0000ffffffff0000fefffeff0000feff0000feff0000fefffeff00",
+    "00fefffeff0000",
+);
+const GOLDEN_ENVELOPE_64_LANES: &str = concat!(
+    "545154430d0a1a0a050202060400100000260000000009001000000100000001",
+    "562b3b000080bf00000000ff00ff00ff00ff00ff00ff00ff00ff0001000d020f",
+    "000100f9020900f9020900f902090000000100f9020900f9020900f90209000f",
+    "000100f9020900f9020900f9020900f9020900f9020900f9020900f90209000f",
+    "000100f9020900f9020900f902090000000100f9020900f9020900f90209000f",
+    "000100f9020900f9020900f9020900f9020900f9020900f9020900f90209000f",
+    "000100f9020900f9020900f902090000000100f9020900f9020900f90209000f",
+    "000100f9020900f9020900f9020900f9020900f9020900f9020900f90209000f",
+    "000100f9020900f9020900f902090000000100f9020900f9020900f90209000f",
+    "000100f9020900f9020900f9020900f9020900f9020900f9020900f9020900ff",
+    "ff0000ffffffff0000ffffffff0000ffffffff0000ffff0000000000000000ff",
+    "ffffffffffffffffffffffffffffff0000000000000000ffff7dbb7dbb7dbb7d",
+    "bb7dbb7dbbffff7dbb7dbb7dbb7dbb7dbb7dbb7dbbffff7dbb7dbb7dbb7dbb7d",
+    "bb7dbbffff7dbb7dbb7dbb7dbb7dbb7dbb7dbbffff7dbb7dbb7dbb7dbb7dbb7d",
+    "bbffff7dbb7dbb7dbb7dbb7dbb7dbb7dbbffff7dbb7dbb7dbb7dbb7dbb7dbbff",
+    "ff7dbb7dbb7dbb7dbb7dbb7dbb7dbb0000000000000000ffff0000ffffffff00",
+    "00ffffffff0000ffffffff0000ffff0000000000000000ffffffffffffffffff",
+    "ffffffffffffff0000000000000000ffffffffffffffffffffffffffffffff00",
+    "00000000000000ffff0000ffffffff0000ffffffff0000ffffffff0000ffff00",
+    "00000000000000ffffffffffffffffffffffffffffffff0000000000000000fe",
+    "fffefffefffefffefffefffefffeff0000000000000000feff0000fefffeff00",
+    "00fefffeff0000fefffeff0000feff0000000000000000fefffefffefffefffe",
+    "fffefffefffeff0000000000000000fefffefffefffefffefffefffefffeff00",
+    "00000000000000",
+);

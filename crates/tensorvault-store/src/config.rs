@@ -203,8 +203,8 @@ pub struct CollectionConfig {
     /// With [`CollectionConfig::entropy`]: the version 5 envelopes of KV and generic
     /// tensors are written with 64 interleaved rANS lanes
     /// (`tensorvault_quant::layout::V5_WIDE_LANES_LOG2`) instead of 4, which the reader
-    /// decodes with AVX-512 or AVX2 ~3x faster (the same values; ~180 more bytes per
-    /// 16384-value block). Weights and embeddings keep their lane counts (their envelopes
+    /// decodes with AVX-512 or AVX2 ~3x faster (a whole 16384-value KV block read
+    /// 1.7-2.2x; the same values; ~180 more bytes per block). Weights and embeddings keep their lane counts (their envelopes
     /// are fitted to the slot), and so does a `kv_ecsq_tier2` block whose 64-lane
     /// envelope does not fit at the step its 4-lane one fits (never a coarser step). Every build since session 15 reads envelopes of any lane
     /// count with or without the flag; the flag (MetaLog header flags2 bit 1) makes an

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import os
 from typing import Any, Optional, Union
 
@@ -151,3 +152,17 @@ def fspath(path: PathLike) -> str:
         return os.fspath(path)
     except TypeError as e:
         raise InvalidArgumentError(f"expected a path, got {type(path).__name__}") from e
+
+
+def index_arg(v: Any, what: str) -> int:
+    """`v` as a non-negative int (anything with ``__index__`` but a bool), else
+    :class:`InvalidArgumentError` naming `what`."""
+    if isinstance(v, bool):
+        raise InvalidArgumentError(f"{what} must be an int, got {v!r}")
+    try:
+        i = operator.index(v)
+    except TypeError as e:
+        raise InvalidArgumentError(f"{what} must be an int, got {v!r}") from e
+    if i < 0:
+        raise InvalidArgumentError(f"{what} must be >= 0, got {i}")
+    return i

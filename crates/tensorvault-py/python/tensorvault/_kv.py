@@ -10,29 +10,16 @@ block of each tensor stays raw and pinned.
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _tensorvault as _native
-from ._common import PathLike, fspath, is_bfloat16, real_float_array
+from ._common import PathLike, fspath, index_arg as _index, is_bfloat16, real_float_array
 from ._errors import InvalidArgumentError
 from ._reports import MaintainReport, StoreStats
 
 _F16 = np.dtype("<f2")
-
-
-def _index(v: Any, what: str) -> int:
-    if isinstance(v, bool):
-        raise InvalidArgumentError(f"{what} must be an int, got {v!r}")
-    try:
-        i = operator.index(v)
-    except TypeError as e:
-        raise InvalidArgumentError(f"{what} must be an int, got {v!r}") from e
-    if i < 0:
-        raise InvalidArgumentError(f"{what} must be >= 0, got {i}")
-    return i
 
 
 def _kind(kind: Any) -> str:
@@ -135,11 +122,17 @@ class KvCache:
             4 and entropy.
         wide_lanes: With ``entropy=True`` (or ``ecsq=True``): write the entropy-coded
             blocks of KV and generic tensors with 64 interleaved rANS lanes instead of 4;
-            reads decode them with AVX-512 or AVX2 about 3x faster (the same values, about
+            reads decode them with AVX-512 or AVX2 about 3x faster (a whole block read
+            1.7-2.2x faster; the same values, about
             180 more payload bytes per 16384-value block; bench/RESULTS.md "Session 15:
             rans-wide"). Persisted with the collection (MetaLog header flags2 bit 1:
             builds before session 15 refuse to open it); raises
             :class:`tensorvault.InvalidArgumentError` without entropy coding.
+        slot_align: Byte alignment of a new collection's slots and extents, a power of two
+            in 8..=2^20 (default 64). With ``allocation="extent"`` each block's payload is
+            rounded up to it on disk: 16 rounds a 16384-value block by ~0.004 bits/value
+            instead of ~0.016 (bench/RESULTS.md "Session 15: lead, KV tiers 1 and 3").
+            Existing collections keep theirs.
 
     Use it as a context manager or call :meth:`close`.
     """
@@ -164,6 +157,7 @@ class KvCache:
         ecsq_tier2: bool = False,
         keys_ecsq: bool = False,
         wide_lanes: bool = False,
+        slot_align: Optional[int] = None,
     ) -> None:
         self._head_dim = _index(head_dim, "head_dim")
         age = None
@@ -191,6 +185,7 @@ class KvCache:
             bool(ecsq_tier2),
             bool(keys_ecsq),
             bool(wide_lanes),
+            None if slot_align is None else _index(slot_align, "slot_align"),
         )
 
     @property

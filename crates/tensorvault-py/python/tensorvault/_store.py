@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from . import _tensorvault as _native
-from ._common import F32_MAX, PathLike, check_range, fspath, is_bfloat16
+from ._common import F32_MAX, PathLike, check_range, fspath, index_arg, is_bfloat16
 from ._errors import DTypeError, InvalidArgumentError
 from ._reports import MaintainReport, StoreStats
 
@@ -167,12 +167,17 @@ class Store:
             theirs (``geometry["centre"]``).
         wide_lanes: With ``entropy=True``: write the entropy-coded
             blocks of KV and generic tensors with 64 interleaved rANS lanes instead of 4;
-            reads decode them with AVX-512 or AVX2 about 3x faster (the same values, about
+            reads decode them with AVX-512 or AVX2 about 3x faster (a whole block read
+            1.7-2.2x faster; the same values, about
             180 more payload bytes per 16384-value block; bench/RESULTS.md "Session 15:
             rans-wide"). Persisted with the collection (MetaLog header flags2 bit 1:
             builds before session 15 refuse to open it); raises
             :class:`tensorvault.InvalidArgumentError` without entropy coding. Existing
             collections keep theirs (``geometry["wide_lanes"]``).
+        slot_align: Byte alignment of a new collection's slots and extents, a power of two
+            in 8..=2^20 (default 64). With ``allocation="extent"`` each block's payload is
+            rounded up to it on disk, so a smaller unit wastes less. Existing collections
+            keep theirs (``geometry["slot_align"]``).
 
     Use it as a context manager (``with tv.Store(...) as s:``) or call :meth:`close`;
     a writable collection stays locked until then (a second writable ``Store`` on it, in
@@ -204,6 +209,7 @@ class Store:
         ecsq_model: bool = False,
         centre: bool = False,
         wide_lanes: bool = False,
+        slot_align: Optional[int] = None,
     ) -> None:
         if isinstance(durability, int) and not isinstance(durability, bool):
             durability = f"every-{durability}"
@@ -214,6 +220,7 @@ class Store:
             fspath(root), str(tenant), str(collection), bool(create), durability, limits,
             block_elems, kv_head_dim, codec, bool(read_only), bool(entropy), str(allocation),
             bool(ecsq), bool(row_gains), bool(ecsq_model), bool(centre), bool(wide_lanes),
+            None if slot_align is None else index_arg(slot_align, "slot_align"),
         )
 
     @property

@@ -150,6 +150,7 @@ class KvCache:
         ecsq_tier2: bool = False,
         keys_ecsq: bool = False,
         wide_lanes: bool = False,
+        slot_align: Optional[int] = None,
     ) -> None: ...
     @property
     def age_tiers(self) -> Optional[Tuple[int, int, int]]:
@@ -458,6 +459,7 @@ class Store:
         ecsq_model: bool = False,
         centre: bool = False,
         wide_lanes: bool = False,
+        slot_align: Optional[int] = None,
     ) -> None: ...
     def __repr__(self, /) -> str: ...
     def close(self) -> None:
