@@ -522,7 +522,10 @@ def main() -> int:
                         KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy + ecsq", 3, 4, r,
                                       True, ecsq=True),
                         KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy + ecsq + extents",
-                                      3, 4, r, True, "extent", ecsq=True)]
+                                      3, 4, r, True, "extent", ecsq=True),
+                        # Session 15: the same with extents rounded to 16 bytes, not 64.
+                        KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy + ecsq + extents16",
+                                      3, 4, r, True, "extent", ecsq=True, slot_align=16)]
             # Session 12 (kv-tier2): tier 2 values with entropy-coded levels (ecsq_tier2),
             # against the same collection without them, in slots and in extents.
             configs += [KvCacheConfig(f"KvCache codec 4 tier 2, pre-RoPE keys + entropy + ecsq{x}", 2, 4, r,
