@@ -154,8 +154,8 @@ def fspath(path: PathLike) -> str:
         raise InvalidArgumentError(f"expected a path, got {type(path).__name__}") from e
 
 
-def index_arg(v: Any, what: str) -> int:
-    """`v` as a non-negative int (anything with ``__index__`` but a bool), else
+def index_arg(v: Any, what: str, minimum: int = 0) -> int:
+    """`v` as an int >= `minimum` (anything with ``__index__`` but a bool), else
     :class:`InvalidArgumentError` naming `what`."""
     if isinstance(v, bool):
         raise InvalidArgumentError(f"{what} must be an int, got {v!r}")
@@ -163,6 +163,6 @@ def index_arg(v: Any, what: str) -> int:
         i = operator.index(v)
     except TypeError as e:
         raise InvalidArgumentError(f"{what} must be an int, got {v!r}") from e
-    if i < 0:
-        raise InvalidArgumentError(f"{what} must be >= 0, got {i}")
+    if i < minimum:
+        raise InvalidArgumentError(f"{what} must be >= {minimum}, got {i}")
     return i

@@ -11,28 +11,19 @@ byte budget. A damaged chunk is a miss (the load stops before it), never wrong d
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _tensorvault as _native
-from ._common import F16_MAX, PathLike, check_range, fspath
+from ._common import F16_MAX, PathLike, check_range, fspath, index_arg
 from ._errors import InvalidArgumentError
 
 _U32_MAX = 2**32 - 1
 
 
 def _count(v: Any, what: str, minimum: int = 1) -> int:
-    if isinstance(v, bool):
-        raise InvalidArgumentError(f"{what} must be an int, got {v!r}")
-    try:
-        i = operator.index(v)
-    except TypeError as e:
-        raise InvalidArgumentError(f"{what} must be an int, got {v!r}") from e
-    if i < minimum:
-        raise InvalidArgumentError(f"{what} must be >= {minimum}, got {i}")
-    return i
+    return index_arg(v, what, minimum)
 
 
 def _tokens(token_ids: Any) -> np.ndarray:
