@@ -527,8 +527,11 @@ pub fn decode_quantized(
         return segment_v6::decode(payload, max_elems, dst);
     }
     if payload.get(q::VERSION_OFFSET) == Some(&q::V8_VERSION) {
-        // Channel-centred keys: at most `max_elems` values, bounded before allocating.
-        return tensorvault_quant::segment_v8::decode(payload, max_elems, dst);
+        // Channel-centred keys: at most `max_elems` values, bounded before allocating,
+        // each within f16's range (what the writer guarantees: a crafted step or mean
+        // must not become an infinite f16 key).
+        tensorvault_quant::segment_v8::decode(payload, max_elems, dst)?;
+        return crate::codec_kv_keys::check_v8_f16(dst);
     }
     if payload.get(q::VERSION_OFFSET) == Some(&q::V7_VERSION) {
         // Model-coded ECSQ: at most `max_elems` values, bounded before allocating.
@@ -632,5 +635,48 @@ mod tests {
             assert!((a - b).abs() <= e.scale / 2.0 + 1e-6);
         }
         assert!(decode_quantized(&e.bytes, 100, &mut out).is_err());
+    }
+
+    #[test]
+    fn a_v8_block_decoding_past_f16_is_a_typed_error() {
+        // review15: a v8 segment is valid while its values stay finite f32 (step * 2^(k-1)
+        // < 2^126), but a KV read returns the block as f16, where a value past 65504 is
+        // infinite. The store never writes such a block; a crafted one (a valid checksum
+        // over a larger step) is refused naming the first such value.
+        use tensorvault_quant::segment_v8::{encode, V8Params};
+        let p = V8Params {
+            bits: 8,
+            width: 64,
+            raw_rows: 1,
+            lanes_log2: 2,
+        };
+        let x: Vec<f32> = (0..64 * 64)
+            .map(|i| ((i % 64) as f32 - 32.0) * 0.5 + ((i * 7919 % 101) as f32 - 50.0) * 0.02)
+            .collect();
+        let honest = encode(&p, &x, 0.01).unwrap();
+        let mut out = Vec::new();
+        decode_quantized(&honest, x.len(), &mut out).unwrap();
+        assert!(out.iter().all(|v| v.abs() <= 100.0));
+        let mut big = honest.clone();
+        let at = q::V8_STEP_OFFSET;
+        big[at..at + 4].copy_from_slice(&1.0e4f32.to_le_bytes());
+        let mut y = Vec::new();
+        tensorvault_quant::segment_v8::decode(&big, x.len(), &mut y).unwrap();
+        let first = y.iter().position(|v| v.abs() > 65504.0).unwrap();
+        assert!(first >= 64 && y.iter().all(|v| v.is_finite()));
+        match decode_quantized(&big, x.len(), &mut y) {
+            Err(QuantError::OutOfRange {
+                index,
+                value,
+                target,
+            }) => {
+                assert_eq!(index, first);
+                assert!(
+                    value.abs() > 65504.0 && target.contains("f16"),
+                    "{value} {target}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -14,6 +14,7 @@ use crate::config::{
     CollectionConfig, CODEC_V4, KV_KEYS_ECSQ_BITS, KV_KEYS_ECSQ_CENTIBITS, KV_KEYS_ECSQ_LANES_LOG2,
 };
 use crate::error::Result;
+use crate::finite::{first_not_f16, F16_MAX};
 use crate::types::{TensorKind, Tier};
 
 /// The v8 settings of block `block_index` (`len` values) of a tensor of `kind` and
@@ -82,9 +83,48 @@ pub fn encode_kv_keys(
     match encode_to_fit(p, values, max_len) {
         Ok(Some(bytes)) => {
             let step = SegmentV8::parse(&bytes).map_or(0.0, |s| s.step());
+            if !decodes_within_f16(&bytes, values, step) {
+                return Ok(None);
+            }
             Ok(Some((bytes, step)))
         }
         Ok(None) | Err(QuantError::OutOfRange { .. }) => Ok(None),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether every value of the v8 segment `bytes` (encoded from `values` with `step`)
+/// decodes within f16's ±[`F16_MAX`]. A mid-rise reconstruction `mean + (q + 1/2) step`
+/// of a value near 65504 can pass it by up to half a step (at a step coarser than the
+/// clamp-free one, which the budget forces on wide, high-entropy channels), and the f16
+/// KV read would return ±infinity: such a block keeps its encoding without the bit. The
+/// decode runs only when `3 max|x| + step` reaches 65504 (each decoded value is within
+/// `|mean| + |x - mean| + step / 2` of zero, and `|mean| <= max|x|` up to f16 rounding),
+/// so ordinary keys never pay for it. [`check_v8_f16`] refuses what this never writes.
+fn decodes_within_f16(bytes: &[u8], values: &[f32], step: f32) -> bool {
+    let top = values.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if f64::from(top) * 3.0 + f64::from(step) < f64::from(F16_MAX) {
+        return true;
+    }
+    let mut y = Vec::new();
+    tensorvault_quant::segment_v8::decode(bytes, values.len(), &mut y).is_ok()
+        && check_v8_f16(&y).is_ok()
+}
+
+/// The first value of a decoded v8 key block beyond f16's ±[`F16_MAX`] (the store never
+/// writes one: [`encode_kv_keys`] keeps such a block in its encoding without the bit), as
+/// [`QuantError::OutOfRange`] naming its index. The read path calls it on every v8
+/// payload so a crafted one is a typed error, never an infinite f16 key.
+///
+/// # Errors
+/// [`QuantError::OutOfRange`] with target `f16 (v8 key block)`.
+pub fn check_v8_f16(values: &[f32]) -> std::result::Result<(), QuantError> {
+    match first_not_f16(values) {
+        None => Ok(()),
+        Some(index) => Err(QuantError::OutOfRange {
+            index,
+            value: values[index],
+            target: "f16 (v8 key block)",
+        }),
     }
 }
