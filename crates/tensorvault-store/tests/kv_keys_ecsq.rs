@@ -461,3 +461,45 @@ fn keys_at_the_edge_of_f16_keep_the_groups() {
     let y = floats(&st.get_tensor("k").unwrap().data);
     assert!(y.iter().all(|v| v.is_finite()));
 }
+
+#[test]
+fn compaction_keeps_byte_78_and_the_v8_blocks() {
+    // review15: the log a compaction rewrites starts with a header re-encoded from the
+    // collection's geometry: byte 78 must come back with both bits, and a reopen must
+    // read the same v8 keys.
+    let both = CollectionConfig {
+        wide_lanes: true,
+        ..geo(true, false)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let x = keys(512, 21);
+    let log = dir.path().join("t").join("c").join("meta.log");
+    let first = {
+        let s = dir_store(dir.path(), 1, both, true);
+        s.put_tensor_with("k", &key_info(&[512, HD]), &bytes(&x), Tier::Tier2)
+            .unwrap();
+        s.put_tensor_with("gone", &key_info(&[512, HD]), &bytes(&x), Tier::Tier2)
+            .unwrap();
+        s.delete_tensor("gone").unwrap();
+        let before = std::fs::read(&log).unwrap().len();
+        s.compact().unwrap();
+        assert!(
+            std::fs::read(&log).unwrap().len() < before,
+            "compaction dropped nothing"
+        );
+        let d = s.get_tensor("k").unwrap().data;
+        s.close().unwrap();
+        d
+    };
+    let h = std::fs::read(&log).unwrap();
+    assert_eq!(h[H_FLAGS2], 0b11);
+    let s = dir_store(dir.path(), 2, geo(false, false), false);
+    assert_eq!(s.geometry(), &both);
+    assert_eq!(s.get_tensor("k").unwrap().data, first);
+    for m in s.blocks().unwrap() {
+        let mut p = Vec::new();
+        s.get_payload(&m.key, &mut p).unwrap();
+        assert_eq!(p[q::VERSION_OFFSET], q::V8_VERSION, "{:?}", m.key);
+    }
+    s.verify().unwrap();
+}
