@@ -630,3 +630,30 @@ const GOLDEN_ENVELOPE_64_LANES: &str = concat!(
     "fffefffefffeff0000000000000000fefffefffefffefffefffefffefffeff00",
     "00000000000000",
 );
+
+#[test]
+fn wide_lanes_wrap_every_inner_version_and_7_or_more_is_refused() {
+    // review15: 16, 32 and 64 lanes around a v2, a v3 and a v4 segment decode to the
+    // inner segment's values (the vector kernel this CPU has), the codes agree with the
+    // portable loop, and every lanes_log2 past 6 is refused naming the field and offset.
+    let x = kv_like(256, 64);
+    for inner in [v2(4, Axis::Columns, 1, &x), v3(5, &x), v4(4, true, &x)] {
+        let want = decoded(&inner, x.len());
+        for lanes in 4..=6u8 {
+            let env = wrap(&inner, lanes).unwrap().expect("the codes compress");
+            assert_eq!(env[V5_LANES_LOG2_OFFSET], lanes);
+            assert_eq!(decoded(&env, x.len()), want, "inner v{} lanes {lanes}", inner[8]);
+            let seg = SegmentV5::parse(&env).unwrap();
+            assert_eq!(seg.inner(x.len()).unwrap(), inner);
+            for bad in 7..=u8::MAX {
+                let mut b = env.clone();
+                b[V5_LANES_LOG2_OFFSET] = bad;
+                let e = field_err(&b);
+                assert!(
+                    matches!(e, QuantError::CorruptField { field: "lanes_log2", offset, .. } if offset == V5_LANES_LOG2_OFFSET),
+                    "{bad}: {e}"
+                );
+            }
+        }
+    }
+}
