@@ -55,6 +55,48 @@ fn bench(c: &mut Criterion) {
         b.iter(|| v8_decode(black_box(&v8), n, &mut out).unwrap())
     });
     g.finish();
+    hostile(c);
+}
+
+/// A crafted segment's worst case for the model-table cache (review15): 1024 channels of
+/// two rows naming all 256 side bytes at `k` bits (4.5 KB, 2048 values). Decoding one
+/// builds or looks up 256 tables; alternating a 12-bit and an 11-bit one (512 tables, the
+/// cache keeps 256) rebuilds all 256 on every decode.
+fn hostile(c: &mut Criterion) {
+    let seg = |k: u8| {
+        let w = 1024usize;
+        let x: Vec<f32> = (0..2 * w)
+            .map(|i| {
+                let amp = 2f32.powf(((i % w % 256) as f32 - 64.0) / 16.0) * 0.01;
+                if i < w {
+                    amp
+                } else {
+                    -amp
+                }
+            })
+            .collect();
+        let p = V8Params {
+            bits: k,
+            width: 1024,
+            raw_rows: 0,
+            lanes_log2: 0,
+        };
+        tensorvault_quant::segment_v8::encode(&p, &x, 0.01).unwrap()
+    };
+    let (a, b) = (seg(12), seg(11));
+    let mut g = c.benchmark_group("kv_keys_v8_hostile_sides");
+    g.throughput(Throughput::Bytes(a.len() as u64));
+    let mut out = Vec::new();
+    g.bench_function("decode_256_sides_cached", |bn| {
+        bn.iter(|| v8_decode(black_box(&a), 2048, &mut out).unwrap())
+    });
+    g.bench_function("decode_256_sides_thrashed_pair", |bn| {
+        bn.iter(|| {
+            v8_decode(black_box(&a), 2048, &mut out).unwrap();
+            v8_decode(black_box(&b), 2048, &mut out).unwrap()
+        })
+    });
+    g.finish();
 }
 
 criterion_group!(benches, bench);
