@@ -642,7 +642,12 @@ fn wide_lanes_wrap_every_inner_version_and_7_or_more_is_refused() {
         for lanes in 4..=6u8 {
             let env = wrap(&inner, lanes).unwrap().expect("the codes compress");
             assert_eq!(env[V5_LANES_LOG2_OFFSET], lanes);
-            assert_eq!(decoded(&env, x.len()), want, "inner v{} lanes {lanes}", inner[8]);
+            assert_eq!(
+                decoded(&env, x.len()),
+                want,
+                "inner v{} lanes {lanes}",
+                inner[8]
+            );
             let seg = SegmentV5::parse(&env).unwrap();
             assert_eq!(seg.inner(x.len()).unwrap(), inner);
             for bad in 7..=u8::MAX {
