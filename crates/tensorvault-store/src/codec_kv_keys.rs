@@ -98,9 +98,10 @@ pub fn encode_kv_keys(
 /// of a value near 65504 can pass it by up to half a step (at a step coarser than the
 /// clamp-free one, which the budget forces on wide, high-entropy channels), and the f16
 /// KV read would return ±infinity: such a block keeps its encoding without the bit. The
-/// decode runs only when `3 max|x| + step` reaches 65504 (each decoded value is within
-/// `|mean| + |x - mean| + step / 2` of zero, and `|mean| <= max|x|` up to f16 rounding),
-/// so ordinary keys never pay for it. [`check_v8_f16`] refuses what this never writes.
+/// decode runs only when `3 max|x| + step` reaches 65504, far above what can overflow
+/// (an unclamped value decodes within `step / 2` of its input, a clamped one between its
+/// input and its channel's f16 mean, so every `|decoded| <= max|x| (1 + 2^-10) + step /
+/// 2` up to f32 rounding), so ordinary keys never pay for it. [`check_v8_f16`] refuses what this never writes.
 fn decodes_within_f16(bytes: &[u8], values: &[f32], step: f32) -> bool {
     let top = values.iter().fold(0f32, |m, v| m.max(v.abs()));
     if f64::from(top) * 3.0 + f64::from(step) < f64::from(F16_MAX) {
