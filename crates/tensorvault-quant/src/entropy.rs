@@ -22,7 +22,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use crate::entropy_rans;
-use crate::entropy_rans_wide;
+use crate::entropy_rans_wide::{self, Kernel};
 use crate::error::corrupt;
 use crate::layout::{MAX_BITS, MIN_BITS, V5_MAX_FREQ_BYTES, V5_MAX_LANES_LOG2, V5_MAX_PROB_BITS};
 use crate::QuantError;
@@ -391,7 +391,7 @@ pub fn decode_codes(
     lanes_log2: u8,
     out: &mut [u8],
 ) -> Result<(), QuantError> {
-    decode_codes_with(bytes, base, bits, prob_bits, lanes_log2, true, out)
+    decode_codes_with(bytes, base, bits, prob_bits, lanes_log2, Kernel::Best, out)
 }
 
 /// [`decode_codes`] with the portable decoder only (no vector rounds for 16 to 64 lanes):
@@ -408,7 +408,34 @@ pub fn decode_codes_portable(
     lanes_log2: u8,
     out: &mut [u8],
 ) -> Result<(), QuantError> {
-    decode_codes_with(bytes, base, bits, prob_bits, lanes_log2, false, out)
+    decode_codes_with(
+        bytes,
+        base,
+        bits,
+        prob_bits,
+        lanes_log2,
+        Kernel::Portable,
+        out,
+    )
+}
+
+/// [`decode_codes`] with the AVX2 kernel for 16 to 64 lanes even where the CPU has
+/// AVX-512 (the portable loop where it has no AVX2): the same codes and the same errors
+/// for every input. For differential fuzzing of both vector kernels on one machine
+/// (`quant_rans_wide`).
+///
+/// # Errors
+/// As [`decode_codes`].
+#[doc(hidden)]
+pub fn decode_codes_avx2(
+    bytes: &[u8],
+    base: usize,
+    bits: u8,
+    prob_bits: u8,
+    lanes_log2: u8,
+    out: &mut [u8],
+) -> Result<(), QuantError> {
+    decode_codes_with(bytes, base, bits, prob_bits, lanes_log2, Kernel::Avx2, out)
 }
 
 fn decode_codes_with(
@@ -417,7 +444,7 @@ fn decode_codes_with(
     bits: u8,
     prob_bits: u8,
     lanes_log2: u8,
-    simd: bool,
+    kernel: Kernel,
     out: &mut [u8],
 ) -> Result<(), QuantError> {
     check_bits(bits)?;
@@ -442,11 +469,6 @@ fn decode_codes_with(
             out,
         );
     }
-    let kernel = if simd {
-        entropy_rans_wide::Kernel::Best
-    } else {
-        entropy_rans_wide::Kernel::Portable
-    };
     entropy_rans_wide::decode_freqs(
         stream,
         base + used,

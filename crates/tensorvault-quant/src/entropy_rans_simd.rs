@@ -22,8 +22,8 @@ use crate::entropy_rans::DecEntry;
 pub(crate) enum Kernel {
     /// None: the caller runs the portable loop.
     Portable,
-    /// AVX2 even where AVX-512 is present (tests of the AVX2 kernel on AVX-512 CPUs).
-    #[cfg_attr(not(test), allow(dead_code, reason = "selected by tests only"))]
+    /// AVX2 even where AVX-512 is present (tests and fuzzing of the AVX2 kernel on
+    /// AVX-512 CPUs: `entropy::decode_codes_avx2`).
     Avx2,
     /// The widest the CPU has: AVX-512F, else AVX2, else none.
     Best,
