@@ -193,7 +193,28 @@ pub(crate) fn segment_prefix<'a>(
     len: usize,
     version: u8,
 ) -> Result<(&'a [u8], u8), QuantError> {
-    use crate::layout::{BITS_OFFSET, MAGIC, MAGIC_OFFSET, MAX_BITS, MIN_BITS, VERSION_OFFSET};
+    use crate::layout::{MAX_BITS, MIN_BITS};
+    segment_prefix_bits(
+        bytes,
+        what,
+        len,
+        version,
+        (MIN_BITS, MAX_BITS),
+        "must be in 2..=8",
+    )
+}
+
+/// [`segment_prefix`] with the bit widths `bits.0..=bits.1` (`reason` states them), for the
+/// versions whose codes are wider than 8 bits (7 and 8: up to 12).
+pub(crate) fn segment_prefix_bits<'a>(
+    bytes: &'a [u8],
+    what: &'static str,
+    len: usize,
+    version: u8,
+    (min_bits, max_bits): (u8, u8),
+    reason: &'static str,
+) -> Result<(&'a [u8], u8), QuantError> {
+    use crate::layout::{BITS_OFFSET, MAGIC, MAGIC_OFFSET, VERSION_OFFSET};
     let Some(h) = bytes.get(..len) else {
         return Err(QuantError::Truncated {
             what,
@@ -212,13 +233,8 @@ pub(crate) fn segment_prefix<'a>(
         });
     }
     let bits = h[BITS_OFFSET];
-    if !(MIN_BITS..=MAX_BITS).contains(&bits) {
-        return Err(corrupt(
-            "bits",
-            BITS_OFFSET,
-            bits.into(),
-            "must be in 2..=8",
-        ));
+    if !(min_bits..=max_bits).contains(&bits) {
+        return Err(corrupt("bits", BITS_OFFSET, bits.into(), reason));
     }
     Ok((h, bits))
 }

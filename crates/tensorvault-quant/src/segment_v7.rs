@@ -26,12 +26,12 @@ use std::sync::Arc;
 
 use crate::ecsq_model::{side_byte, table};
 use crate::entropy_rans::{encode_wide, WideDecoder, WideTable};
-use crate::error::{check_finite, corrupt};
+use crate::error::{check_finite, corrupt, segment_prefix_bits};
 use crate::layout::{
-    MAGIC, MAGIC_OFFSET, V7_BITS_OFFSET, V7_BLOCK_LOG2_OFFSET, V7_HEADER_LEN, V7_LANES_LOG2_OFFSET,
-    V7_MAX_BITS, V7_MAX_BLOCK_LOG2, V7_MAX_LANES_LOG2, V7_MAX_MAGNITUDE_LOG2, V7_MAX_VALUES,
-    V7_MIN_BITS, V7_MIN_BLOCK_LOG2, V7_RATE_MIN, V7_RATE_PER_OCTAVE, V7_RATE_RUNGS, V7_SEED_OFFSET,
-    V7_STEP_OFFSET, V7_VALUES_OFFSET, V7_VERSION, VERSION_OFFSET,
+    MAGIC, V7_BLOCK_LOG2_OFFSET, V7_HEADER_LEN, V7_LANES_LOG2_OFFSET, V7_MAX_BITS,
+    V7_MAX_BLOCK_LOG2, V7_MAX_LANES_LOG2, V7_MAX_MAGNITUDE_LOG2, V7_MAX_VALUES, V7_MIN_BITS,
+    V7_MIN_BLOCK_LOG2, V7_RATE_MIN, V7_RATE_PER_OCTAVE, V7_RATE_RUNGS, V7_SEED_OFFSET,
+    V7_STEP_OFFSET, V7_VALUES_OFFSET, V7_VERSION,
 };
 use crate::le::u32_at;
 use crate::rotation::Rotation;
@@ -283,32 +283,14 @@ impl<'a> SegmentV7<'a> {
     /// `block_log2`, `lanes_log2`, `values`, `step`).
     pub fn parse(bytes: &'a [u8]) -> Result<Self, QuantError> {
         let present = bytes.len();
-        let Some(h) = bytes.get(..V7_HEADER_LEN) else {
-            return Err(QuantError::Truncated {
-                what: "v7 header",
-                offset: 0,
-                end: V7_HEADER_LEN as u64,
-                present,
-            });
-        };
-        if h[MAGIC_OFFSET..MAGIC_OFFSET + MAGIC.len()] != MAGIC {
-            return Err(QuantError::BadMagic);
-        }
-        if h[VERSION_OFFSET] != V7_VERSION {
-            return Err(QuantError::UnsupportedVersion {
-                version: h[VERSION_OFFSET],
-                offset: VERSION_OFFSET,
-            });
-        }
-        let bits = h[V7_BITS_OFFSET];
-        if !(V7_MIN_BITS..=V7_MAX_BITS).contains(&bits) {
-            return Err(corrupt(
-                "bits",
-                V7_BITS_OFFSET,
-                bits.into(),
-                "must be in 2..=12",
-            ));
-        }
+        let (h, bits) = segment_prefix_bits(
+            bytes,
+            "v7 header",
+            V7_HEADER_LEN,
+            V7_VERSION,
+            (V7_MIN_BITS, V7_MAX_BITS),
+            "must be in 2..=12",
+        )?;
         let block_log2 = h[V7_BLOCK_LOG2_OFFSET];
         if !(V7_MIN_BLOCK_LOG2..=V7_MAX_BLOCK_LOG2).contains(&block_log2) {
             return Err(corrupt(

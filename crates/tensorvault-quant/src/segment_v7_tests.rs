@@ -1,5 +1,5 @@
 use super::*;
-use crate::layout::{RANS_L, V7_MAX_MAGNITUDE_LOG2};
+use crate::layout::{RANS_L, V7_BITS_OFFSET, V7_MAX_MAGNITUDE_LOG2, VERSION_OFFSET};
 use proptest::prelude::*;
 
 /// Gaussian-ish values with a block-varying scale and a few outliers.

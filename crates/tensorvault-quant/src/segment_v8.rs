@@ -37,12 +37,12 @@ use half::f16;
 
 use crate::ecsq_model::{side_byte, table};
 use crate::entropy_rans::{encode_wide, WideDecoder, WideTable};
-use crate::error::{check_finite, corrupt};
+use crate::error::{check_finite, corrupt, segment_prefix_bits};
 use crate::layout::{
-    MAGIC, MAGIC_OFFSET, V7_RATE_MIN, V7_RATE_RUNGS, V8_BITS_OFFSET, V8_F16_BYTES, V8_HEADER_LEN,
-    V8_LANES_LOG2_OFFSET, V8_MAX_BITS, V8_MAX_LANES_LOG2, V8_MAX_MAGNITUDE_LOG2, V8_MAX_VALUES,
-    V8_MAX_WIDTH_LOG2, V8_MIN_BITS, V8_MIN_WIDTH_LOG2, V8_RAW_ROWS_OFFSET, V8_STEP_OFFSET,
-    V8_VALUES_OFFSET, V8_VERSION, V8_WIDTH_LOG2_OFFSET, VERSION_OFFSET,
+    MAGIC, V7_RATE_MIN, V7_RATE_RUNGS, V8_F16_BYTES, V8_HEADER_LEN, V8_LANES_LOG2_OFFSET,
+    V8_MAX_BITS, V8_MAX_LANES_LOG2, V8_MAX_MAGNITUDE_LOG2, V8_MAX_VALUES, V8_MAX_WIDTH_LOG2,
+    V8_MIN_BITS, V8_MIN_WIDTH_LOG2, V8_RAW_ROWS_OFFSET, V8_STEP_OFFSET, V8_VALUES_OFFSET,
+    V8_VERSION, V8_WIDTH_LOG2_OFFSET,
 };
 use crate::le::{f32_at, u16_at, u32_at};
 use crate::segment_v7::step_at;
@@ -436,32 +436,14 @@ impl<'a> SegmentV8<'a> {
     /// `raw_rows`, `raw value`, `mean`), each at its offset.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, QuantError> {
         let present = bytes.len();
-        let Some(h) = bytes.get(..V8_HEADER_LEN) else {
-            return Err(QuantError::Truncated {
-                what: "v8 header",
-                offset: 0,
-                end: V8_HEADER_LEN as u64,
-                present,
-            });
-        };
-        if h[MAGIC_OFFSET..MAGIC_OFFSET + MAGIC.len()] != MAGIC {
-            return Err(QuantError::BadMagic);
-        }
-        if h[VERSION_OFFSET] != V8_VERSION {
-            return Err(QuantError::UnsupportedVersion {
-                version: h[VERSION_OFFSET],
-                offset: VERSION_OFFSET,
-            });
-        }
-        let bits = h[V8_BITS_OFFSET];
-        if !(V8_MIN_BITS..=V8_MAX_BITS).contains(&bits) {
-            return Err(corrupt(
-                "bits",
-                V8_BITS_OFFSET,
-                bits.into(),
-                "must be in 2..=12",
-            ));
-        }
+        let (h, bits) = segment_prefix_bits(
+            bytes,
+            "v8 header",
+            V8_HEADER_LEN,
+            V8_VERSION,
+            (V8_MIN_BITS, V8_MAX_BITS),
+            "must be in 2..=12",
+        )?;
         let width_log2 = h[V8_WIDTH_LOG2_OFFSET];
         if !(V8_MIN_WIDTH_LOG2..=V8_MAX_WIDTH_LOG2).contains(&width_log2) {
             return Err(corrupt(

@@ -1,5 +1,5 @@
 use super::*;
-use crate::layout::{RANS_L, V7_RATE_MIN};
+use crate::layout::{RANS_L, V7_RATE_MIN, V8_BITS_OFFSET, VERSION_OFFSET};
 use proptest::prelude::*;
 
 /// Key-like rows: `rows x width`, each channel on its own offset and spread (a few
