@@ -41,22 +41,7 @@ fn kv_geos(wide: bool) -> Vec<(&'static str, CollectionConfig)> {
 
 /// The stored payloads of tensor `name`, in block order.
 fn payloads(s: &mem::Mem, name: &str) -> Vec<Vec<u8>> {
-    let id = s.tensor_id_of(name);
-    let mut metas: Vec<_> = s
-        .blocks()
-        .unwrap()
-        .into_iter()
-        .filter(|m| m.key.tensor_id == id)
-        .collect();
-    metas.sort_by_key(|m| m.key.block_index);
-    metas
-        .iter()
-        .map(|m| {
-            let mut out = Vec::new();
-            s.get_payload(&m.key, &mut out).unwrap();
-            out
-        })
-        .collect()
+    mem::payloads(s, name).into_iter().map(|(p, _)| p).collect()
 }
 
 /// The lane count exponents of the version 5 envelopes among `payloads`.
