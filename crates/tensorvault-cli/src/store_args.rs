@@ -162,8 +162,9 @@ pub struct PutArgs {
     /// With entropy coding (--entropy, --kv-ecsq or --ecsq): write the entropy-coded
     /// blocks of KV and generic tensors with 64 interleaved rANS lanes instead of 4, which
     /// reads decode with AVX-512 / AVX2 ~3x faster (a whole KV block read 1.7-2.2x; same
-    /// values, ~180 more bytes per 16384-value block; MetaLog flags2 bit 1: builds before session 15 refuse the
-    /// collection; Python `Store(..., entropy=True, wide_lanes=True)`).
+    /// values, ~180 more bytes per 16384-value block; MetaLog flags2 bit 1: builds before
+    /// session 15 refuse the collection; Python `Store(..., entropy=True, wide_lanes=True)`).
+    /// An existing collection keeps its own setting.
     #[arg(long)]
     pub wide_lanes: bool,
     /// Write durability.

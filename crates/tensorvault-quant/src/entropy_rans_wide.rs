@@ -58,6 +58,12 @@ pub(crate) fn decode(
     kernel: Kernel,
     out: &mut [u8],
 ) -> Result<(), QuantError> {
+    // The portable rounds go 8 lanes at a time: narrower streams belong to
+    // `entropy_rans::decode` (every caller dispatches on `lanes_log2` first).
+    debug_assert!(
+        lanes_log2 >= 4,
+        "wide decode of a {lanes_log2}-bit lane count"
+    );
     let lanes = 1usize << lanes_log2.min(V5_MAX_LANES_LOG2);
     let present = base + stream.len();
     let mut states = [0u32; MAX_LANES];
