@@ -9,7 +9,10 @@
 //!
 //! `cargo run --release -p tensorvault-quant --example v7_vs_v5 -- LANES_LOG2 FILE.npy...`
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+mod common;
+use common::{read_npy, Tally};
 
 use tensorvault_quant::ecsq::{encode_to_fit as v5_fit, EcsqParams};
 use tensorvault_quant::layout::V3_DEFAULT_SEED;
@@ -25,58 +28,16 @@ const TIERS: [(&str, usize, u8, u8); 3] = [
     ("tier3", 1728, 5, 6),
 ];
 
-/// The f32 values of a `.npy` file (format 1.0-3.0, `<f4`, C order).
-fn read_npy(path: &str) -> Result<Vec<f32>, Box<dyn std::error::Error>> {
-    let b = std::fs::read(path)?;
-    if b.len() < 10 || &b[..6] != b"\x93NUMPY" {
-        return Err(format!("{path}: not a .npy file").into());
-    }
-    let (hlen, start) = if b[6] == 1 {
-        (usize::from(u16::from_le_bytes([b[8], b[9]])), 10)
-    } else {
-        let l = b.get(8..12).ok_or("short .npy header")?;
-        (u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize, 12)
-    };
-    let header = std::str::from_utf8(b.get(start..start + hlen).ok_or("short .npy header")?)?;
-    if !header.contains("'<f4'") || header.contains("'fortran_order': True") {
-        return Err(format!("{path}: want little-endian f32 in C order, got {header}").into());
-    }
-    Ok(b[start + hlen..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
-}
-
-#[derive(Default)]
-struct Tally {
-    err2: f64,
-    sig2: f64,
-    bytes: usize,
-    values: usize,
-    enc: Duration,
-    dec: Duration,
-}
-
-impl Tally {
-    fn add(&mut self, x: &[f32], y: &[f32], bytes: usize) {
-        for (a, b) in x.iter().zip(y) {
-            self.err2 += f64::from(a - b).powi(2);
-            self.sig2 += f64::from(*a).powi(2);
-        }
-        self.bytes += bytes;
-        self.values += x.len();
-    }
-
-    fn line(&self) -> String {
-        format!(
-            "rel_rmse {:.4}%  b/v {:.4}  encode {:.2} s  decode {:.3} s ({:.0} MB/s)",
-            100.0 * (self.err2 / self.sig2).sqrt(),
-            self.bytes as f64 * 8.0 / self.values as f64,
-            self.enc.as_secs_f64(),
-            self.dec.as_secs_f64(),
-            self.values as f64 * 4.0 / 1e6 / self.dec.as_secs_f64()
-        )
-    }
+/// The example's line for one codec.
+fn line(t: &Tally) -> String {
+    format!(
+        "rel_rmse {:.4}%  b/v {:.4}  encode {:.2} s  decode {:.3} s ({:.0} MB/s)",
+        t.rel_rmse_pct(),
+        t.bits_per_value(),
+        t.enc.as_secs_f64(),
+        t.dec.as_secs_f64(),
+        t.values as f64 * 4.0 / 1e6 / t.dec.as_secs_f64()
+    )
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -87,7 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lanes_log2: u8 = lanes.parse()?;
     let tensors: Vec<Vec<f32>> = files
         .iter()
-        .map(|f| read_npy(f))
+        .map(|f| read_npy(f).map(|(_, v)| v))
         .collect::<Result<_, _>>()?;
     let total: usize = tensors.iter().map(Vec::len).sum();
     println!(
@@ -138,8 +99,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             t7.add(x, &y7, b7.len());
         }
         println!("{name} slot {slot}: skipped {skipped} values");
-        println!("  v5 ECSQ k={v5_bits:<2} {}", t5.line());
-        println!("  v7 model k={v7_bits:<2} {}", t7.line());
+        println!("  v5 ECSQ k={v5_bits:<2} {}", line(&t5));
+        println!("  v7 model k={v7_bits:<2} {}", line(&t7));
     }
     Ok(())
 }

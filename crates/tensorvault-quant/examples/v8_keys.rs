@@ -17,7 +17,10 @@
 //! `cargo run --release -p tensorvault-quant --example v8_keys -- [--today-bits B] BITS LANES_LOG2 OUT_DIR FILE.npy...`
 //! (`--today-bits 4`: today's tier-3 keys, 4-bit groups, instead of tier 2's 5-bit ones).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+mod common;
+use common::{read_npy, Tally};
 
 use tensorvault_quant::kind::{v2_layout, TensorKind};
 use tensorvault_quant::segment_v2::encode as v2_encode;
@@ -30,29 +33,6 @@ const BLOCK_TOKENS: usize = 256;
 /// takes 4 bits in the same groups).
 const TODAY_BITS: u8 = 5;
 const TODAY_GROUP: u32 = 128;
-
-/// The header text and f32 values of a `.npy` file (`<f4`, C order).
-fn read_npy(path: &str) -> Result<(String, Vec<f32>), Box<dyn std::error::Error>> {
-    let b = std::fs::read(path)?;
-    if b.len() < 10 || &b[..6] != b"\x93NUMPY" {
-        return Err(format!("{path}: not a .npy file").into());
-    }
-    let (hlen, start) = if b[6] == 1 {
-        (usize::from(u16::from_le_bytes([b[8], b[9]])), 10)
-    } else {
-        let l = b.get(8..12).ok_or("short .npy header")?;
-        (u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize, 12)
-    };
-    let header = std::str::from_utf8(b.get(start..start + hlen).ok_or("short .npy header")?)?;
-    if !header.contains("'<f4'") || header.contains("'fortran_order': True") {
-        return Err(format!("{path}: want little-endian f32 in C order, got {header}").into());
-    }
-    let values = b[start + hlen..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    Ok((header.to_owned(), values))
-}
 
 /// `[heads, tokens, head_dim]` from a `.npy` header's `'shape': (a, b, c)`.
 fn shape3(header: &str) -> Result<[usize; 3], Box<dyn std::error::Error>> {
@@ -89,35 +69,15 @@ fn write_npy(path: &std::path::Path, shape: [usize; 3], v: &[f32]) -> std::io::R
     std::fs::write(path, out)
 }
 
-#[derive(Default)]
-struct Tally {
-    err2: f64,
-    sig2: f64,
-    bytes: usize,
-    values: usize,
-    enc: Duration,
-    dec: Duration,
-}
-
-impl Tally {
-    fn add(&mut self, x: &[f32], y: &[f32], bytes: usize) {
-        for (a, b) in x.iter().zip(y) {
-            self.err2 += f64::from(a - b).powi(2);
-            self.sig2 += f64::from(*a).powi(2);
-        }
-        self.bytes += bytes;
-        self.values += x.len();
-    }
-
-    fn line(&self) -> String {
-        format!(
-            "K rel_rmse {:.4}%  b/v {:.4}  encode {:.2} s  decode {:.3} s",
-            100.0 * (self.err2 / self.sig2).sqrt(),
-            self.bytes as f64 * 8.0 / self.values as f64,
-            self.enc.as_secs_f64(),
-            self.dec.as_secs_f64(),
-        )
-    }
+/// The example's line for one codec.
+fn line(t: &Tally) -> String {
+    format!(
+        "K rel_rmse {:.4}%  b/v {:.4}  encode {:.2} s  decode {:.3} s",
+        t.rel_rmse_pct(),
+        t.bits_per_value(),
+        t.enc.as_secs_f64(),
+        t.dec.as_secs_f64(),
+    )
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -198,11 +158,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{} files, {} values", files.len(), today.values);
     println!(
         "  today ({today_bits}-bit groups of {TODAY_GROUP}, v5 envelope): {}",
-        today.line()
+        line(&today)
     );
     println!(
         "  v8 k={bits} lanes 2^{lanes_log2}, at today's length: {}  (blocks kept as today: {fallbacks})",
-        v8.line()
+        line(&v8)
     );
     Ok(())
 }
