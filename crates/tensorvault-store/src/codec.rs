@@ -436,6 +436,11 @@ pub fn to_f32(dtype: DType, src: &[u8], dst: &mut Vec<f32>) -> Result<()> {
 /// Convert f32 values to little-endian element bytes of `dtype` (appended to `dst`):
 /// floats round to nearest even, integers round half away from zero and saturate.
 ///
+/// A finite value past the largest finite f16 / bf16 saturates to it (+-65504 for f16)
+/// instead of rounding to infinity: a lossy decoding of a value near the limit can land
+/// past it by part of a step, and a finite tensor must read back finite. Infinities and
+/// NaN (which no lossy codec decodes to) convert as they are.
+///
 /// # Errors
 /// [`StoreErr::UnsupportedDType`] for a dtype outside [`crate::types::STORE_DTYPES`]
 /// (nothing is appended).
@@ -451,15 +456,27 @@ pub fn from_f32(dtype: DType, src: &[f32], dst: &mut Vec<u8>) -> Result<()> {
             }
         }
         DType::F16 => {
+            let f16_max = half::f16::MAX.to_f32();
             dst.resize(start + src.len() * 2, 0);
             for (d, v) in dst[start..].chunks_exact_mut(2).zip(src) {
-                d.copy_from_slice(&half::f16::from_f32(*v).to_bits().to_le_bytes());
+                let v = if v.is_finite() {
+                    v.clamp(-f16_max, f16_max)
+                } else {
+                    *v
+                };
+                d.copy_from_slice(&half::f16::from_f32(v).to_bits().to_le_bytes());
             }
         }
         DType::BF16 => {
+            let bf16_max = half::bf16::MAX.to_f32();
             dst.resize(start + src.len() * 2, 0);
             for (d, v) in dst[start..].chunks_exact_mut(2).zip(src) {
-                d.copy_from_slice(&half::bf16::from_f32(*v).to_bits().to_le_bytes());
+                let v = if v.is_finite() {
+                    v.clamp(-bf16_max, bf16_max)
+                } else {
+                    *v
+                };
+                d.copy_from_slice(&half::bf16::from_f32(v).to_bits().to_le_bytes());
             }
         }
         // `as` saturates and maps NaN to 0.
@@ -617,6 +634,38 @@ mod tests {
                 Err(StoreErr::UnsupportedDType { .. })
             ));
         }
+    }
+
+    #[test]
+    fn f16_and_bf16_saturate_finite_values_and_keep_inf_and_nan() {
+        let src = [
+            65504.0f32,
+            65519.0,
+            65520.0,
+            7.0e4,
+            -1.0e9,
+            f32::INFINITY,
+            f32::NAN,
+            1.5,
+        ];
+        let mut out = Vec::new();
+        from_f32(DType::F16, &src, &mut out).unwrap();
+        let y: Vec<half::f16> = out
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        let m = half::f16::MAX;
+        assert_eq!(&y[..5], &[m, m, m, m, half::f16::MIN]);
+        assert_eq!(y[5], half::f16::INFINITY);
+        assert!(y[6].is_nan());
+        assert_eq!(y[7], half::f16::from_f32(1.5));
+        out.clear();
+        from_f32(DType::BF16, &[f32::MAX, -f32::MAX, f32::INFINITY], &mut out).unwrap();
+        let b: Vec<half::bf16> = out
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        assert_eq!(b, [half::bf16::MAX, half::bf16::MIN, half::bf16::INFINITY]);
     }
 
     #[test]
