@@ -32,10 +32,10 @@ fn edge_values() -> Vec<f32> {
 
 fn configs() -> Vec<(&'static str, CollectionConfig)> {
     let kv = CollectionConfig::kv_cache(HD).unwrap();
-    let v4 = kv.clone().with_codec_v4();
+    let v4 = kv.with_codec_v4();
     vec![
         ("kv codec 2", kv),
-        ("kv codec 4", v4.clone()),
+        ("kv codec 4", v4),
         (
             "kv codec 4 entropy ecsq",
             CollectionConfig {
@@ -54,7 +54,7 @@ fn finite_f16_reads_back_finite_at_every_tier() {
     for (name, cfg) in configs() {
         for kind in [TensorKind::KvKey, TensorKind::KvValue, TensorKind::Generic] {
             for tier in [Tier::Tier1, Tier::Tier2, Tier::Tier3] {
-                let st = mem_store("c", cfg.clone());
+                let st = mem_store("c", cfg);
                 let info = BlockInfo::new(DType::F16, &[256, HD]).with_kind(kind);
                 st.put_tensor_with("t", &info, &bytes(&x), tier).unwrap();
                 let y = floats(&st.get_tensor("t").unwrap().data);
