@@ -14,7 +14,8 @@ store could compute); gamma 0 = v8 today.
         bench/quality/.venv/bin/python bench/quality/kv_keys_wstep_study.py \
         TEXT OFFSET BUDGET_BITS        # e.g. apache2 0 4.95
 
-CFG lists source:gamma pairs. FLOOR=1 (default) never lets a channel's step go below
+CFG lists source:gamma pairs; g:BITS is per-channel min/max groups of 128 tokens (side data
+not counted). FLOOR=1 (default) never lets a channel's step go below
 max|y_c| / (2^(KB-1) - 1), so the KB-bit alphabet does not clamp; FLOOR=0 shows why that
 matters (at KB=8, gamma 1 then gives 6.5% logit error instead of 0.77%). CLIP bounds the
 relative step to [1/CLIP, CLIP]. Logit error is over every (query, key) pair of the window,
@@ -77,6 +78,9 @@ for l in sorted(K):
         for h in range(kpre.shape[0]):
             for t in range(0, kpre.shape[1], 256):
                 blk = kpre[h, t:t+256]
+                if src == "g":  # per-channel min/max groups of 128 tokens, gam = bits
+                    out[h, t:t+256] = np.concatenate([S.groups(blk[i:i+128], int(gam)) for i in range(0, 256, 128)])
+                    continue
                 w = qe[h] if src == "q" else pair((blk ** 2).mean(0))
                 w = np.maximum(w, 1e-12 * w.max())
                 rel = np.clip((w / np.exp(np.log(w).mean())) ** (-gam / 2), 1 / CLIP, CLIP)
