@@ -541,6 +541,11 @@ def main() -> int:
             configs += [KvCacheConfig("KvCache codec 4 tier 2, pre-RoPE keys + entropy + ecsq_tier2 + keys_ecsq"
                                       " + extents, keys 4.95 b/v", 2, 4, r, True, "extent", ecsq=True,
                                       ecsq_tier2=True, keys_ecsq=True)]
+            # Session 16 (kv-wstep): the same keys as TQTC v9, one step per channel shaped
+            # by the block's RoPE-pair key energy (flags2 bit 2), in the same budget.
+            configs += [KvCacheConfig("KvCache codec 4 tier 2, pre-RoPE keys + entropy + ecsq_tier2 + keys_ecsq"
+                                      " + extents, keys 4.95 b/v + keys_wstep", 2, 4, r, True, "extent",
+                                      ecsq=True, ecsq_tier2=True, keys_ecsq=True, keys_wstep=True)]
         only = os.environ.get("TVQ_ONLY")
         if only:  # harness knob: a subset of the configurations by label substring
             configs = [c for c in configs if any(o in c.label for o in only.split("|"))]

@@ -5,9 +5,13 @@
 //! `docs/formats/quant.md` §15) when one fits into its budget ([`kv_keys_budget`]: the
 //! larger of `KV_KEYS_ECSQ_CENTIBITS` / 100 bits per value and the byte length of the
 //! segment the block gets without the flag). The sink row (the first token of block 0, where the
-//! collection's `sink_values` allows a row) stays f16, as in that segment.
+//! collection's `sink_values` allows a row) stays f16, as in that segment. With
+//! [`CollectionConfig::kv_keys_wstep`] (flags2 bit 2) the same blocks, in the same budget,
+//! are TQTC version 9 segments instead (`tensorvault_quant::segment_v9`, §16: one step per
+//! channel shaped by the block's RoPE-pair key energy).
 
 use tensorvault_quant::segment_v8::{encode_to_fit, SegmentV8, V8Params};
+use tensorvault_quant::segment_v9::{self, SegmentV9};
 use tensorvault_quant::QuantError;
 
 use crate::config::{
@@ -67,23 +71,33 @@ pub fn kv_keys_budget(geo: &CollectionConfig, tier: Tier, len: usize, plain_len:
     usize::try_from(keys.max(plain_len as u64).min(cap)).unwrap_or(usize::MAX)
 }
 
-/// The block's v8 segment with settings `p` ([`kv_keys_params`]) in at most `max_len`
-/// bytes ([`kv_keys_budget`]), and its step; `None`
-/// when none fits, or when a channel mean or sink value is past f16's range (the block
-/// then keeps its encoding without the flag).
+/// The block's v8 segment (v9 with `wstep`: [`CollectionConfig::kv_keys_wstep`]) with
+/// settings `p` ([`kv_keys_params`]) in at most `max_len` bytes ([`kv_keys_budget`]), and
+/// its (coarsest) step; `None` when none fits, or when a channel mean or sink value is
+/// past f16's range (the block then keeps its encoding without the flag).
 ///
 /// # Errors
-/// [`crate::StoreErr::Quant`] for any other v8 encoding error (none can happen for
+/// [`crate::StoreErr::Quant`] for any other v8/v9 encoding error (none can happen for
 /// settings [`kv_keys_params`] gives and finite values).
 pub fn encode_kv_keys(
     p: &V8Params,
     values: &[f32],
     max_len: usize,
+    wstep: bool,
 ) -> Result<Option<(Vec<u8>, f32)>> {
-    match encode_to_fit(p, values, max_len) {
+    let fitted = if wstep {
+        segment_v9::encode_to_fit(p, values, max_len)
+    } else {
+        encode_to_fit(p, values, max_len)
+    };
+    match fitted {
         Ok(Some(bytes)) => {
-            let step = SegmentV8::parse(&bytes).map_or(0.0, |s| s.step());
-            if !decodes_within_f16(&bytes, values, step) {
+            let step = if wstep {
+                SegmentV9::parse(&bytes).map_or(0.0, |s| s.delta())
+            } else {
+                SegmentV8::parse(&bytes).map_or(0.0, |s| s.step())
+            };
+            if !decodes_within_f16(&bytes, values, step, wstep) {
                 return Ok(None);
             }
             Ok(Some((bytes, step)))
@@ -93,7 +107,8 @@ pub fn encode_kv_keys(
     }
 }
 
-/// Whether every value of the v8 segment `bytes` (encoded from `values` with `step`)
+/// Whether every value of the v8 (v9 with `wstep`: `step` its coarsest step, which bounds
+/// every channel's) segment `bytes` (encoded from `values` with `step`)
 /// decodes within f16's ±[`F16_MAX`]. A mid-rise reconstruction `mean + (q + 1/2) step`
 /// of a value near 65504 can pass it by up to half a step (at a step coarser than the
 /// clamp-free one, which the budget forces on wide, high-entropy channels), and the f16
@@ -102,14 +117,18 @@ pub fn encode_kv_keys(
 /// (an unclamped value decodes within `step / 2` of its input, a clamped one between its
 /// input and its channel's f16 mean, so every `|decoded| <= max|x| (1 + 2^-10) + step /
 /// 2` up to f32 rounding), so ordinary keys never pay for it. [`check_v8_f16`] refuses what this never writes.
-fn decodes_within_f16(bytes: &[u8], values: &[f32], step: f32) -> bool {
+fn decodes_within_f16(bytes: &[u8], values: &[f32], step: f32, wstep: bool) -> bool {
     let top = values.iter().fold(0f32, |m, v| m.max(v.abs()));
     if f64::from(top) * 3.0 + f64::from(step) < f64::from(F16_MAX) {
         return true;
     }
     let mut y = Vec::new();
-    tensorvault_quant::segment_v8::decode(bytes, values.len(), &mut y).is_ok()
-        && check_v8_f16(&y).is_ok()
+    if wstep {
+        segment_v9::decode(bytes, values.len(), &mut y).is_ok() && check_v9_f16(&y).is_ok()
+    } else {
+        tensorvault_quant::segment_v8::decode(bytes, values.len(), &mut y).is_ok()
+            && check_v8_f16(&y).is_ok()
+    }
 }
 
 /// The first value of a decoded v8 key block beyond f16's ±[`F16_MAX`] (the store never
@@ -120,12 +139,25 @@ fn decodes_within_f16(bytes: &[u8], values: &[f32], step: f32) -> bool {
 /// # Errors
 /// [`QuantError::OutOfRange`] with target `f16 (v8 key block)`.
 pub fn check_v8_f16(values: &[f32]) -> std::result::Result<(), QuantError> {
+    check_f16(values, "f16 (v8 key block)")
+}
+
+/// [`check_v8_f16`] for a decoded v9 key block (the read path calls it on every v9
+/// payload).
+///
+/// # Errors
+/// [`QuantError::OutOfRange`] with target `f16 (v9 key block)`.
+pub fn check_v9_f16(values: &[f32]) -> std::result::Result<(), QuantError> {
+    check_f16(values, "f16 (v9 key block)")
+}
+
+fn check_f16(values: &[f32], target: &'static str) -> std::result::Result<(), QuantError> {
     match first_not_f16(values) {
         None => Ok(()),
         Some(index) => Err(QuantError::OutOfRange {
             index,
             value: values[index],
-            target: "f16 (v8 key block)",
+            target,
         }),
     }
 }

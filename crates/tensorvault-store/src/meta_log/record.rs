@@ -10,7 +10,7 @@ use super::layout::{
     RecordType, A_COUNT, A_EMA, A_LAST_ACCESS, A_RESERVED, A_WINDOW, CRC_OFFSET, C_BITS, C_CENTRE,
     C_CENTRE_FP, C_CHECKSUM, C_CREATED_AT, C_DATA_LEN, C_DATA_OFFSET, C_DTYPE, C_KIND, C_LINEAGE,
     C_NDIM, C_RECONSTRUCT, C_RESERVED, C_SCALE, C_SHAPE, C_TIER, C_TIER_SINCE, C_ZERO_POINT,
-    D_RESERVED, HEADER_FLAG2_KV_KEYS_ECSQ, HEADER_FLAG2_WIDE_LANES, HEADER_FLAGS2_NAMES,
+    D_RESERVED, HEADER_FLAG2_KV_KEYS_ECSQ, HEADER_FLAG2_KV_KEYS_WSTEP, HEADER_FLAG2_WIDE_LANES, HEADER_FLAGS2_NAMES,
     HEADER_FLAG_CENTRE, HEADER_FLAG_ECSQ, HEADER_FLAG_ECSQ_MODEL, HEADER_FLAG_ENTROPY,
     HEADER_FLAG_EXTENTS, HEADER_FLAG_KV_ECSQ, HEADER_FLAG_KV_ECSQ_TIER2, HEADER_FLAG_ROW_GAINS,
     HEADER_KNOWN_FLAGS, HEADER_KNOWN_FLAGS2, H_BLOCK_ELEMS, H_CODEC, H_FLAGS, H_FLAGS2,
@@ -258,6 +258,7 @@ pub fn decode_header(b: &[u8]) -> Result<(CollectionConfig, u64)> {
         centre: flags & HEADER_FLAG_CENTRE != 0,
         kv_keys_ecsq: flags2 & HEADER_FLAG2_KV_KEYS_ECSQ != 0,
         wide_lanes: flags2 & HEADER_FLAG2_WIDE_LANES != 0,
+        kv_keys_wstep: flags2 & HEADER_FLAG2_KV_KEYS_WSTEP != 0,
     };
     c.validate().map_err(|e| match e {
         StoreErr::InvalidArgument { field, reason } => {
@@ -305,7 +306,7 @@ fn check_flags(flags: u8) -> Result<()> {
 /// (named by `HEADER_FLAGS2_NAMES[i]`); the header writer packs them, the reader checks
 /// the byte with [`check_flags2`].
 fn flags2_bits(c: &CollectionConfig) -> [bool; HEADER_FLAGS2_NAMES.len()] {
-    [c.kv_keys_ecsq, c.wide_lanes]
+    [c.kv_keys_ecsq, c.wide_lanes, c.kv_keys_wstep]
 }
 
 /// Refuse bits of the second flags byte (`flags2`, byte 78) this build does not know. A
