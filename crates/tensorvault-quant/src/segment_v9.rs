@@ -128,6 +128,17 @@ pub fn encode(p: &V8Params, x: &[f32], delta: f32, codes: &[u8]) -> Result<Vec<u
     Ok(encode_at(p, &c, delta, codes))
 }
 
+/// Which channels rotate together under RoPE (encoder policy: the energy of a pair is
+/// what shapes the steps; a decoder never needs it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopePairs {
+    /// Channels `2i` and `2i + 1` (GPT-J, llama.cpp on GGUF's permuted weights; the
+    /// store's `RopePairing::Interleaved`).
+    Adjacent,
+    /// Channels `i` and `i + w / 2` (GPT-NeoX, Hugging Face Llama; `RopePairing::Neox`).
+    Halves,
+}
+
 /// The encoder's per-channel shape: each channel's step relative to the others
 /// (`rel_c = (w_c / geomean(w))^(-gamma / 2)`, `w_c` the mean square of the channel's RoPE
 /// pair `2i, 2i + 1` including its mean) and its anti-clamp floor `max |y_c| / (2^(k-1) -
@@ -137,7 +148,7 @@ struct Shape {
     floor: Vec<f64>,
 }
 
-fn shape(p: &V8Params, c: &Centred, gamma: f64) -> Shape {
+fn shape(p: &V8Params, c: &Centred, gamma: f64, pairs: RopePairs) -> Shape {
     let width = c.reg.width;
     let rows = c.reg.coded_rows;
     let energy: Vec<f64> = (0..width)
@@ -146,9 +157,12 @@ fn shape(p: &V8Params, c: &Centred, gamma: f64) -> Shape {
             c.mean_sq[ch] + m * m
         })
         .collect();
-    // Width is a power of two >= 16: channels pair up.
+    // Width is a power of two >= 16: channels pair up either way.
     let w: Vec<f64> = (0..width)
-        .map(|ch| energy[ch & !1] + energy[ch | 1])
+        .map(|ch| match pairs {
+            RopePairs::Adjacent => energy[ch & !1] + energy[ch | 1],
+            RopePairs::Halves => energy[ch % (width / 2)] + energy[ch % (width / 2) + width / 2],
+        })
         .collect();
     let top = w.iter().copied().fold(0f64, f64::max);
     let rel = if top > 0.0 && top.is_finite() {
@@ -204,20 +218,34 @@ fn codes_at(sh: &Shape, s: f64) -> (f32, Vec<u8>) {
     (delta, codes)
 }
 
-/// [`encode_to_fit_gamma`] with γ = 1 (the store's setting).
+/// [`encode_to_fit_with`] with γ = 1 (the store's setting) and adjacent RoPE pairs.
 ///
 /// # Errors
-/// As [`encode_to_fit_gamma`].
+/// As [`encode_to_fit_with`].
 pub fn encode_to_fit(
     p: &V8Params,
     x: &[f32],
     max_len: usize,
 ) -> Result<Option<Vec<u8>>, QuantError> {
-    encode_to_fit_gamma(p, x, max_len, 1.0)
+    encode_to_fit_with(p, x, max_len, 1.0, RopePairs::Adjacent)
+}
+
+/// [`encode_to_fit_with`] with adjacent RoPE pairs.
+///
+/// # Errors
+/// As [`encode_to_fit_with`].
+pub fn encode_to_fit_gamma(
+    p: &V8Params,
+    x: &[f32],
+    max_len: usize,
+    gamma: f64,
+) -> Result<Option<Vec<u8>>, QuantError> {
+    encode_to_fit_with(p, x, max_len, gamma, RopePairs::Adjacent)
 }
 
 /// Encode `x` within `max_len` bytes with per-channel steps shaped by the block's RoPE-pair
-/// energy to the power `-gamma / 2` (0 gives one step, as v8, plus the floors). The base
+/// energy (pairs as `pairs` says) to the power `-gamma / 2` (0 gives one step, as v8, plus
+/// the floors). The base
 /// step walks TQTC version 7's rate ladder ([`crate::segment_v7::step_at`]) up from rung 0,
 /// where every channel sits at its anti-clamp floor (no finer step codes anything
 /// better): rung 0 when it fits, else a fitting rung whose next finer rung does not
@@ -227,11 +255,12 @@ pub fn encode_to_fit(
 /// # Errors
 /// As [`crate::segment_v8::encode`] (but for the step, which this picks);
 /// [`QuantError::InvalidParam`] `gamma` when it is not finite.
-pub fn encode_to_fit_gamma(
+pub fn encode_to_fit_with(
     p: &V8Params,
     x: &[f32],
     max_len: usize,
     gamma: f64,
+    pairs: RopePairs,
 ) -> Result<Option<Vec<u8>>, QuantError> {
     if !gamma.is_finite() {
         return Err(QuantError::InvalidParam {
@@ -244,7 +273,7 @@ pub fn encode_to_fit_gamma(
     if max_len < c.reg.stream {
         return Ok(None);
     }
-    let sh = shape(p, &c, gamma);
+    let sh = shape(p, &c, gamma, pairs);
     // Rung 0: the largest base step at which every channel still sits at its floor.
     let s0 = sh
         .floor

@@ -367,7 +367,7 @@ pub fn encode_for_tier_against(
     if let Some(p) = crate::codec_kv_keys::kv_keys_params(geo, tier, kind, shape, index, place.len)
     {
         let budget = crate::codec_kv_keys::kv_keys_budget(geo, tier, place.len, enc.bytes.len());
-        let wstep = geo.kv_keys_wstep;
+        let wstep = crate::codec_kv_keys::wstep_pairs(geo);
         if let Some((bytes, scale)) =
             crate::codec_kv_keys::encode_kv_keys(&p, values, budget, wstep)?
         {

@@ -11,7 +11,7 @@
 //! channel shaped by the block's RoPE-pair key energy).
 
 use tensorvault_quant::segment_v8::{encode_to_fit, SegmentV8, V8Params};
-use tensorvault_quant::segment_v9::{self, SegmentV9};
+use tensorvault_quant::segment_v9::{self, RopePairs, SegmentV9};
 use tensorvault_quant::QuantError;
 
 use crate::config::{
@@ -19,6 +19,7 @@ use crate::config::{
 };
 use crate::error::Result;
 use crate::finite::{first_not_f16, F16_MAX};
+use crate::rope::RopePairing;
 use crate::types::{TensorKind, Tier};
 
 /// The v8 settings of block `block_index` (`len` values) of a tensor of `kind` and
@@ -60,6 +61,18 @@ pub fn kv_keys_params(
     })
 }
 
+/// How a v9 key block's encoder pairs channels (`None`: the collection stores v8 keys):
+/// halves `(i, i + w/2)` for a collection whose keys are stored under NeoX RoPE, else
+/// adjacent channels `(2i, 2i + 1)` (interleaved RoPE, and keys stored after RoPE, whose
+/// pairing the store does not know: llama.cpp's GGUF layout is adjacent).
+#[must_use]
+pub fn wstep_pairs(geo: &CollectionConfig) -> Option<RopePairs> {
+    geo.kv_keys_wstep.then(|| match geo.rope {
+        Some(r) if r.pairing == RopePairing::Neox => RopePairs::Halves,
+        _ => RopePairs::Adjacent,
+    })
+}
+
 /// The byte budget of a v8 key block of `len` values in `tier` whose encoding without the
 /// flag takes `plain_len` bytes: the larger of `KV_KEYS_ECSQ_CENTIBITS / 100` bits per
 /// value (rounded down to whole bytes) and `plain_len`, at most the tier's
@@ -71,7 +84,8 @@ pub fn kv_keys_budget(geo: &CollectionConfig, tier: Tier, len: usize, plain_len:
     usize::try_from(keys.max(plain_len as u64).min(cap)).unwrap_or(usize::MAX)
 }
 
-/// The block's v8 segment (v9 with `wstep`: [`CollectionConfig::kv_keys_wstep`]) with
+/// The block's v8 segment (v9 with `wstep`, its channels paired as [`wstep_pairs`] says:
+/// [`CollectionConfig::kv_keys_wstep`]) with
 /// settings `p` ([`kv_keys_params`]) in at most `max_len` bytes ([`kv_keys_budget`]), and
 /// its (coarsest) step; `None` when none fits, or when a channel mean or sink value is
 /// past f16's range (the block then keeps its encoding without the flag).
@@ -83,21 +97,21 @@ pub fn encode_kv_keys(
     p: &V8Params,
     values: &[f32],
     max_len: usize,
-    wstep: bool,
+    wstep: Option<RopePairs>,
 ) -> Result<Option<(Vec<u8>, f32)>> {
-    let fitted = if wstep {
-        segment_v9::encode_to_fit(p, values, max_len)
+    let fitted = if let Some(pairs) = wstep {
+        segment_v9::encode_to_fit_with(p, values, max_len, 1.0, pairs)
     } else {
         encode_to_fit(p, values, max_len)
     };
     match fitted {
         Ok(Some(bytes)) => {
-            let step = if wstep {
+            let step = if wstep.is_some() {
                 SegmentV9::parse(&bytes).map_or(0.0, |s| s.delta())
             } else {
                 SegmentV8::parse(&bytes).map_or(0.0, |s| s.step())
             };
-            if !decodes_within_f16(&bytes, values, step, wstep) {
+            if !decodes_within_f16(&bytes, values, step, wstep.is_some()) {
                 return Ok(None);
             }
             Ok(Some((bytes, step)))

@@ -85,15 +85,28 @@ fn tier_2_keys_are_v9_in_the_v8_budget() {
                 .unwrap();
         }
         let n = 256 * 64;
-        let (old, new, groups) = (payloads(&v8, "k"), payloads(&v9, "k"), payloads(&plain, "k"));
-        for (i, ((po, _), ((pn, bn), (pg, _)))) in old.iter().zip(new.iter().zip(&groups)).enumerate()
+        let (old, new, groups) = (
+            payloads(&v8, "k"),
+            payloads(&v9, "k"),
+            payloads(&plain, "k"),
+        );
+        for (i, ((po, _), ((pn, bn), (pg, _)))) in
+            old.iter().zip(new.iter().zip(&groups)).enumerate()
         {
             assert_eq!(po[q::VERSION_OFFSET], q::V8_VERSION, "block {i}");
-            assert_eq!((pn[q::VERSION_OFFSET], *bn), (q::V9_VERSION, 8), "block {i}");
+            assert_eq!(
+                (pn[q::VERSION_OFFSET], *bn),
+                (q::V9_VERSION, 8),
+                "block {i}"
+            );
             let cap = budget(&geo(true, extents), n, pg.len());
             assert!(pn.len() <= cap, "block {i}: {} > {cap}", pn.len());
             // The rate control fills the same budget v8 fills.
-            assert!(pn.len() + 64 > cap.min(n * 495 / 800), "block {i}: {}", pn.len());
+            assert!(
+                pn.len() + 64 > cap.min(n * 495 / 800),
+                "block {i}: {}",
+                pn.len()
+            );
             let seg = SegmentV9::parse(pn).unwrap();
             assert_eq!((seg.width(), seg.raw_rows()), (64, usize::from(i == 0)));
             // The steps are shaped: the wide channels (every 13th) get coarser steps.
@@ -114,7 +127,10 @@ fn tier_2_keys_are_v9_in_the_v8_budget() {
 
 #[test]
 fn other_tiers_and_kinds_are_stored_as_with_kv_keys_ecsq_alone() {
-    let (v8, v9) = (mem_store("c", geo(false, false)), mem_store("c", geo(true, false)));
+    let (v8, v9) = (
+        mem_store("c", geo(false, false)),
+        mem_store("c", geo(true, false)),
+    );
     let x = keys(300, 7);
     for (kind, tier) in [
         (TensorKind::KvKey, Tier::Tier1),
@@ -132,7 +148,8 @@ fn other_tiers_and_kinds_are_stored_as_with_kv_keys_ecsq_alone() {
     let info = BlockInfo::new(DType::F16, &[400, 48]).with_kind(TensorKind::KvKey);
     let x = bell_tokens(400, 48, 3, 0.3);
     for s in [&v8, &v9] {
-        s.put_tensor_with("r", &info, &bytes(&x), Tier::Tier2).unwrap();
+        s.put_tensor_with("r", &info, &bytes(&x), Tier::Tier2)
+            .unwrap();
     }
     assert_eq!(payloads(&v8, "r"), payloads(&v9, "r"));
 }
@@ -147,7 +164,11 @@ fn migration_tier_1_to_2_to_3_to_2_re_encodes() {
     let walk = mem_store("c", g);
     walk.put_tensor_with("k", &key_info(&[512, HD]), &bytes(&x), Tier::Tier1)
         .unwrap();
-    for (tier, bound) in [(Tier::Tier2, 0.03), (Tier::Tier3, 0.08), (Tier::Tier2, 0.08)] {
+    for (tier, bound) in [
+        (Tier::Tier2, 0.03),
+        (Tier::Tier3, 0.08),
+        (Tier::Tier2, 0.08),
+    ] {
         walk.migrate_tensor("k", tier).unwrap();
         let versions: Vec<u8> = payloads(&walk, "k")
             .iter()
@@ -175,7 +196,10 @@ fn the_bit_needs_kv_keys_ecsq_and_is_refused_at_byte_78_without_it() {
 
     let h = encode_header(&geo(true, false), 0);
     assert_eq!(H_FLAGS2, 78);
-    assert_eq!(h[H_FLAGS2], HEADER_FLAG2_KV_KEYS_ECSQ | HEADER_FLAG2_KV_KEYS_WSTEP);
+    assert_eq!(
+        h[H_FLAGS2],
+        HEADER_FLAG2_KV_KEYS_ECSQ | HEADER_FLAG2_KV_KEYS_WSTEP
+    );
     assert_eq!(HEADER_FLAG2_KV_KEYS_WSTEP, 1 << 2);
     assert!(decode_header(&h).unwrap().0.kv_keys_wstep);
     // Crafted: bit 2 without bit 0 is refused naming the bit and byte 78.
@@ -295,7 +319,13 @@ fn a_corrupt_v9_payload_is_a_typed_error() {
     // Cut inside the step codes.
     let e = tensorvault_quant::segment_v9::decode(&p[..codes + 10], 16384, &mut out).unwrap_err();
     assert!(
-        matches!(e, QuantError::Truncated { what: "v9 step codes", .. }),
+        matches!(
+            e,
+            QuantError::Truncated {
+                what: "v9 step codes",
+                ..
+            }
+        ),
         "{e:?}"
     );
 }
