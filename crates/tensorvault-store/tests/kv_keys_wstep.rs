@@ -58,6 +58,21 @@ fn key_info(shape: &[u32; 2]) -> BlockInfo<'_> {
     BlockInfo::new(DType::F16, shape).with_kind(TensorKind::KvKey)
 }
 
+/// The squared error of `y` against `x` (rows of [`HD`] channels), each channel's weighted
+/// by the mean energy of its RoPE pair `(2i, 2i + 1)` in `x`.
+fn pair_weighted_error(x: &[f32], y: &[f32]) -> f64 {
+    let hd = HD as usize;
+    let mut energy = vec![0f64; hd];
+    let mut err = vec![0f64; hd];
+    for (i, (a, b)) in x.iter().zip(y).enumerate() {
+        energy[i % hd] += f64::from(*a) * f64::from(*a);
+        err[i % hd] += (f64::from(*a) - f64::from(*b)).powi(2);
+    }
+    (0..hd)
+        .map(|c| (energy[c & !1] + energy[c | 1]) * err[c])
+        .sum()
+}
+
 fn reseal(mut h: [u8; 128], at: usize, v: u8) -> [u8; 128] {
     h[at] = v;
     let crc = crc32c(&h[..120]);
@@ -116,10 +131,13 @@ fn tier_2_keys_are_v9_in_the_v8_budget() {
         let y8 = floats(&v8.get_tensor("k").unwrap().data);
         let y9 = floats(&v9.get_tensor("k").unwrap().data);
         assert_eq!(&y9[..64], &x[..64], "the sink row stays f16");
-        // Per-channel steps trade some key MSE for the channels attention weighs most:
-        // the error stays within a small factor of v8's.
+        // Per-channel steps trade key MSE for the channels whose RoPE pairs carry the
+        // most energy (what `q . dk` weighs, for queries aligned with the keys): the
+        // error weighted by pair energy falls, the plain error stays small.
         let (e8, e9) = (rel_rmse(&x, &y8), rel_rmse(&x, &y9));
-        assert!(e9 < 2.0 * e8 && e9 < 0.05, "{e9} vs {e8}");
+        assert!(e9 < 3.0 * e8 && e9 < 0.02, "{e9} vs {e8}");
+        let (w8, w9) = (pair_weighted_error(&x, &y8), pair_weighted_error(&x, &y9));
+        assert!(w9 < 0.9 * w8, "{w9} vs {w8}");
         let bpv = v9.stats().unwrap().payload_bytes[2] as f64 * 8.0 / x.len() as f64;
         assert!(bpv <= 4.96, "{bpv}");
     }
