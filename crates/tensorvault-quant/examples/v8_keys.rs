@@ -31,8 +31,11 @@ use common::{read_npy, Tally};
 use tensorvault_quant::kind::{v2_layout, TensorKind};
 use tensorvault_quant::segment_v2::encode as v2_encode;
 use tensorvault_quant::segment_v5::{decode_any, encode_smallest};
+use tensorvault_quant::segment_v8::SegmentV8;
 use tensorvault_quant::segment_v8::{decode as v8_decode, encode_to_fit as v8_fit, V8Params};
-use tensorvault_quant::segment_v9::{decode as v9_decode, encode_to_fit_gamma as v9_fit};
+use tensorvault_quant::segment_v9::{
+    decode as v9_decode, encode_to_fit_gamma as v9_fit, SegmentV9,
+};
 
 /// Tokens per KV block (the store's KV layout: 32 KiB of f16 at head_dim 64).
 const BLOCK_TOKENS: usize = 256;
@@ -106,6 +109,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = std::path::Path::new(out_dir);
     let (mut today, mut v8, mut v9) = (Tally::default(), Tally::default(), Tally::default());
     let (mut fallbacks, mut fallbacks9) = (0usize, 0usize);
+    // Distinct side bytes (model tables) per coded block, summed: v8, v9.
+    let (mut tables8, mut tables9, mut coded8, mut coded9) = (0usize, 0usize, 0usize, 0usize);
+    let distinct = |sides: &[u8]| {
+        let mut seen = [false; 256];
+        sides.iter().for_each(|&j| seen[usize::from(j)] = true);
+        seen.iter().filter(|&&b| b).count()
+    };
     let (mut y_today, mut y_v8, mut y_v9) = (Vec::new(), Vec::new(), Vec::new());
     for f in files {
         let (header, x) = read_npy(f)?;
@@ -150,6 +160,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let b_v9 = v9_fit(&p8, blk, budget, gamma)?;
                 v9.enc += t.elapsed();
                 if let Some(b_v9) = b_v9 {
+                    tables9 += distinct(SegmentV9::parse(&b_v9)?.sides());
+                    coded9 += 1;
                     let t = Instant::now();
                     v9_decode(&b_v9, blk.len(), &mut y_v9)?;
                     v9.dec += t.elapsed();
@@ -167,6 +179,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     out_v8[at..at + blk.len()].copy_from_slice(&y_today);
                     continue;
                 };
+                tables8 += distinct(SegmentV8::parse(&b_v8)?.sides());
+                coded8 += 1;
                 let t = Instant::now();
                 v8_decode(&b_v8, blk.len(), &mut y_v8)?;
                 v8.dec += t.elapsed();
@@ -198,6 +212,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "  v9 k={bits} gamma {gamma}, in the same budget: {}  (blocks kept as today: {fallbacks9})",
         line(&v9)
+    );
+    println!(
+        "  distinct model tables per block: v8 {:.1}, v9 {:.1}",
+        tables8 as f64 / coded8.max(1) as f64,
+        tables9 as f64 / coded9.max(1) as f64
     );
     Ok(())
 }
