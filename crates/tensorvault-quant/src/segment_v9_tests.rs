@@ -408,3 +408,50 @@ proptest! {
         let _ = dec(&b);
     }
 }
+
+#[test]
+fn rope_pairs_shape_both_channels_of_a_pair_alike() {
+    // Every channel the same spread, energies set by per-pair offsets: under the pairing
+    // the offsets follow, both channels of a pair want the same step.
+    let w = 64usize;
+    let rows = 128usize;
+    let base = keys(rows, w, 17);
+    for (pairs, partner) in [
+        (
+            RopePairs::Adjacent,
+            (|c: usize, _w: usize| c ^ 1) as fn(usize, usize) -> usize,
+        ),
+        (RopePairs::Halves, |c: usize, w: usize| (c + w / 2) % w),
+    ] {
+        let x: Vec<f32> = base
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let c = i % w;
+                let pair = match pairs {
+                    RopePairs::Adjacent => c / 2,
+                    RopePairs::Halves => c % (w / 2),
+                };
+                // Spread 0.1..0.3 around a pair offset of 0..15.5.
+                (v - ((c * 37 % 11) as f32 - 5.0) * 0.7) * 0.1 + pair as f32 * 0.5
+            })
+            .collect();
+        let p = params(8, 64, 0);
+        let bytes = encode_to_fit_with(&p, &x, x.len() * 495 / 800, 1.0, pairs)
+            .unwrap()
+            .unwrap();
+        let seg = SegmentV9::parse(&bytes).unwrap();
+        let codes = seg.step_codes();
+        let same = (0..w).filter(|&c| codes[c] == codes[partner(c, w)]).count();
+        assert!(same >= w * 3 / 4, "{pairs:?}: {same} of {w}: {codes:?}");
+        // And the other pairing does not see those pairs.
+        let other = match pairs {
+            RopePairs::Adjacent => RopePairs::Halves,
+            RopePairs::Halves => RopePairs::Adjacent,
+        };
+        let b2 = encode_to_fit_with(&p, &x, x.len() * 495 / 800, 1.0, other)
+            .unwrap()
+            .unwrap();
+        assert_ne!(SegmentV9::parse(&b2).unwrap().step_codes(), codes);
+    }
+}

@@ -175,3 +175,34 @@ fn check_f16(values: &[f32], target: &'static str) -> std::result::Result<(), Qu
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rope::RopeSpec;
+
+    #[test]
+    fn wstep_pairs_follow_the_collections_rope_layout() {
+        let base = CollectionConfig {
+            entropy: true,
+            kv_keys_ecsq: true,
+            ..CollectionConfig::kv_cache(64).unwrap().with_codec_v4()
+        };
+        assert_eq!(wstep_pairs(&base), None);
+        let on = CollectionConfig {
+            kv_keys_wstep: true,
+            ..base
+        };
+        assert_eq!(wstep_pairs(&on), Some(RopePairs::Adjacent));
+        for (pairing, want) in [
+            (RopePairing::Neox, RopePairs::Halves),
+            (RopePairing::Interleaved, RopePairs::Adjacent),
+        ] {
+            let g = CollectionConfig {
+                rope: Some(RopeSpec::new(10_000.0, 64, pairing).unwrap()),
+                ..on
+            };
+            assert_eq!(wstep_pairs(&g), Some(want), "{pairing:?}");
+        }
+    }
+}
