@@ -26,6 +26,8 @@ use crate::types::{TensorKind, Tier};
 /// `shape` in `tier`, or `None` when the block is not coded as v8: another collection,
 /// tier or kind; a block that does not start on a row or hold whole rows; a head that is
 /// not a power of two in 16..=1024 channels; a block with no row after the sink row.
+/// Tier 2 with `kv_keys_ecsq`; with `kv_keys_wstep` tier 3 as well (as v9, in the bytes of
+/// the block's 4-bit key envelope: [`kv_keys_budget`]).
 #[must_use]
 pub fn kv_keys_params(
     geo: &CollectionConfig,
@@ -35,11 +37,8 @@ pub fn kv_keys_params(
     block_index: u32,
     len: usize,
 ) -> Option<V8Params> {
-    if !geo.kv_keys_ecsq
-        || geo.codec != CODEC_V4
-        || tier != Tier::Tier2
-        || kind != TensorKind::KvKey
-    {
+    let tier_ok = tier == Tier::Tier2 || (tier == Tier::Tier3 && geo.kv_keys_wstep);
+    if !geo.kv_keys_ecsq || geo.codec != CODEC_V4 || !tier_ok || kind != TensorKind::KvKey {
         return None;
     }
     let width = shape.last().copied()?;
@@ -74,12 +73,17 @@ pub fn wstep_pairs(geo: &CollectionConfig) -> Option<RopePairs> {
 }
 
 /// The byte budget of a v8 key block of `len` values in `tier` whose encoding without the
-/// flag takes `plain_len` bytes: the larger of `KV_KEYS_ECSQ_CENTIBITS / 100` bits per
-/// value (rounded down to whole bytes) and `plain_len`, at most the tier's
-/// `max_block_len` (a slot, or the extent cap).
+/// flag takes `plain_len` bytes: at tier 2 the larger of `KV_KEYS_ECSQ_CENTIBITS / 100`
+/// bits per value (rounded down to whole bytes) and `plain_len`; at tier 3 (v9 only)
+/// `plain_len` (tier 3 sits at its 3.5 b/v edge: never more than the 4-bit groups); at
+/// most the tier's `max_block_len` (a slot, or the extent cap).
 #[must_use]
 pub fn kv_keys_budget(geo: &CollectionConfig, tier: Tier, len: usize, plain_len: usize) -> usize {
-    let keys = len as u64 * KV_KEYS_ECSQ_CENTIBITS / 800;
+    let keys = if tier == Tier::Tier2 {
+        len as u64 * KV_KEYS_ECSQ_CENTIBITS / 800
+    } else {
+        0
+    };
     let cap = u64::from(geo.max_block_len(tier));
     usize::try_from(keys.max(plain_len as u64).min(cap)).unwrap_or(usize::MAX)
 }

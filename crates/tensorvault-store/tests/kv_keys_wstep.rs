@@ -152,8 +152,8 @@ fn other_tiers_and_kinds_are_stored_as_with_kv_keys_ecsq_alone() {
     let x = keys(300, 7);
     for (kind, tier) in [
         (TensorKind::KvKey, Tier::Tier1),
-        (TensorKind::KvKey, Tier::Tier3),
         (TensorKind::KvValue, Tier::Tier2),
+        (TensorKind::KvValue, Tier::Tier3),
         (TensorKind::Generic, Tier::Tier2),
     ] {
         let info = BlockInfo::new(DType::F16, &[300, HD]).with_kind(kind);
@@ -170,6 +170,41 @@ fn other_tiers_and_kinds_are_stored_as_with_kv_keys_ecsq_alone() {
             .unwrap();
     }
     assert_eq!(payloads(&v8, "r"), payloads(&v9, "r"));
+}
+
+#[test]
+fn tier_3_keys_are_v9_within_the_4_bit_envelope() {
+    let x = keys(768, 30);
+    let (v8, v9) = (
+        mem_store("c", geo(false, true)),
+        mem_store("c", geo(true, true)),
+    );
+    for s in [&v8, &v9] {
+        s.put_tensor_with("k", &key_info(&[768, HD]), &bytes(&x), Tier::Tier3)
+            .unwrap();
+    }
+    // Without bit 2, tier 3 keys are the 4-bit groups (v8 is tier 2 only).
+    let (old, new) = (payloads(&v8, "k"), payloads(&v9, "k"));
+    for (i, ((po, bo), (pn, bn))) in old.iter().zip(&new).enumerate() {
+        assert_ne!(po[q::VERSION_OFFSET], q::V8_VERSION, "block {i}");
+        assert_eq!(
+            (pn[q::VERSION_OFFSET], *bo, *bn),
+            (q::V9_VERSION, 4, 8),
+            "block {i}"
+        );
+        assert!(
+            pn.len() <= po.len(),
+            "block {i}: {} > {}",
+            pn.len(),
+            po.len()
+        );
+    }
+    let y8 = floats(&v8.get_tensor("k").unwrap().data);
+    let y9 = floats(&v9.get_tensor("k").unwrap().data);
+    let (w8, w9) = (pair_weighted_error(&x, &y8), pair_weighted_error(&x, &y9));
+    assert!(w9 < 0.9 * w8, "{w9} vs {w8}");
+    let bpv = |s: &mem::Mem| s.stats().unwrap().payload_bytes[3] as f64 * 8.0 / x.len() as f64;
+    assert!(bpv(&v9) <= bpv(&v8), "{} > {}", bpv(&v9), bpv(&v8));
 }
 
 #[test]
@@ -192,11 +227,8 @@ fn migration_tier_1_to_2_to_3_to_2_re_encodes() {
             .iter()
             .map(|(p, _)| p[q::VERSION_OFFSET])
             .collect();
-        if tier == Tier::Tier2 {
-            assert_eq!(versions, [q::V9_VERSION; 2]);
-        } else {
-            assert!(!versions.contains(&q::V9_VERSION), "{versions:?}");
-        }
+        // v9 at tiers 2 and 3 (tier 3 within the 4-bit envelope's bytes).
+        assert_eq!(versions, [q::V9_VERSION; 2], "{tier:?}");
         let e = rel_rmse(&x, &floats(&walk.get_tensor("k").unwrap().data));
         assert!(e < bound, "{tier:?}: {e}");
     }
