@@ -142,9 +142,10 @@ pub struct PutArgs {
     #[arg(long, requires = "kv_head_dim")]
     pub kv_keys_ecsq: bool,
     /// With --kv-keys-ecsq: store those tier 2 key blocks as TQTC v9 instead of v8, in the
-    /// same bytes: one step per channel, shaped by the block's own key energy of each RoPE
-    /// pair (finer steps where queries look hardest), never finer than a channel's largest
-    /// value needs; about 25% less attention-logit error at the same size (MetaLog header
+    /// same bytes, and tier 3 key blocks as v9 within the bytes of their 4-bit groups: one
+    /// step per channel, shaped by the block's own key energy of each RoPE pair (finer
+    /// steps where queries look hardest), never finer than a channel's largest value needs;
+    /// about 25% less attention-logit error at the same size (MetaLog header
     /// flags2 bit 2, which builds before it refuse; Python `KvCache(..., keys_ecsq=True,
     /// keys_wstep=True)`).
     #[arg(long, requires = "kv_keys_ecsq")]

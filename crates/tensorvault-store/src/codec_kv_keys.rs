@@ -8,7 +8,8 @@
 //! collection's `sink_values` allows a row) stays f16, as in that segment. With
 //! [`CollectionConfig::kv_keys_wstep`] (flags2 bit 2) the same blocks, in the same budget,
 //! are TQTC version 9 segments instead (`tensorvault_quant::segment_v9`, §16: one step per
-//! channel shaped by the block's RoPE-pair key energy).
+//! channel shaped by the block's RoPE-pair key energy), and so are tier 3 key blocks that
+//! qualify the same way, within the bytes of their 4-bit key envelope.
 
 use tensorvault_quant::segment_v8::{encode_to_fit, SegmentV8, V8Params};
 use tensorvault_quant::segment_v9::{self, RopePairs, SegmentV9};

@@ -216,10 +216,11 @@ pub struct CollectionConfig {
     /// v8 plus one step per channel, each channel's step shaped by the block's own key
     /// energy of its RoPE pair, `step_c ∝ (w_c / geomean(w))^(-1/2)`, never finer than
     /// its largest value needs unclamped), in the same byte budget, with the same
-    /// qualification and the same fallback. The logit error `q . dk` attention sees falls
-    /// about 25% at the same bytes (bench/RESULTS.md "Session 16: kv-wstep"). Reading
-    /// dispatches on the segment version, so v8 blocks read either way. MetaLog header
-    /// flags2 bit 2 (byte 78). Opt-in.
+    /// qualification and the same fallback; and tier 3 key blocks that qualify the same
+    /// way are v9 within the bytes of their 4-bit key envelope (never more). The logit
+    /// error `q . dk` attention sees falls about 25% at the same bytes (bench/RESULTS.md
+    /// "Session 16: kv-wstep"). Reading dispatches on the segment version, so v8 blocks
+    /// read either way. MetaLog header flags2 bit 2 (byte 78). Opt-in.
     pub kv_keys_wstep: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a

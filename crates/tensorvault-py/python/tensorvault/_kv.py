@@ -129,7 +129,8 @@ class KvCache:
             builds before session 15 refuse to open it); raises
             :class:`tensorvault.InvalidArgumentError` without entropy coding.
         keys_wstep: With ``keys_ecsq=True``: store those tier 2 key blocks as TQTC
-            version 9 instead of 8, in the same bytes: one quantizer step per channel,
+            version 9 instead of 8, in the same bytes, and tier 3 key blocks as version 9
+            within the bytes of their 4-bit groups: one quantizer step per channel,
             shaped by the block's own key energy of the channel's RoPE pair (finer where
             attention's queries weigh the keys most, never finer than the channel's
             largest value needs), which cuts the attention-logit error about 25% at the
