@@ -13,7 +13,13 @@ post-RoPE keys.
 
     cargo build --release -p tensorvault-quant --example v8_keys
     OPENBLAS_NUM_THREADS=1 bench/quality/.venv/bin/python bench/quality/kv_keys_v8.py \
-        --text apache2 --offset 0 [--tokens 1536] [--bits 10] [--lanes 2]
+        --text apache2 --offset 0 [--tokens 1536] [--bits 10] [--lanes 2] \
+        [--centibits 495] [--gamma 0.5,1,1.5]
+
+Session 16 (kv-wstep): the example also codes every block as TQTC v9 (one step per
+channel, shaped by the block's RoPE-pair key energy to the power -gamma/2) in v8's budget;
+`--centibits 495` gives both the store's `kv_keys_ecsq` budget (max(4.95 b/v, today's
+length)) instead of today's length.
 """
 from __future__ import annotations
 
@@ -49,6 +55,9 @@ def main() -> int:
     ap.add_argument("--lanes", type=int, default=2)
     ap.add_argument("--today-bits", type=int, default=5,
                     help="today's key groups: 5 bits (tier 2) or 4 (tier 3)")
+    ap.add_argument("--centibits", type=int, default=None,
+                    help="v8/v9 budget: max(C/100 b/v, today's length), as the store's kv_keys_ecsq")
+    ap.add_argument("--gamma", default="1", help="v9 step-shaping exponents, comma-separated")
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "examples", "v8_keys"))
     a = ap.parse_args()
     from smollm import SmolLM
@@ -75,12 +84,15 @@ def main() -> int:
             np.save(f, np.ascontiguousarray(pre))
             files.append(f)
         print(f"{a.text} @{a.offset}, {len(ids)} tokens, tier-2 key blocks of 256 tokens:")
-        for bits in a.bits.split(","):
-            out = subprocess.run([a.bin, "--today-bits", str(a.today_bits), bits, str(a.lanes), d, *files],
+        for bits, gamma in [(b, g) for b in a.bits.split(",") for g in a.gamma.split(",")]:
+            opts = ["--today-bits", str(a.today_bits), "--gamma", gamma]
+            if a.centibits is not None:
+                opts += ["--centibits", str(a.centibits)]
+            out = subprocess.run([a.bin, *opts, bits, str(a.lanes), d, *files],
                                  check=True,
                                  capture_output=True, text=True).stdout
             print(out.rstrip())
-            acc = {n: [0.0, 0.0, 0.0, 0.0] for n in ("today", "v8")}
+            acc = {n: [0.0, 0.0, 0.0, 0.0] for n in ("today", "v8", "v9")}
             for l in sorted(K):
                 ref = K[l].astype(np.float64)
                 for n in acc:
@@ -95,7 +107,7 @@ def main() -> int:
                         acc[n][2] += float(((s_q - s_ref) ** 2).sum())
                         acc[n][3] += float((s_ref ** 2).sum())
             for n, (e, s, el, sl) in acc.items():
-                print(f"  {n:6s} k={bits:>2}  K rel. RMSE {np.sqrt(e / s) * 100:.3f}%   "
+                print(f"  {n:6s} k={bits:>2} g={gamma}  K rel. RMSE {np.sqrt(e / s) * 100:.3f}%   "
                       f"logits rel. RMSE {np.sqrt(el / sl) * 100:.3f}%")
     return 0
 

@@ -541,6 +541,17 @@ def main() -> int:
             configs += [KvCacheConfig("KvCache codec 4 tier 2, pre-RoPE keys + entropy + ecsq_tier2 + keys_ecsq"
                                       " + extents, keys 4.95 b/v", 2, 4, r, True, "extent", ecsq=True,
                                       ecsq_tier2=True, keys_ecsq=True)]
+            # Session 16 (kv-wstep): the same keys as TQTC v9, one step per channel shaped
+            # by the block's RoPE-pair key energy (flags2 bit 2), in the same budget.
+            configs += [KvCacheConfig("KvCache codec 4 tier 2, pre-RoPE keys + entropy + ecsq_tier2 + keys_ecsq"
+                                      " + extents, keys 4.95 b/v + keys_wstep", 2, 4, r, True, "extent",
+                                      ecsq=True, ecsq_tier2=True, keys_ecsq=True, keys_wstep=True)]
+            # ... and at tier 3 (session 16): the keys as v9 within the bytes of their 4-bit
+            # envelope (kv_keys_wstep covers tier 3; v8 there was tried and reverted in
+            # session 15, RESULTS "Session 15: kv-chan" 3b).
+            configs += [KvCacheConfig("KvCache codec 4 tier 3, pre-RoPE 4-bit keys + entropy + ecsq + extents"
+                                      " + keys_ecsq + keys_wstep", 3, 4, r, True, "extent", ecsq=True,
+                                      keys_ecsq=True, keys_wstep=True)]
         only = os.environ.get("TVQ_ONLY")
         if only:  # harness knob: a subset of the configurations by label substring
             configs = [c for c in configs if any(o in c.label for o in only.split("|"))]

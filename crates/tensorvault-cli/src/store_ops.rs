@@ -59,6 +59,7 @@ pub fn put<B: Backend>(b: &B, a: &PutArgs, ctx: &report::Ctx) -> Result<i32, Cli
         geometry = codec_v4(geometry);
         geometry.entropy = true;
         geometry.kv_keys_ecsq = true;
+        geometry.kv_keys_wstep = a.kv_keys_wstep;
     }
     if a.ecsq {
         geometry = codec_v4(geometry);

@@ -60,11 +60,12 @@ fn read_only_commands_on_a_flags2_collection_never_write() {
         assert!(before == snapshot(&coll), "{cmd:?} modified the store");
     }
 
-    // A later build's flags2 bit (bit 2), resealed: refused by every command, naming
-    // the field and the offset, and nothing is written.
+    // A later build's flags2 bit (bit 3; bit 2 is `kv_keys_wstep` since session 16),
+    // resealed: refused by every command, naming the field and the offset, and nothing
+    // is written.
     let log = coll.join("meta.log");
     let mut b = std::fs::read(&log).unwrap();
-    b[78] |= 1 << 2;
+    b[78] |= 1 << 3;
     let crc = tensorvault_core::checksum::crc32c(&b[..120]);
     b[120..124].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&log, &b).unwrap();

@@ -195,7 +195,7 @@ impl KvCache {
     /// byte alignment of slots and extents, a power of two in 8..=2^20 (default 64); with
     /// `allocation="extent"` each block's payload is rounded up to it on disk.
     #[new]
-    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="os", max_blocks_per_tier=None, age_tiers=None, block_tokens=None, rope=None, codec=None, entropy=false, allocation="slot", ecsq=false, ecsq_tier2=false, keys_ecsq=false, wide_lanes=false, slot_align=None))]
+    #[pyo3(signature = (root, tenant, collection, head_dim, create=true, durability="os", max_blocks_per_tier=None, age_tiers=None, block_tokens=None, rope=None, codec=None, entropy=false, allocation="slot", ecsq=false, ecsq_tier2=false, keys_ecsq=false, wide_lanes=false, slot_align=None, keys_wstep=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -217,6 +217,7 @@ impl KvCache {
         keys_ecsq: bool,
         wide_lanes: bool,
         slot_align: Option<u32>,
+        keys_wstep: bool,
     ) -> PyResult<Self> {
         let geometry = match block_tokens {
             None => CollectionConfig::kv_cache(head_dim),
@@ -239,6 +240,7 @@ impl KvCache {
         geometry.kv_ecsq = ecsq;
         geometry.kv_ecsq_tier2 = ecsq_tier2;
         geometry.kv_keys_ecsq = keys_ecsq;
+        geometry.kv_keys_wstep = keys_wstep;
         geometry.wide_lanes = wide_lanes;
         if let Some(n) = slot_align {
             geometry.slot_align = n;

@@ -516,6 +516,7 @@ impl Store {
         d.set_item("centre", g.centre)?;
         d.set_item("kv_keys_ecsq", g.kv_keys_ecsq)?;
         d.set_item("wide_lanes", g.wide_lanes)?;
+        d.set_item("kv_keys_wstep", g.kv_keys_wstep)?;
         Ok(d)
     }
 

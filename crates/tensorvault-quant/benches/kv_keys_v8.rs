@@ -4,6 +4,7 @@
 //! per-channel groups of 128 tokens in the v5 envelope) and as v8 fitted into that
 //! segment's length: encode (v8: the rate control) and decode. Throughput counts f32
 //! values in (encode) or out (decode), so the figures compare with item 7's bars.
+//! Session 16: the same block as TQTC v9 (one step per channel) in v8's budget.
 
 #![allow(
     missing_docs,
@@ -18,6 +19,7 @@ use tensorvault_quant::kind::{v2_layout, TensorKind};
 use tensorvault_quant::segment_v2;
 use tensorvault_quant::segment_v5::{decode_any, encode_smallest};
 use tensorvault_quant::segment_v8::{decode as v8_decode, encode_to_fit, V8Params};
+use tensorvault_quant::segment_v9::{decode as v9_decode, encode_to_fit as v9_fit};
 
 fn bench(c: &mut Criterion) {
     let n = 256 * 64;
@@ -34,12 +36,15 @@ fn bench(c: &mut Criterion) {
         lanes_log2: 2,
     };
     let v8 = encode_to_fit(&p8, &x, t.len()).unwrap().unwrap();
+    let v9 = v9_fit(&p8, &x, t.len()).unwrap().unwrap();
     eprintln!(
-        "today {} bytes ({:.3} b/v), v8 {} bytes ({:.3} b/v)",
+        "today {} bytes ({:.3} b/v), v8 {} bytes ({:.3} b/v), v9 {} bytes ({:.3} b/v)",
         t.len(),
         t.len() as f64 * 8.0 / n as f64,
         v8.len(),
-        v8.len() as f64 * 8.0 / n as f64
+        v8.len() as f64 * 8.0 / n as f64,
+        v9.len(),
+        v9.len() as f64 * 8.0 / n as f64
     );
     g.bench_function("encode_today_5bit_groups_v5", |b| {
         b.iter(|| black_box(today()))
@@ -47,12 +52,18 @@ fn bench(c: &mut Criterion) {
     g.bench_function("encode_v8_to_fit", |b| {
         b.iter(|| encode_to_fit(&p8, black_box(&x), t.len()).unwrap())
     });
+    g.bench_function("encode_v9_to_fit", |b| {
+        b.iter(|| v9_fit(&p8, black_box(&x), t.len()).unwrap())
+    });
     let mut out = Vec::with_capacity(n);
     g.bench_function("decode_today_5bit_groups_v5", |b| {
         b.iter(|| decode_any(black_box(&t), n, &mut out).unwrap())
     });
     g.bench_function("decode_v8", |b| {
         b.iter(|| v8_decode(black_box(&v8), n, &mut out).unwrap())
+    });
+    g.bench_function("decode_v9", |b| {
+        b.iter(|| v9_decode(black_box(&v9), n, &mut out).unwrap())
     });
     g.finish();
     hostile(c);

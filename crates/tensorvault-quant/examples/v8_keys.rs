@@ -8,13 +8,19 @@
 //! - today: the 5-bit per-channel groups of 128 tokens (`kind::v2_layout` for `kv_key`,
 //!   TQTC v2) in the v5 rANS envelope where that is shorter, exactly what a codec-4 KV
 //!   cache with `entropy` stores at tier 2;
-//! - v8: `segment_v8::encode_to_fit` with `BITS`-bit codes into at most today's length.
+//! - v8: `segment_v8::encode_to_fit` with `BITS`-bit codes into at most today's length
+//!   (with `--centibits C`: the store's `kv_keys_ecsq` budget, the larger of `C / 100`
+//!   bits per value and today's length);
+//! - v9 (session 16): `segment_v9::encode_to_fit_gamma` (one step per channel, shaped by
+//!   the block's RoPE-pair key energy to the power `-GAMMA / 2`, `--gamma`, default 1) in
+//!   the same budget as v8.
 //!
 //! Prints the keys' relative RMSE (`sqrt(sum e^2 / sum x^2)`) and the stored bits per
-//! value of each, and writes both decodings next to the inputs' names in `OUT_DIR`
-//! (`NAME.today.npy`, `NAME.v8.npy`) for the script to score the attention logits.
+//! value of each, and writes the decodings next to the inputs' names in `OUT_DIR`
+//! (`NAME.today.npy`, `NAME.v8.npy`, `NAME.v9.npy`) for the script to score the
+//! attention logits.
 //!
-//! `cargo run --release -p tensorvault-quant --example v8_keys -- [--today-bits B] BITS LANES_LOG2 OUT_DIR FILE.npy...`
+//! `cargo run --release -p tensorvault-quant --example v8_keys -- [--today-bits B] [--centibits C] [--gamma G] BITS LANES_LOG2 OUT_DIR FILE.npy...`
 //! (`--today-bits 4`: today's tier-3 keys, 4-bit groups, instead of tier 2's 5-bit ones).
 
 use std::time::Instant;
@@ -25,7 +31,11 @@ use common::{read_npy, Tally};
 use tensorvault_quant::kind::{v2_layout, TensorKind};
 use tensorvault_quant::segment_v2::encode as v2_encode;
 use tensorvault_quant::segment_v5::{decode_any, encode_smallest};
+use tensorvault_quant::segment_v8::SegmentV8;
 use tensorvault_quant::segment_v8::{decode as v8_decode, encode_to_fit as v8_fit, V8Params};
+use tensorvault_quant::segment_v9::{
+    decode as v9_decode, encode_to_fit_gamma as v9_fit, SegmentV9,
+};
 
 /// Tokens per KV block (the store's KV layout: 32 KiB of f16 at head_dim 64).
 const BLOCK_TOKENS: usize = 256;
@@ -81,25 +91,39 @@ fn line(t: &Tally) -> String {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (today_bits, args) = match &args[..] {
-        [flag, b, rest @ ..] if flag == "--today-bits" => (b.parse::<u8>()?, rest),
-        rest => (TODAY_BITS, rest),
-    };
-    let [bits, lanes, out_dir, files @ ..] = args else {
-        return Err("usage: v8_keys [--today-bits B] BITS LANES_LOG2 OUT_DIR FILE.npy...".into());
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let (mut today_bits, mut centibits, mut gamma) = (TODAY_BITS, None::<usize>, 1.0f64);
+    while args.len() >= 2 && args[0].starts_with("--") {
+        match args[0].as_str() {
+            "--today-bits" => today_bits = args[1].parse()?,
+            "--centibits" => centibits = Some(args[1].parse()?),
+            "--gamma" => gamma = args[1].parse()?,
+            other => return Err(format!("unknown option {other}").into()),
+        }
+        args.drain(..2);
+    }
+    let [bits, lanes, out_dir, files @ ..] = &args[..] else {
+        return Err("usage: v8_keys [--today-bits B] [--centibits C] [--gamma G] BITS LANES_LOG2 OUT_DIR FILE.npy...".into());
     };
     let (bits, lanes_log2): (u8, u8) = (bits.parse()?, lanes.parse()?);
     let out_dir = std::path::Path::new(out_dir);
-    let (mut today, mut v8) = (Tally::default(), Tally::default());
-    let mut fallbacks = 0usize;
-    let (mut y_today, mut y_v8) = (Vec::new(), Vec::new());
+    let (mut today, mut v8, mut v9) = (Tally::default(), Tally::default(), Tally::default());
+    let (mut fallbacks, mut fallbacks9) = (0usize, 0usize);
+    // Distinct side bytes (model tables) per coded block, summed: v8, v9.
+    let (mut tables8, mut tables9, mut coded8, mut coded9) = (0usize, 0usize, 0usize, 0usize);
+    let distinct = |sides: &[u8]| {
+        let mut seen = [false; 256];
+        sides.iter().for_each(|&j| seen[usize::from(j)] = true);
+        seen.iter().filter(|&&b| b).count()
+    };
+    let (mut y_today, mut y_v8, mut y_v9) = (Vec::new(), Vec::new(), Vec::new());
     for f in files {
         let (header, x) = read_npy(f)?;
         let shape = shape3(&header)?;
         let [heads, tokens, hd] = shape;
         let width = u16::try_from(hd)?;
         let (mut out_today, mut out_v8) = (vec![0f32; x.len()], vec![0f32; x.len()]);
+        let mut out_v9 = vec![0f32; x.len()];
         for h in 0..heads {
             for t0 in (0..tokens).step_by(BLOCK_TOKENS) {
                 let rows = BLOCK_TOKENS.min(tokens - t0);
@@ -122,14 +146,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     raw_rows: u16::from(sink),
                     lanes_log2,
                 };
+                let budget =
+                    centibits.map_or(b_today.len(), |c| (blk.len() * c / 800).max(b_today.len()));
                 let t = Instant::now();
-                let b_v8 = v8_fit(&p8, blk, b_today.len())?;
+                let b_v8 = v8_fit(&p8, blk, budget)?;
                 v8.enc += t.elapsed();
                 let t = Instant::now();
                 decode_any(&b_today, blk.len(), &mut y_today)?;
                 today.dec += t.elapsed();
                 today.add(blk, &y_today, b_today.len());
                 out_today[at..at + blk.len()].copy_from_slice(&y_today);
+                let t = Instant::now();
+                let b_v9 = v9_fit(&p8, blk, budget, gamma)?;
+                v9.enc += t.elapsed();
+                if let Some(b_v9) = b_v9 {
+                    tables9 += distinct(SegmentV9::parse(&b_v9)?.sides());
+                    coded9 += 1;
+                    let t = Instant::now();
+                    v9_decode(&b_v9, blk.len(), &mut y_v9)?;
+                    v9.dec += t.elapsed();
+                    v9.add(blk, &y_v9, b_v9.len());
+                    out_v9[at..at + blk.len()].copy_from_slice(&y_v9);
+                } else {
+                    fallbacks9 += 1;
+                    v9.add(blk, &y_today, b_today.len());
+                    out_v9[at..at + blk.len()].copy_from_slice(&y_today);
+                }
                 let Some(b_v8) = b_v8 else {
                     // Nothing fits: the store keeps today's segment.
                     fallbacks += 1;
@@ -137,6 +179,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     out_v8[at..at + blk.len()].copy_from_slice(&y_today);
                     continue;
                 };
+                tables8 += distinct(SegmentV8::parse(&b_v8)?.sides());
+                coded8 += 1;
                 let t = Instant::now();
                 v8_decode(&b_v8, blk.len(), &mut y_v8)?;
                 v8.dec += t.elapsed();
@@ -154,6 +198,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &out_today,
         )?;
         write_npy(&out_dir.join(format!("{stem}.v8.npy")), shape, &out_v8)?;
+        write_npy(&out_dir.join(format!("{stem}.v9.npy")), shape, &out_v9)?;
     }
     println!("{} files, {} values", files.len(), today.values);
     println!(
@@ -161,8 +206,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         line(&today)
     );
     println!(
-        "  v8 k={bits} lanes 2^{lanes_log2}, at today's length: {}  (blocks kept as today: {fallbacks})",
+        "  v8 k={bits} lanes 2^{lanes_log2}, in the budget: {}  (blocks kept as today: {fallbacks})",
         line(&v8)
+    );
+    println!(
+        "  v9 k={bits} gamma {gamma}, in the same budget: {}  (blocks kept as today: {fallbacks9})",
+        line(&v9)
+    );
+    println!(
+        "  distinct model tables per block: v8 {:.1}, v9 {:.1}",
+        tables8 as f64 / coded8.max(1) as f64,
+        tables9 as f64 / coded9.max(1) as f64
     );
     Ok(())
 }

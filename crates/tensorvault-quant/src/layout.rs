@@ -354,6 +354,39 @@ pub const V8_MAX_VALUES: usize = 1 << 20;
 /// decoded value stays inside the f32 range.
 pub const V8_MAX_MAGNITUDE_LOG2: i32 = 126;
 
+// ---- version 9: v8 with one step per channel (docs/formats/quant.md §16) ----
+
+/// Version byte of a channel-centred model-coded ECSQ segment with per-channel steps (v9).
+/// Its header is v8's ([`V8_HEADER_LEN`] bytes, the same fields at the same offsets, the
+/// step field holding the coarsest step `Δ`); its regions are v8's followed by one step
+/// code per channel ([`V9_STEP_CODE_BYTES`]) before the rANS stream.
+pub const V9_VERSION: u8 = 9;
+/// Bytes of one channel's step code `e_c`: channel `c` quantizes with
+/// `step_c = f32(Δ * V9_STEP_FRACTION_BITS[e_c % 16]) * 2^-(e_c / 16)`.
+pub const V9_STEP_CODE_BYTES: usize = size_of::<u8>();
+/// Step codes per octave: code `e` is `e / 16` octaves finer than `Δ`.
+pub const V9_STEP_CODES_PER_OCTAVE: u8 = 16;
+/// The f32 bit patterns of `2^(-i/16)`, `i = 0..16`, each the nearest f32 (ties to even:
+/// none occur). Pinned so every decoder computes the same per-channel steps.
+pub const V9_STEP_FRACTION_BITS: [u32; 16] = [
+    0x3F80_0000,
+    0x3F75_257D,
+    0x3F6A_C0C7,
+    0x3F60_CCDF,
+    0x3F57_44FD,
+    0x3F4E_248C,
+    0x3F45_672A,
+    0x3F3D_08A4,
+    0x3F35_04F3,
+    0x3F2D_583F,
+    0x3F25_FED7,
+    0x3F1E_F532,
+    0x3F18_37F0,
+    0x3F11_C3D3,
+    0x3F0B_95C2,
+    0x3F05_AAC3,
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -90,6 +90,7 @@ pub mod segment_v5;
 pub mod segment_v6;
 pub mod segment_v7;
 pub mod segment_v8;
+pub mod segment_v9;
 mod superblock;
 
 pub use error::QuantError;

@@ -90,24 +90,29 @@ impl V8Params {
     }
 }
 
-/// Where each region of a segment of `n` values starts and ends.
+/// Where each region of a segment of `n` values starts and ends (shared with TQTC
+/// version 9, whose step codes sit between the side bytes and the stream).
 #[derive(Clone, Copy, Debug)]
-struct Regions {
-    width: usize,
-    raw_rows: usize,
+pub(crate) struct Regions {
+    pub(crate) width: usize,
+    pub(crate) raw_rows: usize,
     /// Rows after the raw ones (at least one).
-    coded_rows: usize,
-    raw_end: usize,
-    means_end: usize,
-    sides_end: usize,
+    pub(crate) coded_rows: usize,
+    pub(crate) raw_end: usize,
+    pub(crate) means_end: usize,
+    pub(crate) sides_end: usize,
+    /// Where the rANS stream starts: `sides_end` plus `codes_per_channel * width`.
+    pub(crate) stream: usize,
 }
 
-/// The regions of `n` values in rows of `width` with `raw_rows` raw rows, or why not:
+/// The regions of `n` values in rows of `width` with `raw_rows` raw rows and
+/// `codes_per_channel` bytes per channel after the side bytes (0 for v8), or why not:
 /// `(field, reason)`.
-fn regions(
+pub(crate) fn regions(
     n: usize,
     width: usize,
     raw_rows: usize,
+    codes_per_channel: usize,
 ) -> Result<Regions, (&'static str, &'static str)> {
     if n == 0 || n > V8_MAX_VALUES || !n.is_multiple_of(width) {
         return Err((
@@ -122,19 +127,21 @@ fn regions(
     // n <= 2^20: no overflow anywhere below.
     let raw_end = V8_HEADER_LEN + raw_rows * width * V8_F16_BYTES;
     let means_end = raw_end + width * V8_F16_BYTES;
+    let sides_end = means_end + width;
     Ok(Regions {
         width,
         raw_rows,
         coded_rows: rows - raw_rows,
         raw_end,
         means_end,
-        sides_end: means_end + width,
+        sides_end,
+        stream: sides_end + codes_per_channel * width,
     })
 }
 
 /// Whether `step` keeps every decoded value inside the f32 range:
 /// `step * 2^(k-1) < 2^126` (§15.4).
-fn step_ok(step: f32, bits: u8) -> bool {
+pub(crate) fn step_ok(step: f32, bits: u8) -> bool {
     step.is_finite()
         && step > 0.0
         && f64::from(step) * 2f64.powi(i32::from(bits) - 1) < 2f64.powi(V8_MAX_MAGNITUDE_LOG2)
@@ -142,25 +149,31 @@ fn step_ok(step: f32, bits: u8) -> bool {
 
 /// What an encoder quantizes: the raw rows' and means' f16 bits, the centred values in
 /// symbol order (channel-major), each channel's mean square, the largest magnitude.
-struct Centred {
-    raw: Vec<u16>,
-    means: Vec<u16>,
-    v: Vec<f32>,
-    mean_sq: Vec<f64>,
-    max_abs: f32,
-    reg: Regions,
+pub(crate) struct Centred {
+    pub(crate) raw: Vec<u16>,
+    pub(crate) means: Vec<u16>,
+    pub(crate) v: Vec<f32>,
+    pub(crate) mean_sq: Vec<f64>,
+    pub(crate) max_abs: f32,
+    pub(crate) reg: Regions,
 }
 
-fn centre(p: &V8Params, x: &[f32]) -> Result<Centred, QuantError> {
+/// Check `p` and `x`, keep the raw rows as f16 and centre every channel on its f16 mean,
+/// with `codes_per_channel` step-code bytes per channel in the regions (0 for v8).
+pub(crate) fn centre(
+    p: &V8Params,
+    x: &[f32],
+    codes_per_channel: usize,
+) -> Result<Centred, QuantError> {
     p.check()?;
     let width = usize::from(p.width);
-    let reg = regions(x.len(), width, usize::from(p.raw_rows)).map_err(|(field, reason)| {
-        QuantError::InvalidParam {
+    let reg = regions(x.len(), width, usize::from(p.raw_rows), codes_per_channel).map_err(
+        |(field, reason)| QuantError::InvalidParam {
             field,
             value: x.len() as f64,
             reason,
-        }
-    })?;
+        },
+    )?;
     check_finite(x)?;
     let (raw_x, coded) = x.split_at(reg.raw_rows * width);
     let mut raw = Vec::with_capacity(raw_x.len());
@@ -220,7 +233,7 @@ fn centre(p: &V8Params, x: &[f32]) -> Result<Centred, QuantError> {
 
 /// The code of `v` at `step`: `clamp(floor(v / step), -2^(k-1), 2^(k-1) - 1) + 2^(k-1)`.
 #[inline]
-fn code_of(v: f32, step: f32, half: i32) -> u16 {
+pub(crate) fn code_of(v: f32, step: f32, half: i32) -> u16 {
     let q = (v / step).floor();
     // Clamped in f32 first: a float-to-int cast saturates, but the clamp says what is meant.
     let q = q.clamp(-(half as f32), (half - 1) as f32) as i32;
@@ -236,11 +249,24 @@ fn encode_at(p: &V8Params, c: &Centred, step: f32) -> Vec<u8> {
         .iter()
         .map(|&ms| side_byte(ms.sqrt() / f64::from(step)))
         .collect();
-    let owned: Vec<_> = sides.iter().map(|&j| table(p.bits, j)).collect();
-    let tables: Vec<&WideTable> = owned.iter().map(|t| &**t).collect();
-    let mut out = Vec::with_capacity(c.reg.sides_end + codes.len() * 2);
+    let mut out = write_regions(p, c, V8_VERSION, step, &sides, &[]);
+    encode_stream(p, c.reg.coded_rows, &codes, &sides, &mut out);
+    out
+}
+
+/// The header, raw rows, means, side bytes and `step_codes` (empty for v8) of a segment
+/// of version `version` whose header step field is `step`.
+pub(crate) fn write_regions(
+    p: &V8Params,
+    c: &Centred,
+    version: u8,
+    step: f32,
+    sides: &[u8],
+    step_codes: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(c.reg.stream + c.v.len() * 2);
     out.extend_from_slice(&MAGIC);
-    out.push(V8_VERSION);
+    out.push(version);
     out.push(p.bits);
     // width is a checked power of two in 16..=1024.
     out.push(p.width.trailing_zeros() as u8);
@@ -252,9 +278,23 @@ fn encode_at(p: &V8Params, c: &Centred, step: f32) -> Vec<u8> {
     for h in c.raw.iter().chain(&c.means) {
         out.extend_from_slice(&h.to_le_bytes());
     }
-    out.extend_from_slice(&sides);
-    encode_wide(&codes, c.reg.coded_rows, &tables, p.lanes_log2, &mut out);
+    out.extend_from_slice(sides);
+    out.extend_from_slice(step_codes);
     out
+}
+
+/// Append the rANS stream of `codes` (channel-major, `rows` per channel), each channel
+/// under the model table of its side byte.
+pub(crate) fn encode_stream(
+    p: &V8Params,
+    rows: usize,
+    codes: &[u16],
+    sides: &[u8],
+    out: &mut Vec<u8>,
+) {
+    let owned: Vec<_> = sides.iter().map(|&j| table(p.bits, j)).collect();
+    let tables: Vec<&WideTable> = owned.iter().map(|t| &**t).collect();
+    encode_wide(codes, rows, &tables, p.lanes_log2, out);
 }
 
 /// Encode `x` (row-major, rows of `p.width` values) with quantizer step `step`.
@@ -266,7 +306,7 @@ fn encode_at(p: &V8Params, c: &Centred, step: f32) -> Vec<u8> {
 /// [`QuantError::NonFinite`] for NaN or infinite values; [`QuantError::OutOfRange`] for
 /// a raw-row value or a channel mean beyond f16's range.
 pub fn encode(p: &V8Params, x: &[f32], step: f32) -> Result<Vec<u8>, QuantError> {
-    let c = centre(p, x)?;
+    let c = centre(p, x, 0)?;
     if !step_ok(step, p.bits) {
         return Err(QuantError::InvalidParam {
             field: "step",
@@ -294,14 +334,28 @@ fn squared_error(c: &Centred, step: f32, half: i32) -> f64 {
 /// plus the fixed regions and the lane states. Only where the search starts: the length
 /// itself is always measured.
 fn estimated_rung(p: &V8Params, c: &Centred, s0: f32, max_len: usize) -> i32 {
+    let step = |t| f64::from(step_at(s0, t));
+    estimated_rung_by(p, c, max_len, |t, _| step(t))
+}
+
+/// [`estimated_rung`] with channel `c`'s step at rung `t` given by `step_of(t, c)`.
+pub(crate) fn estimated_rung_by(
+    p: &V8Params,
+    c: &Centred,
+    max_len: usize,
+    step_of: impl Fn(i32, usize) -> f64,
+) -> i32 {
     let rows = c.reg.coded_rows as f64;
-    let fixed = c.reg.sides_end + (4usize << p.lanes_log2);
+    let fixed = c.reg.stream + (4usize << p.lanes_log2);
     let fits = |t: i32| {
-        let step = f64::from(step_at(s0, t));
         let bits: f64 = c
             .mean_sq
             .iter()
-            .map(|&ms| rows * (0.5 * (ms / (step * step)).log2() + 2.05).max(1.0))
+            .enumerate()
+            .map(|(ch, &ms)| {
+                let step = step_of(t, ch);
+                rows * (0.5 * (ms / (step * step)).log2() + 2.05).max(1.0)
+            })
             .sum();
         fixed as f64 + bits / 8.0 <= max_len as f64
     };
@@ -334,7 +388,7 @@ pub fn encode_to_fit(
     x: &[f32],
     max_len: usize,
 ) -> Result<Option<Vec<u8>>, QuantError> {
-    let c = centre(p, x)?;
+    let c = centre(p, x, 0)?;
     // Below the fixed regions nothing fits; saves encoding every rung.
     if max_len < c.reg.sides_end {
         return Ok(None);
@@ -363,10 +417,18 @@ pub fn encode_to_fit(
         }
         return Ok(Some(best));
     }
-    // Bracket a boundary around the rung an entropy estimate predicts, doubling the
-    // distance each probe, then bisect: about five encodes where a bisection of the whole
-    // ladder takes eleven.
     let t0 = estimated_rung(p, &c, s0, max_len);
+    Ok(bracket_and_bisect(t0, try_rung))
+}
+
+/// The segment of a fitting rung in `1..=V7_RATE_RUNGS` whose next finer rung does not fit
+/// (rung 0 is known not to fit), `None` when not even the coarsest fits: a boundary
+/// bracketed around rung `t0` (an entropy estimate) by probes at doubling distances, then
+/// bisected: about five encodes where a bisection of the whole ladder takes eleven.
+pub(crate) fn bracket_and_bisect(
+    t0: i32,
+    try_rung: impl Fn(i32) -> Option<Vec<u8>>,
+) -> Option<Vec<u8>> {
     // Invariant once bracketed: rung `lo` does not fit, rung `hi` does (`best` is its
     // segment).
     let (mut lo, mut hi, mut best) = if let Some(b) = try_rung(t0) {
@@ -387,7 +449,7 @@ pub fn encode_to_fit(
             let t = (lo + d).min(V7_RATE_RUNGS);
             match try_rung(t) {
                 Some(b) => break (lo, t, b),
-                None if t == V7_RATE_RUNGS => return Ok(None),
+                None if t == V7_RATE_RUNGS => return None,
                 None => {
                     lo = t;
                     d *= 2;
@@ -405,7 +467,124 @@ pub fn encode_to_fit(
             None => lo = mid,
         }
     }
-    Ok(Some(best))
+    Some(best)
+}
+
+/// The region names of a v8 segment's truncation errors (header, raw rows, means, side
+/// bytes, step codes: v8 has none).
+const V8_REGION_NAMES: [&str; 5] = [
+    "v8 header",
+    "v8 raw rows",
+    "v8 means",
+    "v8 side bytes",
+    "v8 step codes",
+];
+
+/// A validated header and the regions it implies.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Header {
+    pub(crate) bits: u8,
+    pub(crate) lanes_log2: u8,
+    pub(crate) n: usize,
+    pub(crate) step: f32,
+    pub(crate) reg: Regions,
+}
+
+/// Validate `bytes` as a segment of `version` (v8's header and regions, then
+/// `codes_per_channel` bytes per channel) up to its rANS stream: header fields, every
+/// region present (`names`: header, raw rows, means, side bytes, step codes), raw rows and
+/// means finite.
+pub(crate) fn parse_regions(
+    bytes: &[u8],
+    version: u8,
+    names: &[&'static str; 5],
+    codes_per_channel: usize,
+) -> Result<Header, QuantError> {
+    let present = bytes.len();
+    let (h, bits) = segment_prefix_bits(
+        bytes,
+        names[0],
+        V8_HEADER_LEN,
+        version,
+        (V8_MIN_BITS, V8_MAX_BITS),
+        "must be in 2..=12",
+    )?;
+    let width_log2 = h[V8_WIDTH_LOG2_OFFSET];
+    if !(V8_MIN_WIDTH_LOG2..=V8_MAX_WIDTH_LOG2).contains(&width_log2) {
+        return Err(corrupt(
+            "width_log2",
+            V8_WIDTH_LOG2_OFFSET,
+            width_log2.into(),
+            "must be in 4..=10 (16 to 1024 channels)",
+        ));
+    }
+    let lanes_log2 = h[V8_LANES_LOG2_OFFSET];
+    if lanes_log2 > V8_MAX_LANES_LOG2 {
+        return Err(corrupt(
+            "lanes_log2",
+            V8_LANES_LOG2_OFFSET,
+            lanes_log2.into(),
+            "must be in 0..=3 (1 to 8 lanes)",
+        ));
+    }
+    let n = u32_at(h, V8_VALUES_OFFSET) as usize;
+    let step = f32_at(h, V8_STEP_OFFSET);
+    let raw_rows = usize::from(u16_at(h, V8_RAW_ROWS_OFFSET));
+    let reg = regions(n, 1usize << width_log2, raw_rows, codes_per_channel).map_err(
+        |(field, reason)| {
+            if field == "values" {
+                corrupt(field, V8_VALUES_OFFSET, n as u64, reason)
+            } else {
+                corrupt(field, V8_RAW_ROWS_OFFSET, raw_rows as u64, reason)
+            }
+        },
+    )?;
+    if !step_ok(step, bits) {
+        return Err(corrupt(
+            "step",
+            V8_STEP_OFFSET,
+            step.to_bits().into(),
+            "must be finite, positive and below 2^(126 - (k-1))",
+        ));
+    }
+    for (what, start, end) in [
+        (names[1], V8_HEADER_LEN, reg.raw_end),
+        (names[2], reg.raw_end, reg.means_end),
+        (names[3], reg.means_end, reg.sides_end),
+        (names[4], reg.sides_end, reg.stream),
+    ] {
+        if present < end {
+            return Err(QuantError::Truncated {
+                what,
+                offset: start as u64,
+                end: end as u64,
+                present,
+            });
+        }
+    }
+    for (field, start, end) in [
+        ("raw value", V8_HEADER_LEN, reg.raw_end),
+        ("mean", reg.raw_end, reg.means_end),
+    ] {
+        if let Some(off) = (start..end)
+            .step_by(V8_F16_BYTES)
+            .find(|&o| !f16_at(bytes, o).is_finite())
+        {
+            return Err(corrupt(
+                field,
+                off,
+                f16_at(bytes, off).to_bits().into(),
+                "must be a finite f16",
+            ));
+        }
+    }
+    Ok(Header {
+        bits,
+        lanes_log2,
+        n,
+        step,
+        reg,
+    })
 }
 
 /// A v8 segment whose header, raw rows, means and side bytes are validated (the stream
@@ -421,7 +600,7 @@ pub struct SegmentV8<'a> {
 }
 
 /// The f16 at `b[off..off + 2]` (a region `parse` bounded).
-fn f16_at(b: &[u8], off: usize) -> f16 {
+pub(crate) fn f16_at(b: &[u8], off: usize) -> f16 {
     f16::from_bits(u16_at(b, off))
 }
 
@@ -435,87 +614,13 @@ impl<'a> SegmentV8<'a> {
     /// [`QuantError::CorruptField`] (`bits`, `width_log2`, `lanes_log2`, `values`, `step`,
     /// `raw_rows`, `raw value`, `mean`), each at its offset.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, QuantError> {
-        let present = bytes.len();
-        let (h, bits) = segment_prefix_bits(
-            bytes,
-            "v8 header",
-            V8_HEADER_LEN,
-            V8_VERSION,
-            (V8_MIN_BITS, V8_MAX_BITS),
-            "must be in 2..=12",
-        )?;
-        let width_log2 = h[V8_WIDTH_LOG2_OFFSET];
-        if !(V8_MIN_WIDTH_LOG2..=V8_MAX_WIDTH_LOG2).contains(&width_log2) {
-            return Err(corrupt(
-                "width_log2",
-                V8_WIDTH_LOG2_OFFSET,
-                width_log2.into(),
-                "must be in 4..=10 (16 to 1024 channels)",
-            ));
-        }
-        let lanes_log2 = h[V8_LANES_LOG2_OFFSET];
-        if lanes_log2 > V8_MAX_LANES_LOG2 {
-            return Err(corrupt(
-                "lanes_log2",
-                V8_LANES_LOG2_OFFSET,
-                lanes_log2.into(),
-                "must be in 0..=3 (1 to 8 lanes)",
-            ));
-        }
-        let n = u32_at(h, V8_VALUES_OFFSET) as usize;
-        let step = f32_at(h, V8_STEP_OFFSET);
-        let raw_rows = usize::from(u16_at(h, V8_RAW_ROWS_OFFSET));
-        let reg = regions(n, 1usize << width_log2, raw_rows).map_err(|(field, reason)| {
-            if field == "values" {
-                corrupt(field, V8_VALUES_OFFSET, n as u64, reason)
-            } else {
-                corrupt(field, V8_RAW_ROWS_OFFSET, raw_rows as u64, reason)
-            }
-        })?;
-        if !step_ok(step, bits) {
-            return Err(corrupt(
-                "step",
-                V8_STEP_OFFSET,
-                step.to_bits().into(),
-                "must be finite, positive and below 2^(126 - (k-1))",
-            ));
-        }
-        for (what, start, end) in [
-            ("v8 raw rows", V8_HEADER_LEN, reg.raw_end),
-            ("v8 means", reg.raw_end, reg.means_end),
-            ("v8 side bytes", reg.means_end, reg.sides_end),
-        ] {
-            if present < end {
-                return Err(QuantError::Truncated {
-                    what,
-                    offset: start as u64,
-                    end: end as u64,
-                    present,
-                });
-            }
-        }
-        for (field, start, end) in [
-            ("raw value", V8_HEADER_LEN, reg.raw_end),
-            ("mean", reg.raw_end, reg.means_end),
-        ] {
-            if let Some(off) = (start..end)
-                .step_by(V8_F16_BYTES)
-                .find(|&o| !f16_at(bytes, o).is_finite())
-            {
-                return Err(corrupt(
-                    field,
-                    off,
-                    f16_at(bytes, off).to_bits().into(),
-                    "must be a finite f16",
-                ));
-            }
-        }
+        let h = parse_regions(bytes, V8_VERSION, &V8_REGION_NAMES, 0)?;
         Ok(Self {
-            bits,
-            lanes_log2,
-            n,
-            step,
-            reg,
+            bits: h.bits,
+            lanes_log2: h.lanes_log2,
+            n: h.n,
+            step: h.step,
+            reg: h.reg,
             bytes,
         })
     }
@@ -573,42 +678,72 @@ impl<'a> SegmentV8<'a> {
     /// stream`, [`QuantError::CorruptField`] `rans stream` / `rans state` / `rans final
     /// state`, [`QuantError::TrailingBytes`]).
     pub fn decode(&self, max_values: usize, dst: &mut Vec<f32>) -> Result<(), QuantError> {
-        if self.n > max_values {
-            return Err(QuantError::LengthMismatch {
-                what: "v8 values (must be at most the values the caller expects)",
-                input: self.n,
-                output: max_values,
-            });
-        }
-        let reg = self.reg;
-        let mut dec =
-            WideDecoder::new(&self.bytes[reg.sides_end..], reg.sides_end, self.lanes_log2)?;
-        dst.clear();
-        dst.resize(self.n, 0.0);
-        let (raw_out, coded_out) = dst.split_at_mut(reg.raw_rows * reg.width);
-        for (o, c) in raw_out
-            .iter_mut()
-            .zip(self.bytes[V8_HEADER_LEN..reg.raw_end].chunks_exact(V8_F16_BYTES))
-        {
-            *o = f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32();
-        }
-        let half = 1i32 << (self.bits - 1);
-        let mut codes = vec![0u16; reg.coded_rows];
-        // The tables this segment uses, looked up in the shared cache once per side byte
-        // (as v7 does): at most 256 lookups and builds per segment, whatever it claims.
-        let mut memo: [Option<Arc<WideTable>>; 256] = std::array::from_fn(|_| None);
-        for (c, &j) in self.sides().iter().enumerate() {
-            let t = memo[usize::from(j)].get_or_insert_with(|| table(self.bits, j));
-            dec.decode(t, &mut codes)?;
-            // Finite (parse checked it), |m| <= 65504.
-            let m = f16_at(self.bytes, reg.raw_end + c * V8_F16_BYTES).to_f32();
-            for (o, &s) in coded_out.iter_mut().skip(c).step_by(reg.width).zip(&codes) {
-                // |s - half| <= 2^11: exact in f32, as is the + 1/2.
-                *o = m + ((i32::from(s) - half) as f32 + 0.5) * self.step;
-            }
-        }
-        dec.finish()
+        let h = Header {
+            bits: self.bits,
+            lanes_log2: self.lanes_log2,
+            n: self.n,
+            step: self.step,
+            reg: self.reg,
+        };
+        let step = self.step;
+        decode_channels(
+            self.bytes,
+            &h,
+            max_values,
+            "v8 values (must be at most the values the caller expects)",
+            dst,
+            |_| step,
+        )
     }
+}
+
+/// Decode the segment `bytes` (validated by [`parse_regions`] into `h`) into `dst`
+/// (resized to `h.n`, at most `max_values`, else [`QuantError::LengthMismatch`] `what`):
+/// the raw rows as stored, then value `(r, c)` of the coded rows from its code `s` as
+/// `mean_c + (s - 2^(k-1) + 1/2) * step_of(c)`, in f32.
+pub(crate) fn decode_channels(
+    bytes: &[u8],
+    h: &Header,
+    max_values: usize,
+    what: &'static str,
+    dst: &mut Vec<f32>,
+    step_of: impl Fn(usize) -> f32,
+) -> Result<(), QuantError> {
+    if h.n > max_values {
+        return Err(QuantError::LengthMismatch {
+            what,
+            input: h.n,
+            output: max_values,
+        });
+    }
+    let reg = h.reg;
+    let mut dec = WideDecoder::new(&bytes[reg.stream..], reg.stream, h.lanes_log2)?;
+    dst.clear();
+    dst.resize(h.n, 0.0);
+    let (raw_out, coded_out) = dst.split_at_mut(reg.raw_rows * reg.width);
+    for (o, c) in raw_out
+        .iter_mut()
+        .zip(bytes[V8_HEADER_LEN..reg.raw_end].chunks_exact(V8_F16_BYTES))
+    {
+        *o = f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32();
+    }
+    let half = 1i32 << (h.bits - 1);
+    let mut codes = vec![0u16; reg.coded_rows];
+    // The tables this segment uses, looked up in the shared cache once per side byte
+    // (as v7 does): at most 256 lookups and builds per segment, whatever it claims.
+    let mut memo: [Option<Arc<WideTable>>; 256] = std::array::from_fn(|_| None);
+    for (c, &j) in bytes[reg.means_end..reg.sides_end].iter().enumerate() {
+        let t = memo[usize::from(j)].get_or_insert_with(|| table(h.bits, j));
+        dec.decode(t, &mut codes)?;
+        // Finite (parse checked it), |m| <= 65504.
+        let m = f16_at(bytes, reg.raw_end + c * V8_F16_BYTES).to_f32();
+        let step = step_of(c);
+        for (o, &s) in coded_out.iter_mut().skip(c).step_by(reg.width).zip(&codes) {
+            // |s - half| <= 2^11: exact in f32, as is the + 1/2.
+            *o = m + ((i32::from(s) - half) as f32 + 0.5) * step;
+        }
+    }
+    dec.finish()
 }
 
 /// Parse and decode a v8 segment into `dst` ([`SegmentV8::parse`], [`SegmentV8::decode`]).

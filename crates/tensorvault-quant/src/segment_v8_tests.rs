@@ -167,7 +167,7 @@ fn encode_to_fit_is_deterministic_and_takes_the_finest_fitting_rung() {
     let a = encode_to_fit(&p, &x, budget).unwrap().unwrap();
     let b = encode_to_fit(&p, &x, budget).unwrap().unwrap();
     assert_eq!(a, b);
-    let c = centre(&p, &x).unwrap();
+    let c = centre(&p, &x, 0).unwrap();
     let s0 = (c.max_abs / 512.0).max(f32::MIN_POSITIVE);
     let step = SegmentV8::parse(&a).unwrap().step();
     let t = (V7_RATE_MIN..=V7_RATE_RUNGS)

@@ -367,7 +367,10 @@ pub fn encode_for_tier_against(
     if let Some(p) = crate::codec_kv_keys::kv_keys_params(geo, tier, kind, shape, index, place.len)
     {
         let budget = crate::codec_kv_keys::kv_keys_budget(geo, tier, place.len, enc.bytes.len());
-        if let Some((bytes, scale)) = crate::codec_kv_keys::encode_kv_keys(&p, values, budget)? {
+        let wstep = crate::codec_kv_keys::wstep_pairs(geo);
+        if let Some((bytes, scale)) =
+            crate::codec_kv_keys::encode_kv_keys(&p, values, budget, wstep)?
+        {
             return Ok(Encoded {
                 bytes,
                 bits: p.bits,
@@ -549,6 +552,11 @@ pub fn decode_quantized(
         // must not become an infinite f16 key).
         tensorvault_quant::segment_v8::decode(payload, max_elems, dst)?;
         return crate::codec_kv_keys::check_v8_f16(dst);
+    }
+    if payload.get(q::VERSION_OFFSET) == Some(&q::V9_VERSION) {
+        // Keys with per-channel steps: bounded and checked as v8.
+        tensorvault_quant::segment_v9::decode(payload, max_elems, dst)?;
+        return crate::codec_kv_keys::check_v9_f16(dst);
     }
     if payload.get(q::VERSION_OFFSET) == Some(&q::V7_VERSION) {
         // Model-coded ECSQ: at most `max_elems` values, bounded before allocating.

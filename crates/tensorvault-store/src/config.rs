@@ -211,6 +211,17 @@ pub struct CollectionConfig {
     /// older build refuse the collection at open rather than fail on its first wide
     /// block. Opt-in for new collections.
     pub wide_lanes: bool,
+    /// With [`CollectionConfig::kv_keys_ecsq`]: the tier 2 key blocks that flag stores as
+    /// TQTC version 8 are stored as TQTC version 9 instead (`tensorvault_quant::segment_v9`:
+    /// v8 plus one step per channel, each channel's step shaped by the block's own key
+    /// energy of its RoPE pair, `step_c ∝ (w_c / geomean(w))^(-1/2)`, never finer than
+    /// its largest value needs unclamped), in the same byte budget, with the same
+    /// qualification and the same fallback; and tier 3 key blocks that qualify the same
+    /// way are v9 within the bytes of their 4-bit key envelope (never more). The logit
+    /// error `q . dk` attention sees falls about 25% at the same bytes (bench/RESULTS.md
+    /// "Session 16: kv-wstep"). Reading dispatches on the segment version, so v8 blocks
+    /// read either way. MetaLog header flags2 bit 2 (byte 78). Opt-in.
+    pub kv_keys_wstep: bool,
     /// Codec v4: bit widths of KV keys (`TensorKind::KvKey`) in tiers 1, 2, 3; every
     /// other kind uses [`CollectionConfig::tier_bits`]. Zero in codecs 1..=3, and in a
     /// codec v4 collection whose keys use the tier widths (with `key_group_size` zero too).
@@ -250,6 +261,7 @@ impl CollectionConfig {
             centre: false,
             kv_keys_ecsq: false,
             wide_lanes: false,
+            kv_keys_wstep: false,
             key_bits: [0; 3],
             key_group_size: [0; 3],
             rope: None,
@@ -588,6 +600,12 @@ impl CollectionConfig {
                     "channel-centred KV keys need codec v4 with the entropy flag (codec {}, entropy {})",
                     self.codec, self.entropy
                 ),
+            );
+        }
+        if self.kv_keys_wstep && !self.kv_keys_ecsq {
+            return bad(
+                "kv_keys_wstep",
+                "per-channel key steps need kv_keys_ecsq (kv_keys_ecsq false)".to_string(),
             );
         }
         if self.wide_lanes && !self.entropy {

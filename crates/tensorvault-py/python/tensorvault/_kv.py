@@ -128,6 +128,16 @@ class KvCache:
             rans-wide"). Persisted with the collection (MetaLog header flags2 bit 1:
             builds before session 15 refuse to open it); raises
             :class:`tensorvault.InvalidArgumentError` without entropy coding.
+        keys_wstep: With ``keys_ecsq=True``: store those tier 2 key blocks as TQTC
+            version 9 instead of 8, in the same bytes, and tier 3 key blocks as version 9
+            within the bytes of their 4-bit groups: one quantizer step per channel,
+            shaped by the block's own key energy of the channel's RoPE pair (finer where
+            attention's queries weigh the keys most, never finer than the channel's
+            largest value needs), which cuts the attention-logit error about 25% at the
+            same size (bench/RESULTS.md "Session 16: kv-wstep"). Persisted with the
+            collection (MetaLog header flags2 bit 2, byte 78; builds from before it
+            refuse the collection); raises :class:`tensorvault.InvalidArgumentError`
+            without ``keys_ecsq``.
         slot_align: Byte alignment of a new collection's slots and extents, a power of two
             in 8..=2^20 (default 64). With ``allocation="extent"`` each block's payload is
             rounded up to it on disk: 16 rounds a 16384-value block by ~0.004 bits/value
@@ -158,6 +168,7 @@ class KvCache:
         keys_ecsq: bool = False,
         wide_lanes: bool = False,
         slot_align: Optional[int] = None,
+        keys_wstep: bool = False,
     ) -> None:
         self._head_dim = _index(head_dim, "head_dim")
         age = None
@@ -186,6 +197,7 @@ class KvCache:
             bool(keys_ecsq),
             bool(wide_lanes),
             None if slot_align is None else _index(slot_align, "slot_align"),
+            bool(keys_wstep),
         )
 
     @property

@@ -151,6 +151,7 @@ class KvCache:
         keys_ecsq: bool = False,
         wide_lanes: bool = False,
         slot_align: Optional[int] = None,
+        keys_wstep: bool = False,
     ) -> None: ...
     @property
     def age_tiers(self) -> Optional[Tuple[int, int, int]]:

@@ -104,10 +104,13 @@ pub const HEADER_FLAG2_KV_KEYS_ECSQ: u8 = 1 << 0;
 /// Names of the second flags byte's bits, bit `i` at index `i` (the `field` a refusal of a
 /// bit whose prerequisites are missing names, at [`H_FLAGS2`]): bit 0 `kv_keys_ecsq`,
 /// bit 1 `wide_lanes` (`CollectionConfig::wide_lanes`: 64-lane rANS envelopes for KV and
-/// generic tensors).
-pub const HEADER_FLAGS2_NAMES: [&str; 2] = ["kv_keys_ecsq", "wide_lanes"];
+/// generic tensors), bit 2 `kv_keys_wstep` (`CollectionConfig::kv_keys_wstep`: those
+/// tier 2 key blocks as TQTC version 9, one step per channel; needs bit 0).
+pub const HEADER_FLAGS2_NAMES: [&str; 3] = ["kv_keys_ecsq", "wide_lanes", "kv_keys_wstep"];
 /// flags2 bit 1: `CollectionConfig::wide_lanes` (needs the entropy flag).
 pub const HEADER_FLAG2_WIDE_LANES: u8 = 1 << 1;
+/// flags2 bit 2: `CollectionConfig::kv_keys_wstep` (needs bit 0).
+pub const HEADER_FLAG2_KV_KEYS_WSTEP: u8 = 1 << 2;
 /// Every bit of the second flags byte this build knows: the first
 /// `HEADER_FLAGS2_NAMES.len()` bits.
 pub const HEADER_KNOWN_FLAGS2: u8 = ((1u16 << HEADER_FLAGS2_NAMES.len()) - 1) as u8;
