@@ -7,28 +7,11 @@
 mod mem;
 mod values;
 use mem::mem_store;
-use values::{f16_bytes as bytes, f16_floats as floats, rel_rmse};
+use values::{f16_bytes as bytes, f16_edge_tokens, f16_floats as floats, rel_rmse};
 
-use half::f16;
 use tensorvault_store::{BlockInfo, CollectionConfig, DType, TensorKind, Tier};
 
 const HD: u32 = 64;
-
-/// 256 tokens x 64 channels; 2% of the values at the top of f16's range (channel `c`
-/// tops out at `65504 - 97 c`), the rest spread over +-that top. f16-exact.
-fn edge_values() -> Vec<f32> {
-    let mut s = 0x9E37_79B9u32;
-    (0..256 * HD as usize)
-        .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            let top = 65504.0 - (i % HD as usize) as f32 * 97.0;
-            let v = (s & 0xFFFF) as f32 / 65535.0;
-            f16::from_f32(if v > 0.98 { top } else { (v * 2.0 - 1.0) * top }).to_f32()
-        })
-        .collect()
-}
 
 fn configs() -> Vec<(&'static str, CollectionConfig)> {
     let kv = CollectionConfig::kv_cache(HD).unwrap();
@@ -50,7 +33,7 @@ fn configs() -> Vec<(&'static str, CollectionConfig)> {
 
 #[test]
 fn finite_f16_reads_back_finite_at_every_tier() {
-    let x = edge_values();
+    let x = f16_edge_tokens(HD);
     for (name, cfg) in configs() {
         for kind in [TensorKind::KvKey, TensorKind::KvValue, TensorKind::Generic] {
             for tier in [Tier::Tier1, Tier::Tier2, Tier::Tier3] {

@@ -10,7 +10,8 @@ mod mem;
 mod values;
 use mem::{dir_store, mem_store, payloads};
 use values::{
-    assert_migrated_equals_direct, bell_tokens, f16_bytes as bytes, f16_floats as floats, rel_rmse,
+    assert_migrated_equals_direct, bell_tokens, f16_bytes as bytes, f16_edge_tokens,
+    f16_floats as floats, rel_rmse,
 };
 
 use half::f16;
@@ -417,30 +418,13 @@ proptest! {
     }
 }
 
-/// f16 keys spread over the whole f16 range in every channel, channel `c` topping out at
-/// `65504 - 97 c` (2% of the values at the top): high entropy everywhere, so the 4.95 b/v
-/// budget forces a step coarser than the clamp-free one.
-fn keys_at_f16_edge() -> Vec<f32> {
-    let mut s = 0x9E37_79B9u32;
-    (0..256 * HD as usize)
-        .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            let top = 65504.0 - (i % HD as usize) as f32 * 97.0;
-            let v = (s & 0xFFFF) as f32 / 65535.0;
-            f16::from_f32(if v > 0.98 { top } else { (v * 2.0 - 1.0) * top }).to_f32()
-        })
-        .collect()
-}
-
 #[test]
 fn keys_at_the_edge_of_f16_keep_the_groups() {
     // review15: a v8 reconstruction `mean + (q + 1/2) step` of a key near 65504 passed
     // f16's range by up to half a step, and the f16 read returned inf for 5% of these
     // keys (version 8 was written). Such a block now keeps its encoding without the bit
     // (the same bytes as a collection without it).
-    let x = keys_at_f16_edge();
+    let x = f16_edge_tokens(HD);
     let (before, after) = (
         mem_store("c", geo(false, false)),
         mem_store("c", geo(true, false)),

@@ -9,7 +9,8 @@ mod mem;
 mod values;
 use mem::{dir_store, mem_store, payloads};
 use values::{
-    assert_migrated_equals_direct, bell_tokens, f16_bytes as bytes, f16_floats as floats, rel_rmse,
+    assert_migrated_equals_direct, bell_tokens, f16_bytes as bytes, f16_edge_tokens,
+    f16_floats as floats, rel_rmse,
 };
 
 use half::f16;
@@ -412,17 +413,7 @@ fn a_corrupt_block_on_disk_is_a_typed_error() {
 fn keys_at_the_edge_of_f16_keep_the_groups() {
     // As v8 (review15): a block whose reconstruction would pass f16's range keeps its
     // encoding without the key bits.
-    let mut s = 0x9E37_79B9u32;
-    let x: Vec<f32> = (0..256 * HD as usize)
-        .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            let top = 65504.0 - (i % HD as usize) as f32 * 97.0;
-            let v = (s & 0xFFFF) as f32 / 65535.0;
-            f16::from_f32(if v > 0.98 { top } else { (v * 2.0 - 1.0) * top }).to_f32()
-        })
-        .collect();
+    let x = f16_edge_tokens(HD);
     let plain = mem_store(
         "c",
         CollectionConfig {

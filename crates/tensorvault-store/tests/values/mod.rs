@@ -35,6 +35,24 @@ pub fn bell_tokens(n: u64, hd: u32, seed: u64, slope: f32) -> Vec<f32> {
         .collect()
 }
 
+/// 256 tokens of `hd` values at the edge of f16's range, f16-exact: 2% at the top of
+/// the range (channel `c` tops out at `65504 - 97 c`), the rest spread over +-that top. A
+/// lossy decoding of these may land past 65504 by part of a step.
+pub fn f16_edge_tokens(hd: u32) -> Vec<f32> {
+    let hd = hd as usize;
+    let mut s = 0x9E37_79B9u32;
+    (0..256 * hd)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            let top = 65504.0 - (i % hd) as f32 * 97.0;
+            let v = (s & 0xFFFF) as f32 / 65535.0;
+            f16::from_f32(if v > 0.98 { top } else { (v * 2.0 - 1.0) * top }).to_f32()
+        })
+        .collect()
+}
+
 /// Little-endian f16 bytes of `v`.
 pub fn f16_bytes(v: &[f32]) -> Vec<u8> {
     v.iter()
