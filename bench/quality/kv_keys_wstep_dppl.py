@@ -15,35 +15,9 @@ TEXT, OFF, BUD = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 import kv_keys_ecsq_study as S
 from common import text
 from smollm import SmolLM
-# The block coder of kv_keys_wstep_study.py (that script runs its capture at import).
-KB = 8
-
-def code(c, steps, sd):
-    half = 2 ** (KB - 1)
-    u = np.clip(np.floor(c / steps), -half, half - 1) + 0.5
-    lo = S._ndtr((u - 0.5) * steps / sd); hi = S._ndtr((u + 0.5) * steps / sd)
-    p = (1 - 2.0**KB / 32768) * np.maximum(hi - lo, 0) + 1 / 32768
-    return u * steps, float(-np.log2(p).mean())
-
-def ecsq_w(k, rel, side_bits):
-    mu = k.mean(0, keepdims=True); c = k - mu
-    mu = mu.astype(np.float16).astype(np.float64)
-    sd = np.maximum(c.std(0, keepdims=True), 1e-12)
-    target = BUD - side_bits / k.size
-    m = np.abs(k).max() + 1e-12
-    lo_s, hi_s = 1e-7 * m, 8.0 * m
-    amax = np.abs(c).max(0) / (2 ** (KB - 1) - 1)
-    st = lambda d: np.maximum(d * rel, amax)[None, :]
-    for _ in range(40):
-        mid = np.sqrt(lo_s * hi_s)
-        if code(c, st(mid), sd)[1] > target: lo_s = mid
-        else: hi_s = mid
-    return code(c, st(hi_s), sd)[0] + mu
-
-def pair(e):
-    p = e[0::2] + e[1::2]
-    out = np.empty_like(e); out[0::2] = p; out[1::2] = p
-    return out
+import kv_keys_wstep_study as W  # the block coder (its capture runs only as a script)
+W.BUD = BUD
+code, ecsq_w, pair = W.code, W.ecsq_w, W.pair
 
 def quant_block(blk, src, gam):
     if src == "g":

@@ -26,9 +26,9 @@ sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(_
 import kv_keys_ecsq_study as S
 from common import text
 from round3 import unrope
-TEXT = sys.argv[1]; OFF = int(sys.argv[2]); BUD = float(sys.argv[3])
 import os
 KB = int(os.environ.get("KB", "8")); CLIP = float(os.environ.get("CLIP", "1e9")); FLOOR = os.environ.get("FLOOR", "1") == "1"
+BUD = 4.95  # set from argv by the entry points (this script's main, kv_keys_wstep_dppl.py)
 
 def code(c, steps, sd):
     half = 2 ** (KB - 1)
@@ -58,41 +58,48 @@ def pair(e):  # per-channel energies -> per-pair sums broadcast back to channels
     out = np.empty_like(e); out[0::2] = p; out[1::2] = p
     return out
 
-from smollm import SmolLM
-m = SmolLM()
-ids = m.encode(text(TEXT))[OFF:OFF+1536]
-K, Q = {}, {}
-def cap(l, k, v): K[l] = k; return k, v
-def capq(l, q): Q[l] = q
-m.forward(ids, kv_hook=cap, q_hook=capq)
-g = m.n_head // m.n_kv
-CFG = [tuple((a, float(b)) for a, b in [x.split(":")]) [0] for x in os.environ.get("CFG", "q:0,q:0.5,q:1,k:0.25,k:0.5,k:1").split(",")]
-acc = {c: [0.0] * 4 for c in CFG}
-for l in sorted(K):
-    kpre = unrope(m, K[l].astype(np.float32)).astype(np.float64)
-    ref = K[l].astype(np.float64)
-    qe = [pair((Q[l][h*g:(h+1)*g].astype(np.float64) ** 2).mean((0, 1))) for h in range(kpre.shape[0])]
-    for cfg in CFG:
-        src, gam = cfg
-        out = np.empty_like(kpre)
-        for h in range(kpre.shape[0]):
-            for t in range(0, kpre.shape[1], 256):
-                blk = kpre[h, t:t+256]
-                if src == "g":  # per-channel min/max groups of 128 tokens, gam = bits
-                    out[h, t:t+256] = np.concatenate([S.groups(blk[i:i+128], int(gam)) for i in range(0, 256, 128)])
-                    continue
-                w = qe[h] if src == "q" else pair((blk ** 2).mean(0))
-                w = np.maximum(w, 1e-12 * w.max())
-                rel = np.clip((w / np.exp(np.log(w).mean())) ** (-gam / 2), 1 / CLIP, CLIP)
-                side = 64 * (16 + 8) + (64 * 4 if gam else 0)  # mean f16 + side byte (+ 4-bit step code)
-                out[h, t:t+256] = ecsq_w(blk, rel, side)
-        kp = m.rope(out.astype(np.float32)).astype(np.float64)
-        a = acc[cfg]
-        a[0] += ((kp-ref)**2).sum(); a[1] += (ref**2).sum()
-        for hq in range(m.n_head):
-            q = Q[l][hq].astype(np.float64)
-            x = q @ ref[hq//g].T; y = q @ kp[hq//g].T
-            a[2] += ((x-y)**2).sum(); a[3] += (x**2).sum()
-    print("layer", l, "done", flush=True)
-for c, (e, s, el, sl) in acc.items():
-    print(c, f"K {np.sqrt(e/s)*100:.3f}%  logits {np.sqrt(el/sl)*100:.3f}%", flush=True)
+def main():
+    global BUD
+    text_name, off, BUD = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    from smollm import SmolLM
+    m = SmolLM()
+    ids = m.encode(text(text_name))[off:off+1536]
+    K, Q = {}, {}
+    def cap(l, k, v): K[l] = k; return k, v
+    def capq(l, q): Q[l] = q
+    m.forward(ids, kv_hook=cap, q_hook=capq)
+    g = m.n_head // m.n_kv
+    CFG = [tuple((a, float(b)) for a, b in [x.split(":")]) [0] for x in os.environ.get("CFG", "q:0,q:0.5,q:1,k:0.25,k:0.5,k:1").split(",")]
+    acc = {c: [0.0] * 4 for c in CFG}
+    for l in sorted(K):
+        kpre = unrope(m, K[l].astype(np.float32)).astype(np.float64)
+        ref = K[l].astype(np.float64)
+        qe = [pair((Q[l][h*g:(h+1)*g].astype(np.float64) ** 2).mean((0, 1))) for h in range(kpre.shape[0])]
+        for cfg in CFG:
+            src, gam = cfg
+            out = np.empty_like(kpre)
+            for h in range(kpre.shape[0]):
+                for t in range(0, kpre.shape[1], 256):
+                    blk = kpre[h, t:t+256]
+                    if src == "g":  # per-channel min/max groups of 128 tokens, gam = bits
+                        out[h, t:t+256] = np.concatenate([S.groups(blk[i:i+128], int(gam)) for i in range(0, 256, 128)])
+                        continue
+                    w = qe[h] if src == "q" else pair((blk ** 2).mean(0))
+                    w = np.maximum(w, 1e-12 * w.max())
+                    rel = np.clip((w / np.exp(np.log(w).mean())) ** (-gam / 2), 1 / CLIP, CLIP)
+                    side = 64 * (16 + 8) + (64 * 4 if gam else 0)  # mean f16 + side byte (+ 4-bit step code)
+                    out[h, t:t+256] = ecsq_w(blk, rel, side)
+            kp = m.rope(out.astype(np.float32)).astype(np.float64)
+            a = acc[cfg]
+            a[0] += ((kp-ref)**2).sum(); a[1] += (ref**2).sum()
+            for hq in range(m.n_head):
+                q = Q[l][hq].astype(np.float64)
+                x = q @ ref[hq//g].T; y = q @ kp[hq//g].T
+                a[2] += ((x-y)**2).sum(); a[3] += (x**2).sum()
+        print("layer", l, "done", flush=True)
+    for c, (e, s, el, sl) in acc.items():
+        print(c, f"K {np.sqrt(e/s)*100:.3f}%  logits {np.sqrt(el/sl)*100:.3f}%", flush=True)
+
+
+if __name__ == "__main__":
+    main()
