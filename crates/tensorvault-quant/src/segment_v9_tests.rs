@@ -466,3 +466,62 @@ fn rope_pairs_shape_both_channels_of_a_pair_alike() {
         assert_ne!(SegmentV9::parse(&b2).unwrap().step_codes(), codes);
     }
 }
+
+/// review16: a RoPE pair of no energy (all zero, or constant) or of tiny values in an
+/// otherwise ordinary block. Before the step ceiling it wanted a step ~10^6 times the
+/// others': its zeros decoded at ±Δ/2 (thousands), every other channel's code clamped at
+/// 255 (the shaping lost), and a tiny pair left no fitting rung on the ladder.
+#[test]
+fn a_dead_or_tiny_rope_pair_keeps_its_values_and_the_others_shaping() {
+    let (rows, w) = (256usize, 64usize);
+    let p = params(8, 64, 0);
+    let budget = rows * w * 495 / 800;
+    let base = keys(rows, w, 23);
+    let plain = encode_to_fit(&p, &base, budget).unwrap().unwrap();
+    let plain_codes = SegmentV9::parse(&plain).unwrap().step_codes().to_vec();
+    let top = base.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for (name, pair) in [
+        ("zero", [0.0f32; 7]),
+        ("constant", [0.5f32; 7]),
+        ("tiny", [-3e-4, -2e-4, -1e-4, 0.0, 1e-4, 2e-4, 3e-4]),
+    ] {
+        let mut x = base.clone();
+        for r in 0..rows {
+            x[r * w] = pair[r % 7];
+            x[r * w + 1] = pair[(r + 3) % 7];
+        }
+        let bytes = encode_to_fit(&p, &x, budget)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{name}: no rung fits"));
+        assert!(bytes.len() <= budget);
+        let seg = SegmentV9::parse(&bytes).unwrap();
+        let y = dec(&bytes).unwrap();
+        // The pair decodes within its own spread (here at most 3e-4 about its mean)...
+        for r in 0..rows {
+            for c in 0..2 {
+                let e = (x[r * w + c] - y[r * w + c]).abs();
+                assert!(
+                    e <= 1e-3,
+                    "{name}: row {r} channel {c}: {} -> {}",
+                    x[r * w + c],
+                    y[r * w + c]
+                );
+            }
+        }
+        // ... Δ stays at the others' scale, and they keep their own steps.
+        assert!(seg.delta() <= top, "{name}: Δ {}", seg.delta());
+        let codes = seg.step_codes();
+        let spread = codes[2..].iter().max().unwrap() - codes[2..].iter().min().unwrap();
+        assert!(spread >= 8, "{name}: {codes:?}");
+        // The shape (each code less channel 3's, a floor-bound channel) is the block's
+        // without the pair, within a sixteenth of an octave or two.
+        let rel = |k: &[u8], c: usize| i32::from(k[c]) - i32::from(k[3]);
+        let same = (2..w)
+            .filter(|&c| (rel(codes, c) - rel(&plain_codes, c)).abs() <= 2)
+            .count();
+        assert!(
+            same >= w * 3 / 4,
+            "{name}: {codes:?} against {plain_codes:?}"
+        );
+    }
+}
