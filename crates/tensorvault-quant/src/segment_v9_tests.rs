@@ -525,3 +525,56 @@ fn a_dead_or_tiny_rope_pair_keeps_its_values_and_the_others_shaping() {
         );
     }
 }
+
+/// review16: one huge outlier in one channel (up to near f16's limit) is never clamped
+/// (that channel's anti-clamp floor sets Δ), and the other channels keep finer steps.
+#[test]
+fn a_huge_outlier_is_coded_unclamped() {
+    let (rows, w) = (256usize, 64usize);
+    let p = params(8, 64, 1);
+    let budget = rows * w * 495 / 800;
+    for big in [1.0e3f32, 1.0e4, 6.0e4] {
+        let mut x = keys(rows, w, 41);
+        x[100 * w + 7] = big;
+        let bytes = encode_to_fit(&p, &x, budget).unwrap().unwrap();
+        assert!(bytes.len() <= budget);
+        assert_eq!(
+            assert_within_half_a_channel_step(&p, &x, &bytes),
+            0,
+            "{big}"
+        );
+        let seg = SegmentV9::parse(&bytes).unwrap();
+        assert_eq!(seg.step_codes()[7], 0, "{big}");
+        assert!(seg.step_codes().iter().filter(|&&e| e > 64).count() > w / 2);
+    }
+}
+
+/// review16: the same input gives the same bytes on any thread, while other threads
+/// encode other blocks (the model-table cache is shared).
+#[test]
+fn fitted_bytes_do_not_depend_on_threads() {
+    let (rows, w) = (256usize, 64usize);
+    let p = params(8, 64, 1);
+    let budget = rows * w * 495 / 800;
+    let blocks: Vec<Vec<f32>> = (0..6).map(|s| keys(rows, w, 100 + s)).collect();
+    let one: Vec<Vec<u8>> = blocks
+        .iter()
+        .map(|x| encode_to_fit(&p, x, budget).unwrap().unwrap())
+        .collect();
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let blocks = blocks.clone();
+            std::thread::spawn(move || {
+                let mut out: Vec<(usize, Vec<u8>)> = (0..blocks.len())
+                    .map(|i| (i + t) % blocks.len())
+                    .map(|i| (i, encode_to_fit(&p, &blocks[i], budget).unwrap().unwrap()))
+                    .collect();
+                out.sort_by_key(|(i, _)| *i);
+                out.into_iter().map(|(_, b)| b).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), one);
+    }
+}
