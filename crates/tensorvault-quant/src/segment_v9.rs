@@ -334,7 +334,8 @@ pub fn encode_to_fit_with(
         .fold(0f64, f64::max);
     let octaves = (s_top / f64::from(s0)).log2();
     let top = if octaves.is_finite() && octaves > 0.0 {
-        // At most 2^9 octaves between two finite f64 ratios of f32 steps: no overflow.
+        // A finite f64 ratio is below 2^2100: at most 67,200 rungs, within i32 (and `as`
+        // saturates). Rungs whose f32 step overflows do not fit (`step_ok`).
         V7_RATE_RUNGS.max((octaves * f64::from(V7_RATE_PER_OCTAVE)).ceil() as i32 + 1)
     } else {
         V7_RATE_RUNGS
