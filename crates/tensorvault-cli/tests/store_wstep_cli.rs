@@ -64,11 +64,17 @@ fn wstep_keys_put_read_and_read_only_commands_never_write() {
     let got = store_get(&root, ["t", "c", "x"], &dir.path().join("back.npy"));
     assert!(!got.is_empty());
     let before = snapshot(&coll);
+    // review16: the one-collection listing, JSON and the HTML report (written outside
+    // the store) too.
+    let html = dir.path().join("report.html");
     for cmd in [
         vec!["store", "ls", s(&root)],
+        vec!["store", "ls", s(&root), "t", "c"],
+        vec!["store", "ls", s(&root), "t", "c", "--json"],
         vec!["store", "stats", s(&root)],
         vec!["store", "stats", s(&root), "--json"],
         vec!["store", "verify", s(&root)],
+        vec!["store", "report", "--out", s(&html), s(&root), "t", "c"],
     ] {
         let out = ok(&tv(&cmd));
         if cmd[1] == "verify" {
@@ -86,8 +92,10 @@ fn wstep_keys_put_read_and_read_only_commands_never_write() {
     let damaged = snapshot(&coll);
     for cmd in [
         vec!["store", "ls", s(&root)],
+        vec!["store", "ls", s(&root), "t", "c"],
         vec!["store", "stats", s(&root)],
         vec!["store", "verify", s(&root)],
+        vec!["store", "report", "--out", s(&html), s(&root), "t", "c"],
     ] {
         let o = tv(&cmd);
         assert!(

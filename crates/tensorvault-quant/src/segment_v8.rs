@@ -418,15 +418,17 @@ pub fn encode_to_fit(
         return Ok(Some(best));
     }
     let t0 = estimated_rung(p, &c, s0, max_len);
-    Ok(bracket_and_bisect(t0, try_rung))
+    Ok(bracket_and_bisect(t0, V7_RATE_RUNGS, try_rung))
 }
 
-/// The segment of a fitting rung in `1..=V7_RATE_RUNGS` whose next finer rung does not fit
-/// (rung 0 is known not to fit), `None` when not even the coarsest fits: a boundary
-/// bracketed around rung `t0` (an entropy estimate) by probes at doubling distances, then
-/// bisected: about five encodes where a bisection of the whole ladder takes eleven.
+/// The segment of a fitting rung in `1..=top` (`V7_RATE_RUNGS` for v8) whose next finer
+/// rung does not fit (rung 0 is known not to fit), `None` when not even the coarsest
+/// fits: a boundary bracketed around rung `t0` (an entropy estimate, at most `top`) by
+/// probes at doubling distances, then bisected: about five encodes where a bisection of
+/// the whole ladder takes eleven.
 pub(crate) fn bracket_and_bisect(
     t0: i32,
+    top: i32,
     try_rung: impl Fn(i32) -> Option<Vec<u8>>,
 ) -> Option<Vec<u8>> {
     // Invariant once bracketed: rung `lo` does not fit, rung `hi` does (`best` is its
@@ -446,10 +448,10 @@ pub(crate) fn bracket_and_bisect(
     } else {
         let (mut lo, mut d) = (t0, 1);
         loop {
-            let t = (lo + d).min(V7_RATE_RUNGS);
+            let t = (lo + d).min(top);
             match try_rung(t) {
                 Some(b) => break (lo, t, b),
-                None if t == V7_RATE_RUNGS => return None,
+                None if t >= top => return None,
                 None => {
                     lo = t;
                     d *= 2;

@@ -36,7 +36,7 @@ use half::f16;
 
 use crate::ecsq_model::side_byte;
 use crate::layout::{
-    V7_RATE_RUNGS, V8_F16_BYTES, V9_STEP_CODES_PER_OCTAVE, V9_STEP_CODE_BYTES,
+    V7_RATE_PER_OCTAVE, V7_RATE_RUNGS, V8_F16_BYTES, V9_STEP_CODES_PER_OCTAVE, V9_STEP_CODE_BYTES,
     V9_STEP_FRACTION_BITS, V9_VERSION,
 };
 use crate::segment_v7::step_at;
@@ -158,11 +158,20 @@ pub enum RopePairs {
 
 /// The encoder's per-channel shape: each channel's step relative to the others
 /// (`rel_c = (w_c / geomean(w))^(-gamma / 2)`, `w_c` the mean square of the channel's RoPE
-/// pair `2i, 2i + 1` including its mean) and its anti-clamp floor `max |y_c| / (2^(k-1) -
-/// 1)`.
+/// pair `2i, 2i + 1` including its mean), its anti-clamp floor `max |y_c| / (2^(k-1) -
+/// 1)` and its ceiling `max |y_c|`.
+///
+/// The ceiling (review16): a step coarser than the channel's largest centred value codes
+/// every value as the sign of its offset (one bit, whatever the step) and decodes it at
+/// `± step / 2`, so a coarser step only adds error. Without it a RoPE pair of little or
+/// no energy (a constant or all-zero pair: `rel` up to 10^6) wanted a step a million
+/// times the others': its values decoded thousands away from their inputs (all-zero
+/// channels of a SmolLM2 key block read back as ±3694), and `Δ` so large that every
+/// other channel's code clamped at 255 (one step for all: the shaping lost).
 struct Shape {
     rel: Vec<f64>,
     floor: Vec<f64>,
+    ceil: Vec<f64>,
 }
 
 fn shape(p: &V8Params, c: &Centred, gamma: f64, pairs: RopePairs) -> Shape {
@@ -192,28 +201,36 @@ fn shape(p: &V8Params, c: &Centred, gamma: f64, pairs: RopePairs) -> Shape {
         vec![1.0; width]
     };
     let levels = f64::from((1i32 << (p.bits - 1)) - 1);
-    let floor = (0..width)
+    let ceil: Vec<f64> = (0..width)
         .map(|ch| {
             let top = c.v[ch * rows..(ch + 1) * rows]
                 .iter()
                 .fold(0f32, |m, v| m.max(v.abs()));
-            f64::from(top) / levels
+            f64::from(top)
         })
         .collect();
-    Shape { rel, floor }
+    let floor = ceil.iter().map(|&t| t / levels).collect();
+    Shape { rel, floor, ceil }
 }
 
-/// The coarsest step and step codes at base step `s`: channel `c` wants `max(s * rel_c,
-/// floor_c)`; `Δ` is the largest; each code is the nearest sixteenth of an octave below
+impl Shape {
+    /// The step channel `ch` wants at base step `s`: `s * rel_c` within the channel's
+    /// floor and ceiling (the floor wins: it is at most the ceiling), at least the
+    /// smallest normal f32.
+    fn want(&self, ch: usize, s: f64) -> f64 {
+        (s * self.rel[ch])
+            .min(self.ceil[ch])
+            .max(self.floor[ch])
+            .max(f64::from(f32::MIN_POSITIVE))
+    }
+}
+
+/// The coarsest step and step codes at base step `s`: channel `c` wants `s * rel_c`
+/// within `floor_c ..= ceil_c` ([`Shape::want`]); `Δ` is the largest; each code is the nearest sixteenth of an octave below
 /// `Δ`, clamped to 0..=255, then made coarser while its step falls below the channel's
 /// floor or the smallest normal f32.
 fn codes_at(sh: &Shape, s: f64) -> (f32, Vec<u8>) {
-    let want: Vec<f64> = sh
-        .rel
-        .iter()
-        .zip(&sh.floor)
-        .map(|(&r, &f)| (s * r).max(f).max(f64::from(f32::MIN_POSITIVE)))
-        .collect();
+    let want: Vec<f64> = (0..sh.rel.len()).map(|ch| sh.want(ch, s)).collect();
     let delta = want.iter().copied().fold(0f64, f64::max) as f32;
     let per_octave = f64::from(V9_STEP_CODES_PER_OCTAVE);
     let codes = want
@@ -304,6 +321,25 @@ pub fn encode_to_fit_with(
     } else {
         f32::MIN_POSITIVE
     };
+    // The ladder goes at least V7_RATE_RUNGS rungs up, and on to the base step at which
+    // every channel sits at its ceiling (nothing changes above it): a channel of tiny
+    // values (floor / rel far below the others') starts the ladder lower than 24 octaves
+    // under the others' useful steps (review16: such blocks found no fitting rung).
+    let s_top = sh
+        .ceil
+        .iter()
+        .zip(&sh.rel)
+        .filter(|(&t, _)| t > 0.0)
+        .map(|(&t, &r)| t / r)
+        .fold(0f64, f64::max);
+    let octaves = (s_top / f64::from(s0)).log2();
+    let top = if octaves.is_finite() && octaves > 0.0 {
+        // A finite f64 ratio is below 2^2100: at most 67,200 rungs, within i32 (and `as`
+        // saturates). Rungs whose f32 step overflows do not fit (`step_ok`).
+        V7_RATE_RUNGS.max((octaves * f64::from(V7_RATE_PER_OCTAVE)).ceil() as i32 + 1)
+    } else {
+        V7_RATE_RUNGS
+    };
     let try_rung = |t: i32| -> Option<Vec<u8>> {
         let (delta, codes) = codes_at(&sh, f64::from(step_at(s0, t)));
         if !step_ok(delta, p.bits) {
@@ -316,9 +352,9 @@ pub fn encode_to_fit_with(
         return Ok(Some(b));
     }
     let t0 = estimated_rung_by(p, &c, max_len, |t, ch| {
-        (f64::from(step_at(s0, t)) * sh.rel[ch]).max(sh.floor[ch])
+        sh.want(ch, f64::from(step_at(s0, t)))
     });
-    Ok(bracket_and_bisect(t0.min(V7_RATE_RUNGS), try_rung))
+    Ok(bracket_and_bisect(t0.min(top), top, try_rung))
 }
 
 /// A v9 segment whose header, raw rows, means, side bytes and step codes are validated

@@ -466,3 +466,115 @@ fn rope_pairs_shape_both_channels_of_a_pair_alike() {
         assert_ne!(SegmentV9::parse(&b2).unwrap().step_codes(), codes);
     }
 }
+
+/// review16: a RoPE pair of no energy (all zero, or constant) or of tiny values in an
+/// otherwise ordinary block. Before the step ceiling it wanted a step ~10^6 times the
+/// others': its zeros decoded at ±Δ/2 (thousands), every other channel's code clamped at
+/// 255 (the shaping lost), and a tiny pair left no fitting rung on the ladder.
+#[test]
+fn a_dead_or_tiny_rope_pair_keeps_its_values_and_the_others_shaping() {
+    let (rows, w) = (256usize, 64usize);
+    let p = params(8, 64, 0);
+    let budget = rows * w * 495 / 800;
+    let base = keys(rows, w, 23);
+    let plain = encode_to_fit(&p, &base, budget).unwrap().unwrap();
+    let plain_codes = SegmentV9::parse(&plain).unwrap().step_codes().to_vec();
+    let top = base.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for (name, pair) in [
+        ("zero", [0.0f32; 7]),
+        ("constant", [0.5f32; 7]),
+        ("tiny", [-3e-4, -2e-4, -1e-4, 0.0, 1e-4, 2e-4, 3e-4]),
+    ] {
+        let mut x = base.clone();
+        for r in 0..rows {
+            x[r * w] = pair[r % 7];
+            x[r * w + 1] = pair[(r + 3) % 7];
+        }
+        let bytes = encode_to_fit(&p, &x, budget)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{name}: no rung fits"));
+        assert!(bytes.len() <= budget);
+        let seg = SegmentV9::parse(&bytes).unwrap();
+        let y = dec(&bytes).unwrap();
+        // The pair decodes within its own spread (here at most 3e-4 about its mean)...
+        for r in 0..rows {
+            for c in 0..2 {
+                let e = (x[r * w + c] - y[r * w + c]).abs();
+                assert!(
+                    e <= 1e-3,
+                    "{name}: row {r} channel {c}: {} -> {}",
+                    x[r * w + c],
+                    y[r * w + c]
+                );
+            }
+        }
+        // ... Δ stays at the others' scale, and they keep their own steps.
+        assert!(seg.delta() <= top, "{name}: Δ {}", seg.delta());
+        let codes = seg.step_codes();
+        let spread = codes[2..].iter().max().unwrap() - codes[2..].iter().min().unwrap();
+        assert!(spread >= 8, "{name}: {codes:?}");
+        // The shape (each code less channel 3's, a floor-bound channel) is the block's
+        // without the pair, within a sixteenth of an octave or two.
+        let rel = |k: &[u8], c: usize| i32::from(k[c]) - i32::from(k[3]);
+        let same = (2..w)
+            .filter(|&c| (rel(codes, c) - rel(&plain_codes, c)).abs() <= 2)
+            .count();
+        assert!(
+            same >= w * 3 / 4,
+            "{name}: {codes:?} against {plain_codes:?}"
+        );
+    }
+}
+
+/// review16: one huge outlier in one channel (up to near f16's limit) is never clamped
+/// (that channel's anti-clamp floor sets Δ), and the other channels keep finer steps.
+#[test]
+fn a_huge_outlier_is_coded_unclamped() {
+    let (rows, w) = (256usize, 64usize);
+    let p = params(8, 64, 1);
+    let budget = rows * w * 495 / 800;
+    for big in [1.0e3f32, 1.0e4, 6.0e4] {
+        let mut x = keys(rows, w, 41);
+        x[100 * w + 7] = big;
+        let bytes = encode_to_fit(&p, &x, budget).unwrap().unwrap();
+        assert!(bytes.len() <= budget);
+        assert_eq!(
+            assert_within_half_a_channel_step(&p, &x, &bytes),
+            0,
+            "{big}"
+        );
+        let seg = SegmentV9::parse(&bytes).unwrap();
+        assert_eq!(seg.step_codes()[7], 0, "{big}");
+        assert!(seg.step_codes().iter().filter(|&&e| e > 64).count() > w / 2);
+    }
+}
+
+/// review16: the same input gives the same bytes on any thread, while other threads
+/// encode other blocks (the model-table cache is shared).
+#[test]
+fn fitted_bytes_do_not_depend_on_threads() {
+    let (rows, w) = (256usize, 64usize);
+    let p = params(8, 64, 1);
+    let budget = rows * w * 495 / 800;
+    let blocks: Vec<Vec<f32>> = (0..6).map(|s| keys(rows, w, 100 + s)).collect();
+    let one: Vec<Vec<u8>> = blocks
+        .iter()
+        .map(|x| encode_to_fit(&p, x, budget).unwrap().unwrap())
+        .collect();
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let blocks = blocks.clone();
+            std::thread::spawn(move || {
+                let mut out: Vec<(usize, Vec<u8>)> = (0..blocks.len())
+                    .map(|i| (i + t) % blocks.len())
+                    .map(|i| (i, encode_to_fit(&p, &blocks[i], budget).unwrap().unwrap()))
+                    .collect();
+                out.sort_by_key(|(i, _)| *i);
+                out.into_iter().map(|(_, b)| b).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), one);
+    }
+}

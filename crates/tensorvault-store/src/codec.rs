@@ -695,6 +695,73 @@ mod tests {
     }
 
     #[test]
+    fn v8_and_v9_refuse_the_same_decodings_past_f16_and_read_the_rest_anywhere() {
+        // review16: reads of f16/bf16 now saturate (`from_f32`), but a v8 or v9 payload
+        // that decodes past ±65504 stays a typed error in both versions: the writer never
+        // stores one (`encode_kv_keys` keeps such a block in its plain encoding), so it is
+        // crafted or corrupt, and saturating it would hand out plausible wrong keys.
+        // Payloads within range decode to the codec's values wherever they are found.
+        use tensorvault_quant::segment_v8::{self, V8Params};
+        use tensorvault_quant::segment_v9;
+        let p = V8Params {
+            bits: 8,
+            width: 64,
+            raw_rows: 1,
+            lanes_log2: 2,
+        };
+        let x: Vec<f32> = (0..64 * 64)
+            .map(|i| ((i % 64) as f32 - 32.0) * 0.5 + ((i * 7919 % 101) as f32 - 50.0) * 0.02)
+            .collect();
+        let v8 = segment_v8::encode(&p, &x, 0.01).unwrap();
+        let v9 = segment_v9::encode(&p, &x, 0.01, &[0; 64]).unwrap();
+        for (honest, version) in [(&v8, q::V8_VERSION), (&v9, q::V9_VERSION)] {
+            let mut a = Vec::new();
+            let mut b = Vec::new();
+            decode_quantized(honest, x.len(), &mut a).unwrap();
+            match version {
+                q::V8_VERSION => segment_v8::decode(honest, x.len(), &mut b).unwrap(),
+                _ => segment_v9::decode(honest, x.len(), &mut b).unwrap(),
+            }
+            assert_eq!(a, b);
+            // Step codes 0: v9 decodes exactly as v8 at Δ.
+            assert_eq!(a.len(), x.len());
+            for (step, ok) in [(60.0f32, true), (1.0e4, false)] {
+                let mut big = honest.clone();
+                let at = q::V8_STEP_OFFSET;
+                big[at..at + 4].copy_from_slice(&step.to_le_bytes());
+                let mut y = Vec::new();
+                let r = decode_quantized(&big, x.len(), &mut y);
+                assert_eq!(r.is_ok(), ok, "v{version} step {step}: {r:?}");
+                if let Err(e) = r {
+                    let QuantError::OutOfRange {
+                        index,
+                        value,
+                        target,
+                    } = e
+                    else {
+                        panic!("v{version}: {e:?}");
+                    };
+                    assert!(value.abs() > 65504.0 && index >= 64, "{index} {value}");
+                    assert!(
+                        target.contains(&format!("v{version} key block")),
+                        "{target}"
+                    );
+                }
+            }
+        }
+        // The same crafted step refused at the same value in both.
+        let first = |b: &[u8]| {
+            let mut big = b.to_vec();
+            big[q::V8_STEP_OFFSET..q::V8_STEP_OFFSET + 4].copy_from_slice(&1.0e4f32.to_le_bytes());
+            match decode_quantized(&big, x.len(), &mut Vec::new()) {
+                Err(QuantError::OutOfRange { index, value, .. }) => (index, value),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(first(&v8), first(&v9));
+    }
+
+    #[test]
     fn a_v8_block_decoding_past_f16_is_a_typed_error() {
         // review15: a v8 segment is valid while its values stay finite f32 (step * 2^(k-1)
         // < 2^126), but a KV read returns the block as f16, where a value past 65504 is

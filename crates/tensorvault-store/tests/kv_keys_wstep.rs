@@ -460,3 +460,96 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_tier_2_file_cut_inside_a_v9_block_is_a_typed_error() {
+    // review16, as review15 for v8: a crash that leaves the tier 2 data file shorter than
+    // a v9 block's record says makes a read of that block a typed error, never a panic or
+    // a short decode; the block before the cut still reads as it did.
+    let dir = tempfile::tempdir().unwrap();
+    let x = keys(512, 23);
+    let (metas, first) = {
+        let s = dir_store(dir.path(), 1, geo(true, false), true);
+        s.put_tensor_with("k", &key_info(&[512, HD]), &bytes(&x), Tier::Tier2)
+            .unwrap();
+        let mut metas = s.blocks().unwrap();
+        metas.sort_by_key(|m| m.key.block_index);
+        let mut first = Vec::new();
+        s.get_block(&metas[0].key, &mut first).unwrap();
+        for m in &metas {
+            let mut p = Vec::new();
+            s.get_payload(&m.key, &mut p).unwrap();
+            assert_eq!(p[q::VERSION_OFFSET], q::V9_VERSION, "{:?}", m.key);
+        }
+        s.close().unwrap();
+        (metas, first)
+    };
+    let last = metas.iter().max_by_key(|m| m.data_offset).unwrap();
+    let tier2 = std::fs::read_dir(dir.path().join("t").join("c"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.contains("tier2"))
+        })
+        .expect("a tier 2 data file");
+    // Inside the step codes of the last block.
+    let cut = last.data_offset + (q::V8_HEADER_LEN + 64 * 5) as u64;
+    assert!(cut < last.data_offset + u64::from(last.data_len));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&tier2)
+        .unwrap()
+        .set_len(cut)
+        .unwrap();
+    let s = dir_store(dir.path(), 2, geo(true, false), false);
+    let mut out = Vec::new();
+    let e = s.get_block(&last.key, &mut out).unwrap_err();
+    assert!(
+        e.is_corruption() || matches!(e, StoreErr::NotFound { .. }),
+        "{e:?}"
+    );
+    if last.key != metas[0].key {
+        s.get_block(&metas[0].key, &mut out).unwrap();
+        assert_eq!(out, first);
+    }
+    let e = s.get_tensor("k").unwrap_err();
+    assert!(
+        e.is_corruption() || matches!(e, StoreErr::NotFound { .. }),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_dead_key_pair_reads_back_as_stored_at_tiers_2_and_3() {
+    // review16: a RoPE pair that is zero in every token (pruned or padded channels) had
+    // the encoder want a step ~10^6 times the others'; the stored zeros read back as
+    // hundreds (±Δ/2) in a block whose keys are a few units. Now they read back within
+    // a hair of zero and the block is still v9.
+    let mut x = keys(512, 31);
+    for t in 0..512 {
+        x[t * HD as usize] = 0.0;
+        x[t * HD as usize + 1] = 0.0;
+    }
+    let top = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for tier in [Tier::Tier2, Tier::Tier3] {
+        let s = mem_store("c", geo(true, false));
+        s.put_tensor_with("k", &key_info(&[512, HD]), &bytes(&x), tier)
+            .unwrap();
+        for (p, _) in payloads(&s, "k") {
+            assert_eq!(p[q::VERSION_OFFSET], q::V9_VERSION, "{tier:?}");
+        }
+        let y = floats(&s.get_tensor("k").unwrap().data);
+        for t in 0..512 {
+            for c in 0..2 {
+                let v = y[t * HD as usize + c];
+                assert!(
+                    v.abs() <= 1e-3 * top,
+                    "{tier:?}: token {t} channel {c}: {v}"
+                );
+            }
+        }
+        assert!(rel_rmse(&x, &y) < 0.08, "{tier:?}: {}", rel_rmse(&x, &y));
+    }
+}
