@@ -254,6 +254,10 @@ impl KvCache {
         // A KV cache's Tier0 is where new tokens land, not data put as exact: cold
         // blocks go down by access statistics (and age, with age_tiers).
         cfg.tiering.demote_tier0 = true;
+        if age_tiers.is_some() {
+            // The age policy owns a block's tier: no access-based promotion to undo it.
+            cfg.tiering = KvAgePolicy::store_tiering(cfg.tiering);
+        }
         let cache = py
             .detach(|| {
                 let store = DirStore::open_path(&root, &tenant, &collection, cfg, create)?;
@@ -378,7 +382,9 @@ impl KvCache {
     }
 
     /// One tiering step: first the age policy (if the cache has one) demotes sealed
-    /// blocks by age, then the store's access-based step (at most `budget` migrations).
+    /// blocks by age, then the store's access-based step (at most `budget` migrations;
+    /// with an age policy it never promotes, since attention makes every block hot and a
+    /// promoted block would be re-encoded on its way back down).
     /// The report's `age_moved` lists the blocks the age policy moved into tiers 0..=3;
     /// `held` the blocks left in their tier because a colder tier cannot encode their
     /// values (NaN or infinity written by an older build), with tensor names.

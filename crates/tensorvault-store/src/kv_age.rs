@@ -11,6 +11,7 @@
 
 use crate::block_io::BlockIO;
 use crate::clock::Clock;
+use crate::config::TierPolicy;
 use crate::error::{Result, StoreErr};
 use crate::kv::KvCache;
 use crate::meta_log::MetaLog;
@@ -34,6 +35,22 @@ pub struct KvAgePolicy {
 }
 
 impl KvAgePolicy {
+    /// The store's access-based tiering to run next to an age policy: `base` with
+    /// automatic promotion turned off (`hottest_tier` = Tier3). Attention reads every block
+    /// of the cache at every decode step, so every block scores hot; with promotion on, the
+    /// store's `maintain` moves blocks the age policy demoted back up a tier, and the next
+    /// [`KvCache::demote_by_age`] demotes them again. Each such round trip re-encodes
+    /// decoded values (the error compounds) and costs two migrations; a 2048-token SmolLM2
+    /// decode did about 1,500 of them, and how many blocks sat a tier too warm at the end
+    /// depended on wall-clock time. Demotion by access is unchanged.
+    #[must_use]
+    pub fn store_tiering(base: TierPolicy) -> TierPolicy {
+        TierPolicy {
+            hottest_tier: Tier::Tier3,
+            ..base
+        }
+    }
+
     /// The tier of a block whose newest token is `age` tokens old.
     #[must_use]
     pub fn tier_for_age(&self, age: u64) -> Tier {

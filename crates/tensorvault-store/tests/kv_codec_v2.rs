@@ -8,6 +8,7 @@ use half::f16;
 use tensorvault_store::{
     BlockInfo, BufferBlockIO, Catalog, CollectionConfig, DType, DirStore, Durability, KvAgePolicy,
     KvCache, KvKind, KvSlot, ManualClock, MemMetaLog, StoreConfig, TensorKind, TensorStore, Tier,
+    TierPolicy,
 };
 
 const HD: u32 = 64;
@@ -31,10 +32,18 @@ fn rel_rmse(a: &[f32], b: &[f32]) -> f64 {
 }
 
 fn kv_store(clock: Arc<ManualClock>) -> TensorStore<Arc<ManualClock>, BufferBlockIO, MemMetaLog> {
+    kv_store_with(clock, TierPolicy::default())
+}
+
+fn kv_store_with(
+    clock: Arc<ManualClock>,
+    tiering: TierPolicy,
+) -> TensorStore<Arc<ManualClock>, BufferBlockIO, MemMetaLog> {
     let geo = CollectionConfig::kv_cache(HD).unwrap();
     let cfg = StoreConfig {
         collection: geo,
         durability: Durability::Os,
+        tiering,
         ..StoreConfig::default()
     };
     TensorStore::open(
@@ -163,6 +172,74 @@ fn age_tiering_demotes_old_blocks_in_steps() {
     let mid = 2 * tpb as usize * hd..4 * tpb as usize * hd;
     let e2 = rel_rmse(&to_f32(&keys[mid.clone()]), &to_f32(&back[mid]));
     assert!(e2 < 0.02, "tier-2 keys: {e2}");
+}
+
+/// A decode under an age policy: every block is read at every step (as attention does),
+/// then one tiering step (the age policy, then the store's access-based `maintain`, as
+/// Python's `KvCache.maintain` runs them). Returns how many promotions `maintain` made and
+/// the keys read after the last step.
+fn decode_with_age_tiers(tiering: TierPolicy) -> (usize, Vec<f16>, Vec<f16>) {
+    let clock = Arc::new(ManualClock::new(1));
+    let kv = KvCache::new(kv_store_with(clock.clone(), tiering), HD).unwrap();
+    let tpb = u64::from(kv.tokens_per_block());
+    let slot = KvSlot::new(0, 0, KvKind::Key);
+    let total = 6 * tpb;
+    let keys: Vec<f16> = (0..total).flat_map(key_token).collect();
+    let policy = KvAgePolicy {
+        tier0_tokens: tpb,
+        tier1_tokens: 0,
+        tier2_tokens: tpb,
+    };
+    let hd = HD as usize;
+    let mut promoted = 0;
+    let mut first = None;
+    let step = 64;
+    for t in (0..total).step_by(step as usize) {
+        kv.append(slot, &keys[t as usize * hd..(t + step) as usize * hd])
+            .unwrap();
+        // Attention reads the whole cache many times per tick (every layer, every head).
+        for _ in 0..4 {
+            kv.read(slot, 0..t + step).unwrap();
+        }
+        kv.demote_by_age(&policy).unwrap();
+        let r = kv.store().maintain(1024).unwrap();
+        promoted += r.moves.iter().filter(|m| m.to < m.from).count();
+        clock.advance(1);
+        if t + step == 4 * tpb {
+            // Block 0 is at tier 3 from here on under the age policy.
+            first = Some(kv.read(slot, 0..tpb).unwrap());
+        }
+    }
+    // Keep decoding (reading) without appending: the age policy has nothing to do.
+    for _ in 0..200 {
+        kv.read(slot, 0..total).unwrap();
+        kv.demote_by_age(&policy).unwrap();
+        let r = kv.store().maintain(1024).unwrap();
+        promoted += r.moves.iter().filter(|m| m.to < m.from).count();
+        clock.advance(1);
+    }
+    kv.demote_by_age(&policy).unwrap();
+    (promoted, first.unwrap(), kv.read(slot, 0..tpb).unwrap())
+}
+
+#[test]
+fn age_tiering_is_not_undone_by_access_promotion() {
+    // Session 16: Python's KvCache.maintain ran the store's access-based step after the
+    // age policy with promotion on; attention makes every block hot, so blocks went
+    // 3 -> 2 -> 3, each round trip re-encoding decoded values.
+    let (promoted, before, after) = decode_with_age_tiers(TierPolicy::default());
+    assert!(promoted > 0, "the default policy promotes hot KV blocks");
+    assert_ne!(
+        before, after,
+        "and a promoted, re-demoted block has re-encoded keys"
+    );
+    let (promoted, before, after) =
+        decode_with_age_tiers(KvAgePolicy::store_tiering(TierPolicy::default()));
+    assert_eq!(promoted, 0);
+    assert_eq!(
+        before, after,
+        "a tier-3 block reads the same after 200 more steps"
+    );
 }
 
 #[test]

@@ -179,7 +179,9 @@ class KvCache:
         """Values per token position."""
     def maintain(self, budget: int = 1024) -> Dict[str, Any]:
         """One tiering step: first the age policy (if the cache has one) demotes sealed
-        blocks by age, then the store's access-based step (at most `budget` migrations).
+        blocks by age, then the store's access-based step (at most `budget` migrations;
+        with an age policy it never promotes, since attention makes every block hot and a
+        promoted block would be re-encoded on its way back down).
         The report's `age_moved` lists the blocks the age policy moved into tiers 0..=3;
         `held` the blocks left in their tier because a colder tier cannot encode their
         values (NaN or infinity written by an older build), with tensor names.
