@@ -8,7 +8,7 @@
 mod mem;
 mod values;
 
-use mem::{dir_store, mem_store};
+use mem::{dir_store, mem_store, resealed};
 use values::{assert_migrated_equals_direct, f32_bytes as bytes, f32_floats as floats, rel_rmse};
 
 use tensorvault_quant::layout::{V6_VERSION, V7_VERSION, VERSION_OFFSET};
@@ -145,8 +145,7 @@ fn the_flag_is_header_bit_7_and_survives_a_reopen() {
     // Bit 7 without ecsq: refused naming the flag and byte 49.
     let mut h = encode_header(&CollectionConfig::default().with_codec_v4(), 0);
     h[49] |= 0x80;
-    let crc = crc32c::crc32c(&h[..120]);
-    h[120..124].copy_from_slice(&crc.to_le_bytes());
+    h = resealed(h);
     let e = decode_header(&h).unwrap_err().to_string();
     assert!(e.contains("ecsq_model") && e.contains("49"), "{e}");
 

@@ -4,7 +4,7 @@
 //! between tiers, and a header with a flag bit whose prerequisite is missing is refused.
 
 mod mem;
-use mem::{dir_store, mem_store, Mem};
+use mem::{dir_store, mem_store, resealed, Mem};
 
 use half::f16;
 use tensorvault_store::meta_log::{decode_header, encode_header};
@@ -134,8 +134,7 @@ fn a_flag_bit_without_its_prerequisite_is_refused_naming_the_field_and_offset() 
     let mut h = encode_header(&kv(true), 0);
     h[49] = 0x20; // bit 5, centre, without bit 6 (row_gains) and codec 4
                   // Re-seal the CRC so the flags check (not the CRC) is what fails.
-    let crc = crc32c::crc32c(&h[..120]);
-    h[120..124].copy_from_slice(&crc.to_le_bytes());
+    h = resealed(h);
     let e = decode_header(&h).unwrap_err().to_string();
     assert!(e.contains("centre") && e.contains("49"), "{e}");
 }

@@ -7,7 +7,7 @@
 
 mod mem;
 mod values;
-use mem::{dir_store, mem_store};
+use mem::{dir_store, mem_store, resealed};
 use values::{
     assert_migrated_equals_direct, bell_tokens, f16_bytes as bytes, f16_floats as floats, rel_rmse,
 };
@@ -129,8 +129,7 @@ fn the_flag_is_header_bit_2_and_survives_a_reopen() {
         0,
     );
     h[49] |= 0b100;
-    let crc = crc32c::crc32c(&h[..120]);
-    h[120..124].copy_from_slice(&crc.to_le_bytes());
+    h = resealed(h);
     let e = decode_header(&h).unwrap_err().to_string();
     assert!(e.contains("kv_ecsq") && e.contains("49"), "{e}");
 

@@ -8,7 +8,7 @@
 
 mod mem;
 mod values;
-use mem::{dir_store, mem_store, payloads};
+use mem::{dir_store, mem_store, payloads, resealed};
 use values::{bell_tokens, f16_bytes as bytes, f16_floats as floats, rel_rmse};
 
 use half::f16;
@@ -179,12 +179,6 @@ fn the_bit_needs_kv_ecsq() {
     geo(true, false).validate().unwrap();
 }
 
-fn with_crc(mut h: [u8; 128]) -> [u8; 128] {
-    let crc = crc32c::crc32c(&h[..120]);
-    h[120..124].copy_from_slice(&crc.to_le_bytes());
-    h
-}
-
 #[test]
 fn the_bit_is_header_bit_4_and_survives_a_reopen() {
     let h = encode_header(&geo(true, false), 0);
@@ -200,18 +194,18 @@ fn the_bit_is_header_bit_4_and_survives_a_reopen() {
     // are refused naming the field and byte 49.
     let mut no_ecsq = encode_header(&geo(true, false), 0);
     no_ecsq[49] &= !0b100;
-    let e = decode_header(&with_crc(no_ecsq)).unwrap_err().to_string();
+    let e = decode_header(&resealed(no_ecsq)).unwrap_err().to_string();
     assert!(e.contains("kv_ecsq_tier2") && e.contains("49"), "{e}");
     let mut no_entropy = encode_header(&geo(true, false), 0);
     no_entropy[49] &= !0b1;
-    let e = decode_header(&with_crc(no_entropy))
+    let e = decode_header(&resealed(no_entropy))
         .unwrap_err()
         .to_string();
     assert!(e.contains("kv_ecsq") && e.contains("49"), "{e}");
     // Bit 7 (ecsq_model) needs bit 3 (ecsq), which a KV cache does not set.
     let mut bit7 = encode_header(&geo(true, false), 0);
     bit7[49] |= 0b1000_0000;
-    let e = decode_header(&with_crc(bit7)).unwrap_err().to_string();
+    let e = decode_header(&resealed(bit7)).unwrap_err().to_string();
     assert!(e.contains("ecsq_model") && e.contains("49"), "{e}");
 
     let dir = tempfile::tempdir().unwrap();

@@ -6,9 +6,11 @@
 //! cap); every other block, kind and tier is stored exactly as without the bit. The bit needs codec v4 and entropy, survives a reopen, and builds
 //! that do not know it refuse the collection.
 
+mod kv_keys;
 mod mem;
 mod values;
-use mem::{dir_store, mem_store, payloads};
+use kv_keys::{budget, key_info, keys, HD};
+use mem::{dir_store, mem_store, payloads, resealed};
 use values::{
     assert_migrated_equals_direct, bell_tokens, f16_bytes as bytes, f16_edge_tokens,
     f16_floats as floats, rel_rmse,
@@ -18,18 +20,9 @@ use half::f16;
 use proptest::prelude::*;
 use tensorvault_quant::layout as q;
 use tensorvault_quant::segment_v8::SegmentV8;
-use tensorvault_store::config::KV_KEYS_ECSQ_CENTIBITS;
 use tensorvault_store::meta_log::layout::{HEADER_FLAG2_KV_KEYS_ECSQ, H_FLAGS, H_FLAGS2};
 use tensorvault_store::meta_log::{decode_header, encode_header};
 use tensorvault_store::{BlockInfo, BlockKey, CollectionConfig, DType, StoreErr, TensorKind, Tier};
-
-const HD: u32 = 64;
-
-/// Key-like tokens: bell-shaped values on per-channel offsets (channel `c` at `0.3 c`,
-/// every 13th channel six times wider), rounded to f16.
-fn keys(n: u64, seed: u64) -> Vec<f32> {
-    bell_tokens(n, HD, seed, 0.3)
-}
 
 /// Codec v4 KV cache with entropy, `ecsq` and `ecsq_tier2` (session 13's best tier 2);
 /// `on` sets `kv_keys_ecsq`; `extents` allocation.
@@ -42,17 +35,6 @@ fn geo(on: bool, extents: bool) -> CollectionConfig {
         extents,
         ..CollectionConfig::kv_cache(HD).unwrap().with_codec_v4()
     }
-}
-
-/// The most bytes a v8 key block of `len` values may take next to its `plain` encoding
-/// in a collection of geometry `g` at tier 2.
-fn budget(g: &CollectionConfig, len: usize, plain: usize) -> usize {
-    let keys = len * KV_KEYS_ECSQ_CENTIBITS as usize / 800;
-    keys.max(plain).min(g.max_block_len(Tier::Tier2) as usize)
-}
-
-fn key_info(shape: &[u32; 2]) -> BlockInfo<'_> {
-    BlockInfo::new(DType::F16, shape).with_kind(TensorKind::KvKey)
 }
 
 #[test]
@@ -228,12 +210,6 @@ fn the_bit_needs_codec_4_and_entropy() {
     .unwrap();
 }
 
-fn with_crc(mut h: [u8; 128]) -> [u8; 128] {
-    let crc = crc32c::crc32c(&h[..120]);
-    h[120..124].copy_from_slice(&crc.to_le_bytes());
-    h
-}
-
 #[test]
 fn the_bit_is_flags2_bit_0_and_survives_a_reopen() {
     let h = encode_header(&geo(true, false), 0);
@@ -245,7 +221,7 @@ fn the_bit_is_flags2_bit_0_and_survives_a_reopen() {
     // naming the bit and byte 78.
     let mut no_entropy = h;
     no_entropy[H_FLAGS] = 0;
-    match decode_header(&with_crc(no_entropy)) {
+    match decode_header(&resealed(no_entropy)) {
         Err(StoreErr::BadHeader { field, offset, .. }) => {
             assert_eq!((field, offset), ("kv_keys_ecsq", 78));
         }
@@ -254,7 +230,7 @@ fn the_bit_is_flags2_bit_0_and_survives_a_reopen() {
     // Codec 2 with the bit: refused the same way.
     let mut codec2 = encode_header(&CollectionConfig::kv_cache(HD).unwrap(), 0);
     codec2[H_FLAGS2] = HEADER_FLAG2_KV_KEYS_ECSQ;
-    match decode_header(&with_crc(codec2)) {
+    match decode_header(&resealed(codec2)) {
         Err(StoreErr::BadHeader { field, offset, .. }) => {
             assert_eq!((field, offset), ("kv_keys_ecsq", 78));
         }

@@ -5,9 +5,11 @@
 //! survives a reopen and a compaction, and builds that do not know it refuse the
 //! collection.
 
+mod kv_keys;
 mod mem;
 mod values;
-use mem::{dir_store, mem_store, payloads};
+use kv_keys::{budget, key_info, keys, HD};
+use mem::{dir_store, mem_store, payloads, resealed};
 use values::{
     assert_migrated_equals_direct, bell_tokens, f16_bytes as bytes, f16_edge_tokens,
     f16_floats as floats, rel_rmse,
@@ -15,24 +17,14 @@ use values::{
 
 use half::f16;
 use proptest::prelude::*;
-use tensorvault_core::checksum::crc32c;
 use tensorvault_quant::layout as q;
 use tensorvault_quant::segment_v9::SegmentV9;
 use tensorvault_quant::QuantError;
-use tensorvault_store::config::KV_KEYS_ECSQ_CENTIBITS;
 use tensorvault_store::meta_log::layout::{
     HEADER_FLAG2_KV_KEYS_ECSQ, HEADER_FLAG2_KV_KEYS_WSTEP, HEADER_KNOWN_FLAGS2, H_FLAGS2,
 };
 use tensorvault_store::meta_log::{decode_header, encode_header};
 use tensorvault_store::{BlockInfo, BlockKey, CollectionConfig, DType, StoreErr, TensorKind, Tier};
-
-const HD: u32 = 64;
-
-/// Key-like tokens: bell-shaped values on per-channel offsets (channel `c` at `0.3 c`,
-/// every 13th channel six times wider), rounded to f16.
-fn keys(n: u64, seed: u64) -> Vec<f32> {
-    bell_tokens(n, HD, seed, 0.3)
-}
 
 /// Codec v4 KV cache with entropy, `ecsq`, `ecsq_tier2` and `kv_keys_ecsq`; `on` sets
 /// `kv_keys_wstep`; `extents` allocation.
@@ -46,17 +38,6 @@ fn geo(on: bool, extents: bool) -> CollectionConfig {
         extents,
         ..CollectionConfig::kv_cache(HD).unwrap().with_codec_v4()
     }
-}
-
-/// The most bytes a v8 or v9 key block of `len` values may take next to its `plain`
-/// encoding (the 5-bit groups) at tier 2.
-fn budget(g: &CollectionConfig, len: usize, plain: usize) -> usize {
-    let keys = len * KV_KEYS_ECSQ_CENTIBITS as usize / 800;
-    keys.max(plain).min(g.max_block_len(Tier::Tier2) as usize)
-}
-
-fn key_info(shape: &[u32; 2]) -> BlockInfo<'_> {
-    BlockInfo::new(DType::F16, shape).with_kind(TensorKind::KvKey)
 }
 
 /// The squared error of `y` against `x` (rows of [`HD`] channels), each channel's weighted
@@ -76,9 +57,7 @@ fn pair_weighted_error(x: &[f32], y: &[f32]) -> f64 {
 
 fn reseal(mut h: [u8; 128], at: usize, v: u8) -> [u8; 128] {
     h[at] = v;
-    let crc = crc32c(&h[..120]);
-    h[120..124].copy_from_slice(&crc.to_le_bytes());
-    h
+    resealed(h)
 }
 
 #[test]

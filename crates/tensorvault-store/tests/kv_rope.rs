@@ -3,10 +3,9 @@
 //! with another spec is refused), and codec v4 sizes tier slots for the wider kind.
 
 mod mem;
-use mem::{mem_store, Mem};
+use mem::{mem_store, resealed, Mem};
 
 use half::f16;
-use tensorvault_core::checksum::crc32c;
 use tensorvault_store::kv::{RopePairing, RopeSpec};
 use tensorvault_store::meta_log::layout::{
     H_CODEC, H_FLAGS2, H_KEY_BITS, H_KEY_GROUP_SIZE, H_RESERVED, H_ROPE_DIMS, H_ROPE_PAIRING,
@@ -210,9 +209,7 @@ fn header_bytes_of_rope_and_key_widths() {
 
 fn reseal(mut h: [u8; 128], at: usize, v: &[u8]) -> [u8; 128] {
     h[at..at + v.len()].copy_from_slice(v);
-    let crc = crc32c(&h[..120]);
-    h[120..124].copy_from_slice(&crc.to_le_bytes());
-    h
+    resealed(h)
 }
 
 fn rejected(b: &[u8; 128], field: &str, at: usize) {

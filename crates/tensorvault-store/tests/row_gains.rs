@@ -9,7 +9,7 @@
 mod mem;
 mod values;
 
-use mem::{dir_store, mem_store};
+use mem::{dir_store, mem_store, resealed};
 use values::{assert_migrated_equals_direct, f32_bytes as bytes, f32_floats as floats, rel_rmse};
 
 use tensorvault_quant::layout::{V4_VERSION, V5_VERSION, V6_VERSION, VERSION_OFFSET};
@@ -162,8 +162,7 @@ fn the_flag_is_header_bit_6_and_survives_a_reopen() {
     // Bit 6 in a codec 2 collection: refused naming the flag and byte 49.
     let mut h = encode_header(&CollectionConfig::default(), 0);
     h[49] |= 0b100_0000;
-    let crc = crc32c::crc32c(&h[..120]);
-    h[120..124].copy_from_slice(&crc.to_le_bytes());
+    h = resealed(h);
     let e = decode_header(&h).unwrap_err().to_string();
     assert!(e.contains("row_gains") && e.contains("49"), "{e}");
 

@@ -7,13 +7,12 @@
 
 mod mem;
 mod values;
-use mem::{dir_store, mem_store};
+use mem::{dir_store, mem_store, resealed};
 use values::{bell_tokens, f16_bytes as bytes, f16_floats as floats, rel_rmse};
 
-use tensorvault_core::checksum::crc32c;
 use tensorvault_quant::layout as q;
 use tensorvault_quant::segment_v5::SegmentV5;
-use tensorvault_store::meta_log::layout::{CRC_OFFSET, H_FLAGS2, PAD_OFFSET};
+use tensorvault_store::meta_log::layout::H_FLAGS2;
 use tensorvault_store::meta_log::{decode_header, encode_header};
 use tensorvault_store::{BlockInfo, CollectionConfig, DType, StoreErr, TensorKind, Tier};
 
@@ -154,12 +153,6 @@ fn wide_lanes_need_the_entropy_flag() {
     }
 }
 
-fn with_crc(mut h: [u8; 128]) -> [u8; 128] {
-    let crc = crc32c(&h[..CRC_OFFSET]);
-    h[CRC_OFFSET..PAD_OFFSET].copy_from_slice(&crc.to_le_bytes());
-    h
-}
-
 #[test]
 fn the_flag_is_flags2_bit_1_and_survives_a_reopen() {
     let (_, wide) = kv_geos(true).remove(2);
@@ -172,7 +165,7 @@ fn the_flag_is_flags2_bit_1_and_survives_a_reopen() {
     // A crafted header with bit 1 but no entropy flag is refused naming the field.
     let mut no_entropy = encode_header(&wide, 0);
     no_entropy[49] &= !0b101; // entropy and kv_ecsq (which needs entropy)
-    let e = decode_header(&with_crc(no_entropy))
+    let e = decode_header(&resealed(no_entropy))
         .unwrap_err()
         .to_string();
     assert!(e.contains("wide_lanes") && e.contains("78"), "{e}");
@@ -182,7 +175,7 @@ fn the_flag_is_flags2_bit_1_and_survives_a_reopen() {
     for bit in 3..8 {
         let mut later = encode_header(&wide, 0);
         later[H_FLAGS2] |= 1 << bit;
-        match decode_header(&with_crc(later)) {
+        match decode_header(&resealed(later)) {
             Err(StoreErr::BadHeader { field, offset, .. }) => {
                 assert_eq!((field, offset), ("flags2", 78), "bit {bit}");
             }

@@ -1,10 +1,13 @@
 //! Stores for the codec suites (`codec_v3.rs`, `codec_v4_weights.rs`, `ecsq.rs`, `entropy.rs`,
 //! `kv_ecsq.rs`, `kv_rope.rs`): in memory (buffer blocks, in-memory MetaLog and catalog, a
-//! manual clock at 1), or in a directory for the reopen tests; OS durability.
+//! manual clock at 1), or in a directory for the reopen tests; OS durability; and header
+//! records re-sealed after a test edits them.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use tensorvault_core::checksum::crc32c;
+use tensorvault_store::meta_log::layout::{CRC_OFFSET, PAD_OFFSET, RECORD_LEN};
 use tensorvault_store::{
     BufferBlockIO, Catalog, CollectionConfig, DirStore, Durability, ManualClock, MemMetaLog,
     StoreConfig, TensorStore,
@@ -74,4 +77,16 @@ pub fn payloads(s: &Mem, name: &str) -> Vec<(Vec<u8>, u8)> {
             (out, m.bits)
         })
         .collect()
+}
+
+/// `h`, a MetaLog header record (as `encode_header` gives it), with its CRC32C recomputed:
+/// a test that edits a field then sees that field's check fail, not the CRC's.
+#[allow(
+    dead_code,
+    reason = "not every suite that includes this module crafts headers"
+)]
+pub fn resealed(mut h: [u8; RECORD_LEN]) -> [u8; RECORD_LEN] {
+    let crc = crc32c(&h[..CRC_OFFSET]);
+    h[CRC_OFFSET..PAD_OFFSET].copy_from_slice(&crc.to_le_bytes());
+    h
 }
